@@ -1,0 +1,5 @@
+import sys
+
+from embstab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,89 @@
+"""``embstab compare A B``: every stability measure between two embedding files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from embstab.measures import DEFAULT_MEASURES, REGISTRY
+
+HELP = "measure how unstable a pair of embeddings is"
+DESCRIPTION = """\
+Compare two embeddings of (mostly) the same vocabulary, e.g. last week's and this week's, with the
+stability measures of Leszczynski et al. (MLSys 2020) and a few more. Only words present in both
+are compared, the --top-n most frequent of them (by the row order of A, which embedding files keep
+in frequency order).
+
+A and B are embedding files (word2vec text or binary, GloVe, fastText .vec, .npz, .npy + .vocab,
+gensim KeyedVectors, embstab compressed; the format is detected) or built-in pretrained
+embeddings: builtin:glove-6b-50d, builtin:minilm-l6-input.
+
+EIS (eigenspace instability) needs an anchor for each side: ideally the largest, full-precision
+embedding trained on the same data as A (--anchor-a) and as B (--anchor-b). Without them, A and B
+serve as their own anchors.
+
+Reading the output: 'value' is the raw measure; 'distance' turns it into "larger = less stable"
+(1 - overlap for k-NN and eigenspace overlap), so rows can be read the same way."""
+
+EPILOG = "measures: " + "; ".join(f"{name} ({info.direction})" for name, info in REGISTRY.items())
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a", metavar="A", help="the new embedding (file or builtin:NAME)")
+    p.add_argument("b", metavar="B", help="the old embedding (file or builtin:NAME)")
+    p.add_argument("--anchor-a", metavar="EA", help="anchor embedding for A's side (for EIS)")
+    p.add_argument("--anchor-b", metavar="EB", help="anchor embedding for B's side (for EIS)")
+    p.add_argument("--measures", nargs="+", metavar="NAME", choices=sorted(REGISTRY),
+                   help=f"measures to compute (default: {' '.join(DEFAULT_MEASURES)})")
+    p.add_argument("--top-n", type=int, default=10000, metavar="N",
+                   help="compare the N most frequent shared words (default 10000; 0 = all shared words)")
+    p.add_argument("--rank-by", choices=["a", "b"], default="a",
+                   help="whose frequency order picks the top words (default a)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="compute with torch on this device (default: numpy on the CPU)")
+    p.add_argument("--output", choices=["table", "json", "csv"], default="table", help="output format")
+    p.add_argument("--duplicates", choices=["error", "first"], default="error",
+                   help="a word repeated in a file is an error (default) or keeps its first occurrence")
+    p.set_defaults(func=run)
+
+
+def _load(spec: str, duplicates: str):
+    from embstab.io import load
+    from embstab.pretrained import load_pretrained
+
+    if spec.startswith("builtin:"):
+        return load_pretrained(spec.split(":", 1)[1])
+    return load(spec, duplicates=duplicates)
+
+
+def run(args: argparse.Namespace) -> int:
+    from embstab.compare import compare
+
+    if (args.anchor_a is None) != (args.anchor_b is None):
+        raise SystemExit("embstab compare: error: give both --anchor-a and --anchor-b, or neither")
+    if args.top_n < 0:
+        raise SystemExit("embstab compare: error: --top-n must be >= 0")
+    a = _load(args.a, args.duplicates)
+    b = _load(args.b, args.duplicates)
+    anchors = "self"
+    if args.anchor_a:
+        anchors = (_load(args.anchor_a, args.duplicates), _load(args.anchor_b, args.duplicates))
+    df = compare(a, b, anchors=anchors, measures=args.measures, top_n=args.top_n or None, rank_by=args.rank_by,
+                 device=args.device)
+    n = df.attrs["n_words"]
+    if args.output == "json":
+        json.dump({"a": a.name, "b": b.name, "n_words": n, "anchors": "self" if anchors == "self" else
+                   [anchors[0].name, anchors[1].name], "measures": df.to_dict(orient="records")}, sys.stdout, indent=2)
+        print()
+    elif args.output == "csv":
+        df.to_csv(sys.stdout, index=False)
+    else:
+        print(f"{a.name} ({len(a)} words, {a.dim}-d) vs {b.name} ({len(b)} words, {b.dim}-d): "
+              f"{n} shared words compared (top by {args.rank_by}'s frequency order)")
+        if anchors == "self":
+            print("EIS anchors: the pair itself (pass --anchor-a/--anchor-b for dedicated anchors)")
+        print(df.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+    return 0

@@ -1,0 +1,309 @@
+"""The :class:`Embedding` container: words, a float matrix in frequency order, counts and metadata."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from embstab.errors import ShapeError, VocabularyError
+
+__all__ = ["Embedding", "shared_vocabulary", "procrustes_rotation"]
+
+
+class Embedding:
+    """A word embedding: unique words, one float row per word, in frequency order.
+
+    Row order is meaningful: it is taken to be frequency rank (most frequent first), as word2vec,
+    GloVe and fastText write their files, and it decides which words :meth:`top` and
+    :func:`embstab.compare` keep.
+
+    Parameters
+    ----------
+    words : sequence of str
+        One unique word per row.
+    vectors : array_like of shape (n_words, dim)
+        Real-valued matrix; float32 and float64 are kept as given, other dtypes become float64.
+    counts : array_like of int, optional
+        Corpus frequency of each word, aligned with ``words``.
+    name : str, optional
+        Short human-readable name (shown in reports and tables).
+    source : str, optional
+        Where the embedding came from (a path, a package, a trainer configuration).
+    metadata : mapping, optional
+        Free-form extra information (training settings, compression settings...).
+    duplicates : {"error", "first"}
+        What to do when a word occurs twice: raise, or keep the first occurrence with a warning.
+    copy : bool
+        Copy ``vectors`` (default) or keep a reference when it is already a suitable array.
+
+    Raises
+    ------
+    ShapeError
+        If ``vectors`` is not 2-D, its row count differs from ``len(words)``, or it holds NaN/Inf.
+    VocabularyError
+        If a word is duplicated and ``duplicates="error"``.
+    """
+
+    __slots__ = ("_words", "_vectors", "_counts", "_index", "name", "source", "metadata")
+
+    def __init__(
+        self,
+        words: Sequence[str],
+        vectors: Any,
+        counts: Any = None,
+        *,
+        name: str | None = None,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        duplicates: str = "error",
+        copy: bool = True,
+    ) -> None:
+        words = [str(w) for w in words]
+        vectors = np.array(vectors, copy=copy) if copy else np.asarray(vectors)
+        if vectors.dtype not in (np.float32, np.float64):
+            if not (np.issubdtype(vectors.dtype, np.number) or vectors.dtype == bool):
+                raise ShapeError(f"embedding vectors must be numeric, got dtype {vectors.dtype}")
+            vectors = vectors.astype(np.float64)
+        if vectors.ndim != 2:
+            raise ShapeError(f"embedding vectors must be a 2-D (n_words, dim) array, got shape {vectors.shape}")
+        if vectors.shape[0] != len(words):
+            raise ShapeError(f"{len(words)} words but {vectors.shape[0]} vector rows")
+        if not np.isfinite(vectors).all():
+            bad = int(np.flatnonzero(~np.isfinite(vectors).all(axis=1))[0])
+            raise ShapeError(f"vector of word {words[bad]!r} (row {bad}) contains NaN or Inf")
+        if counts is not None:
+            counts = np.asarray(counts)
+            if counts.shape != (len(words),):
+                raise ShapeError(f"counts must have shape ({len(words)},), got {counts.shape}")
+        index: dict[str, int] = {}
+        keep: list[int] | None = None
+        for i, w in enumerate(words):
+            if w in index:
+                if duplicates == "error":
+                    raise VocabularyError(f"duplicate word {w!r} at rows {index[w]} and {i}")
+                if duplicates != "first":
+                    raise ValueError(f"duplicates must be 'error' or 'first', got {duplicates!r}")
+                if keep is None:
+                    keep = list(range(i))
+                warnings.warn(f"duplicate word {w!r} at row {i}: keeping the first occurrence (row {index[w]})",
+                              stacklevel=2)
+                continue
+            index[w] = len(index)
+            if keep is not None:
+                keep.append(i)
+        if keep is not None:
+            words = [words[i] for i in keep]
+            vectors = vectors[keep]
+            counts = counts[keep] if counts is not None else None
+        self._words: list[str] = words
+        self._vectors: np.ndarray = vectors
+        self._counts = counts
+        self._index = index
+        self.name = name
+        self.source = source
+        self.metadata: dict[str, Any] = dict(metadata or {})
+
+    # ------------------------------------------------------------------ basic container protocol
+    @property
+    def words(self) -> list[str]:
+        """The words, in row (frequency) order. A copy: mutating it does not change the embedding."""
+        return list(self._words)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The (n_words, dim) matrix (read-only view)."""
+        view = self._vectors.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def counts(self) -> np.ndarray | None:
+        """Corpus counts aligned with :attr:`words`, or ``None``."""
+        return None if self._counts is None else self._counts.copy()
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension (number of columns)."""
+        return int(self._vectors.shape[1])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self._vectors.shape)  # type: ignore[return-value]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._vectors.dtype
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._words)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self._index
+
+    def __getitem__(self, word: str) -> np.ndarray:
+        try:
+            return self.vectors[self._index[word]]
+        except KeyError:
+            raise VocabularyError(f"word {word!r} is not in the embedding{self._label()}") from None
+
+    def index(self, word: str) -> int:
+        """Row index of ``word``; raises :class:`VocabularyError` if absent."""
+        try:
+            return self._index[word]
+        except KeyError:
+            raise VocabularyError(f"word {word!r} is not in the embedding{self._label()}") from None
+
+    def get(self, word: str, default: Any = None) -> Any:
+        """The vector of ``word`` or ``default`` when it is absent."""
+        i = self._index.get(word)
+        return default if i is None else self.vectors[i]
+
+    def __repr__(self) -> str:
+        name = f"{self.name!r}, " if self.name else ""
+        return f"Embedding({name}{len(self)} words x {self.dim} dims, {self.dtype})"
+
+    def _label(self) -> str:
+        return f" {self.name!r}" if self.name else ""
+
+    # ------------------------------------------------------------------ derived embeddings
+    def _derive(self, words: list[str], vectors: np.ndarray, counts: Any, **meta: Any) -> Embedding:
+        out = Embedding.__new__(Embedding)
+        out._words = words
+        out._vectors = vectors
+        out._counts = counts
+        out._index = {w: i for i, w in enumerate(words)}
+        out.name = self.name
+        out.source = self.source
+        out.metadata = {**self.metadata, **meta}
+        return out
+
+    def subset(self, words: Iterable[str], missing: str = "error") -> Embedding:
+        """The rows of ``words``, in the order given.
+
+        Parameters
+        ----------
+        words : iterable of str
+        missing : {"error", "skip"}
+            Raise :class:`VocabularyError` naming the missing words, or drop them silently.
+        """
+        words = list(words)
+        rows = [self._index.get(w) for w in words]
+        if any(r is None for r in rows):
+            absent = [w for w, r in zip(words, rows) if r is None]
+            if missing == "error":
+                shown = ", ".join(repr(w) for w in absent[:5])
+                more = f" and {len(absent) - 5} more" if len(absent) > 5 else ""
+                raise VocabularyError(f"{len(absent)} of {len(words)} words are not in the embedding"
+                                      f"{self._label()}: {shown}{more}")
+            if missing != "skip":
+                raise ValueError(f"missing must be 'error' or 'skip', got {missing!r}")
+            words = [w for w, r in zip(words, rows) if r is not None]
+            rows = [r for r in rows if r is not None]
+        if len(set(words)) != len(words):
+            raise VocabularyError("the word list passed to subset() contains duplicates")
+        idx = np.asarray(rows, dtype=np.intp)
+        counts = None if self._counts is None else self._counts[idx]
+        return self._derive(words, self._vectors[idx], counts)
+
+    def top(self, n: int) -> Embedding:
+        """The ``n`` most frequent words (the first ``n`` rows)."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        counts = None if self._counts is None else self._counts[:n]
+        return self._derive(self._words[:n], self._vectors[:n].copy(), counts)
+
+    def normalize(self) -> Embedding:
+        """Rows scaled to unit L2 norm (all-zero rows are left at zero)."""
+        norms = np.linalg.norm(self._vectors, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return self._derive(list(self._words), self._vectors / norms, self._counts, normalized=True)
+
+    def center(self) -> Embedding:
+        """The mean row subtracted from every row."""
+        return self._derive(list(self._words), self._vectors - self._vectors.mean(axis=0), self._counts,
+                            centered=True)
+
+    def astype(self, dtype: Any) -> Embedding:
+        """The same embedding with vectors cast to ``dtype`` (e.g. ``np.float32``)."""
+        return self._derive(list(self._words), self._vectors.astype(dtype), self._counts)
+
+    def with_vectors(self, vectors: Any, **metadata: Any) -> Embedding:
+        """Same words, counts and name with a new matrix (same number of rows; any width)."""
+        vectors = np.asarray(vectors)
+        if vectors.ndim != 2 or vectors.shape[0] != len(self):
+            raise ShapeError(f"new vectors must have shape ({len(self)}, d), got {vectors.shape}")
+        if not np.isfinite(vectors).all():
+            raise ShapeError("new vectors contain NaN or Inf")
+        return self._derive(list(self._words), vectors, self._counts, **metadata)
+
+    def align_to(self, other: Embedding, words: Iterable[str] | None = None) -> Embedding:
+        """Rotate every row onto ``other`` by orthogonal Procrustes fitted on shared words.
+
+        The rotation Ω minimises ``||X[S] Ω - Y[S]||_F`` over orthogonal Ω, with S the shared
+        vocabulary (or ``words``), and is applied to all rows of this embedding. Both embeddings
+        must have the same dimension.
+        """
+        if other.dim != self.dim:
+            raise ShapeError(f"cannot align a {self.dim}-d embedding to a {other.dim}-d one")
+        fit_words = shared_vocabulary(self, other) if words is None else list(words)
+        if not fit_words:
+            raise VocabularyError("the two embeddings share no words to align on")
+        x = self.subset(fit_words).vectors.astype(np.float64)
+        y = other.subset(fit_words).vectors.astype(np.float64)
+        omega = procrustes_rotation(x, y)
+        return self._derive(list(self._words), (self._vectors.astype(np.float64) @ omega).astype(self.dtype),
+                            self._counts, aligned_to=other.name)
+
+    # ------------------------------------------------------------------ interop
+    def to_keyedvectors(self):
+        """A gensim ``KeyedVectors`` with the same words, order, vectors and counts."""
+        from gensim.models import KeyedVectors
+
+        kv = KeyedVectors(self.dim, count=len(self), dtype=self.dtype)
+        extras = None if self._counts is None else {"count": np.asarray(self._counts, dtype=np.int64)}
+        kv.add_vectors(self._words, self._vectors, extras=extras)
+        return kv
+
+    @classmethod
+    def from_keyedvectors(cls, kv, *, name: str | None = None, source: str | None = None) -> Embedding:
+        """Build an :class:`Embedding` from a gensim ``KeyedVectors`` (row order kept)."""
+        words = list(kv.index_to_key)
+        counts = None
+        if words and "count" in getattr(kv, "expandos", {}):
+            counts = np.asarray(kv.expandos["count"][: len(words)], dtype=np.int64)
+        return cls(words, np.asarray(kv.vectors), counts, name=name, source=source)
+
+    def save(self, path: str | os.PathLike, format: str | None = None, **kwargs: Any) -> None:
+        """Write the embedding to ``path``; see :func:`embstab.io.save` for the formats."""
+        from embstab.io import save
+
+        save(self, path, format=format, **kwargs)
+
+
+def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank_by: str = "a") -> list[str]:
+    """Words present in both embeddings, ordered by the row order of ``rank_by`` ("a" or "b").
+
+    With ``top_n``, only the ``top_n`` most frequent shared words (by that order) are returned.
+    """
+    if rank_by not in ("a", "b"):
+        raise ValueError(f"rank_by must be 'a' or 'b', got {rank_by!r}")
+    first, second = (a, b) if rank_by == "a" else (b, a)
+    shared = [w for w in first if w in second]
+    if top_n is not None:
+        if top_n <= 0:
+            raise ValueError(f"top_n must be positive, got {top_n}")
+        shared = shared[:top_n]
+    return shared
+
+
+def procrustes_rotation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Orthogonal Ω minimising ``||x Ω - y||_F`` (Ω = U Vᵀ from the SVD of xᵀy)."""
+    u, _, vt = np.linalg.svd(x.T @ y)
+    return u @ vt

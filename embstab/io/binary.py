@@ -1,0 +1,87 @@
+"""word2vec binary files: an ``n d`` text header, then per word ``word<space>`` + d little-endian float32."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from embstab.errors import EmbeddingFormatError
+from embstab.io.text import PROGRESS_MIN_BYTES, parse_header
+
+__all__ = ["read_word2vec_binary", "write_word2vec_binary"]
+
+
+def read_word2vec_binary(path: str | os.PathLike, *, dtype=np.float64, progress: bool | None = None):
+    """Read a word2vec binary file; returns ``(words, vectors)``.
+
+    Records are numbered from 1 in error messages ("line" = record number, after the header).
+    """
+    path = os.fspath(path)
+    data = np.memmap(path, dtype=np.uint8, mode="r") if os.path.getsize(path) else None
+    if data is None:
+        raise EmbeddingFormatError(path, "the file is empty")
+    buf = memoryview(data)
+    end = bytes(buf[:200]).find(b"\n")
+    if end < 0:
+        raise EmbeddingFormatError(path, "no 'n d' header line", 1)
+    try:
+        hdr = parse_header(bytes(buf[:end]).decode("ascii"))
+    except UnicodeDecodeError:
+        hdr = None
+    if hdr is None:
+        raise EmbeddingFormatError(path, "a word2vec binary file must start with an 'n d' header line", 1)
+    n, d = hdr
+    if d == 0:
+        raise EmbeddingFormatError(path, "the header declares dimension 0", 1)
+    pos = end + 1
+    words: list[str] = []
+    vectors = np.empty((n, d), dtype=dtype)
+    width = 4 * d
+    size = len(buf)
+    show = size >= PROGRESS_MIN_BYTES if progress is None else progress
+    with tqdm(total=n, unit="word", desc=f"reading {os.path.basename(path)}", disable=not show, leave=False) as bar:
+        for i in range(n):
+            while pos < size and buf[pos] in (0x0A, 0x0D):  # optional newline after each record
+                pos += 1
+            space = bytes(buf[pos:pos + 1024]).find(b" ")
+            if pos >= size:
+                raise EmbeddingFormatError(path, f"the header declares {n} words but the file holds {i}")
+            if space < 0:
+                raise EmbeddingFormatError(path, "no space after the word (truncated or not word2vec binary)", i + 1)
+            raw = bytes(buf[pos:pos + space])
+            try:
+                word = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise EmbeddingFormatError(path, f"undecodable word bytes {raw[:40]!r}", i + 1) from None
+            pos += space + 1
+            if pos + width > size:
+                raise EmbeddingFormatError(path, f"the file ends inside the vector of {word!r} (truncated)", i + 1)
+            vec = np.frombuffer(buf[pos:pos + width], dtype="<f4")
+            if not np.isfinite(vec).all():
+                raise EmbeddingFormatError(path, f"NaN or Inf in the vector of {word!r}", i + 1)
+            vectors[i] = vec
+            words.append(word)
+            pos += width
+            bar.update(1)
+    while pos < size and buf[pos] in (0x0A, 0x0D, 0x20):
+        pos += 1
+    if pos < size:
+        raise EmbeddingFormatError(path, f"{size - pos} bytes of data after the {n} records the header declares")
+    return words, vectors
+
+
+def write_word2vec_binary(path: str | os.PathLike, words: list[str], vectors: np.ndarray) -> None:
+    """Write a word2vec binary file (float32 values, a newline after each record, as gensim does)."""
+    for w in words:
+        if not w or any(c.isspace() for c in w):
+            raise EmbeddingFormatError(path, f"word {w!r} cannot be stored in word2vec binary (empty or holds "
+                                       "white space)")
+    data = np.ascontiguousarray(vectors, dtype="<f4")
+    with open(path, "wb") as f:
+        f.write(f"{len(words)} {data.shape[1]}\n".encode("ascii"))
+        for w, row in zip(words, data):
+            f.write(w.encode("utf-8") + b" ")
+            f.write(row.tobytes())
+            f.write(b"\n")

@@ -1,0 +1,21 @@
+"""Stability measures between two row-aligned embeddings.
+
+Each measure is written once against the array API, so numpy arrays, torch tensors (CPU or CUDA)
+and cupy arrays all work and the computation stays on the input's device. float64 is the default
+working precision; pass ``dtype="float32"`` for speed. See :data:`REGISTRY` for each measure's
+direction, range and invariances.
+"""
+
+from embstab.measures.displacement import semantic_displacement
+from embstab.measures.eis import AnchorFactors, anchor_factors, clear_anchor_cache, eis
+from embstab.measures.knn import knn
+from embstab.measures.overlap import eigenspace_overlap, weighted_eigenspace_overlap
+from embstab.measures.pip import pip_loss
+from embstab.measures.registry import DEFAULT_MEASURES, REGISTRY, MeasureInfo, get_measure
+from embstab.measures.similarity import fro_distance, linear_cka, procrustes_distance
+
+__all__ = [
+    "AnchorFactors", "DEFAULT_MEASURES", "MeasureInfo", "REGISTRY", "anchor_factors", "clear_anchor_cache",
+    "eigenspace_overlap", "eis", "fro_distance", "get_measure", "knn", "linear_cka", "pip_loss",
+    "procrustes_distance", "semantic_displacement", "weighted_eigenspace_overlap",
+]

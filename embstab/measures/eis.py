@@ -1,0 +1,175 @@
+"""Eigenspace instability (EIS), spec measures.md §2.1.
+
+    EIS(X, X̃) = tr[(P − P̃) Σ (P − P̃)] / tr(Σ),   Σ = (E Eᵀ)^α + (Ẽ Ẽᵀ)^α,
+    P = U Uᵀ (U an orthonormal basis of col(X)),  P̃ likewise for X̃.
+
+With G = V R^α for an anchor E = V R Wᵀ we have (E Eᵀ)^α = G Gᵀ, so each anchor contributes
+‖(P − P̃) G‖²_F = ‖UᵀG‖² + ‖ŨᵀG‖² − 2⟨UᵀG, (UᵀŨ) ŨᵀG⟩ and no n×n matrix is ever formed.
+The anchors' G factors do not depend on X, so they are computed once and cached: a sweep
+compares dozens of pairs against the same two anchors.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import array_api_compat
+
+from embstab.errors import ShapeError
+from embstab.measures._backend import as_float, check_matrix, namespace, orthonormal_basis, sq_norm
+
+__all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache"]
+
+
+@dataclass(frozen=True)
+class AnchorFactors:
+    """The part of an anchor EIS needs: ``G = V (R / r_max)^α`` and ``log r_max``.
+
+    Singular values are divided by their maximum before the power (α = 3 means r⁶, which
+    overflows float32 for unnormalised embeddings); the scale is restored in log space when two
+    anchors are combined, so EIS is unchanged.
+    """
+
+    g: Any
+    log_rmax: float
+    alpha: float
+    n_rows: int
+    rank: int
+
+
+_CACHE: dict[int, tuple[weakref.ref, tuple, AnchorFactors]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _fingerprint(xp, anchor, alpha: float, dtype: str) -> tuple:
+    # A cheap content check so an anchor mutated in place is not served stale factors.
+    return (tuple(anchor.shape), str(anchor.dtype), alpha, dtype,
+            float(xp.sum(anchor)), float(xp.sum(anchor * anchor)))
+
+
+def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, cache: bool = True) -> AnchorFactors:
+    """Factor an anchor embedding for :func:`eis` (cached per anchor array).
+
+    Parameters
+    ----------
+    anchor : (n, k) array
+        The anchor embedding restricted to the compared words, row-aligned with them.
+    alpha : float
+        Exponent of the anchor's Gram matrix (the paper uses 3).
+    dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default).
+    cache : bool
+        Reuse the factors of an identical anchor array seen before in this process.
+    """
+    if not (alpha >= 0 and math.isfinite(alpha)):
+        raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
+    xp = namespace(anchor)
+    check_matrix(xp, anchor, "anchor")
+    dtype = dtype or "float64"
+    key = id(anchor)
+    fp = _fingerprint(xp, anchor, float(alpha), dtype) if cache else None
+    if cache:
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+        if hit is not None and hit[0]() is anchor and hit[1] == fp:
+            return hit[2]
+    a = as_float(xp, anchor, dtype)
+    basis, s = orthonormal_basis(xp, a)
+    if s.shape[0] == 0:
+        raise ShapeError("anchor is all zeros")
+    rmax = float(s[0])
+    g = basis * (s / rmax) ** alpha if alpha > 0 else basis
+    factors = AnchorFactors(g=g, log_rmax=math.log(rmax), alpha=float(alpha), n_rows=int(anchor.shape[0]),
+                            rank=int(s.shape[0]))
+    if cache:
+        try:
+            ref = weakref.ref(anchor, lambda _r, k=key: _CACHE.pop(k, None))
+        except TypeError:  # some array types cannot be weakly referenced: do not cache them
+            return factors
+        with _CACHE_LOCK:
+            _CACHE[key] = (ref, fp, factors)
+    return factors
+
+
+def clear_anchor_cache() -> None:
+    """Forget every cached anchor factorisation."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def _resolve(anchor: Any, alpha: float, dtype: str | None) -> AnchorFactors:
+    if isinstance(anchor, AnchorFactors):
+        if anchor.alpha != float(alpha):
+            raise ValueError(f"anchor factors were computed with alpha={anchor.alpha}, not {alpha}")
+        return anchor
+    return anchor_factors(anchor, alpha=alpha, dtype=dtype)
+
+
+def eis(
+    X: Any,
+    Y: Any,
+    anchor_x: Any,
+    anchor_y: Any,
+    alpha: float = 3.0,
+    *,
+    dtype: str | None = None,
+    rtol: float | None = None,
+) -> float:
+    """Eigenspace instability between two row-aligned embeddings (smaller = more stable).
+
+    Parameters
+    ----------
+    X, Y : (n, d) and (n, d̃) arrays
+        The two embeddings, rows aligned on the same n words (numpy, torch or cupy).
+    anchor_x, anchor_y : (n, k) arrays or :class:`AnchorFactors`
+        The anchors of each side (the paper: the highest-dimension full-precision embedding of
+        the same algorithm and seed on each corpus), row-aligned with X and Y.
+    alpha : float, default 3.0
+        Exponent applied to the anchors' Gram matrices.
+    dtype : {"float64", "float32"}, optional
+        Working precision; float64 by default.
+    rtol : float, optional
+        Relative tolerance below which singular directions of X or Y count as rank deficiency.
+
+    Returns
+    -------
+    float in [0, 1]. 0 means identical column spans; the value depends on X and Y only through
+    their column spans (invariant to any invertible X → XM).
+    """
+    xp = namespace(X, Y)
+    check_matrix(xp, X, "X")
+    check_matrix(xp, Y, "Y")
+    n = X.shape[0]
+    if Y.shape[0] != n:
+        raise ShapeError(f"X and Y must be row-aligned: {n} vs {Y.shape[0]} rows")
+    fx = _resolve(anchor_x, alpha, dtype)
+    fy = _resolve(anchor_y, alpha, dtype)
+    for f, name in ((fx, "anchor_x"), (fy, "anchor_y")):
+        if f.n_rows != n:
+            raise ShapeError(f"{name} has {f.n_rows} rows but X and Y have {n}: anchors must be row-aligned "
+                             "with the compared words")
+        if array_api_compat.device(f.g) != array_api_compat.device(X):
+            raise ShapeError(f"{name} is on a different device than X")
+    x = as_float(xp, X, dtype)
+    y = as_float(xp, Y, dtype)
+    u, _ = orthonormal_basis(xp, x, rtol)
+    v, _ = orthonormal_basis(xp, y, rtol)
+    c = u.T @ v
+    # put both anchors on a common scale (the larger r_max) so the weights stay comparable
+    common = max(fx.log_rmax, fy.log_rmax)
+    num = 0.0
+    den = 0.0
+    for f in (fx, fy):
+        g = as_float(xp, f.g, dtype)
+        w = math.exp(2 * f.alpha * (f.log_rmax - common))
+        a = u.T @ g
+        b = v.T @ g
+        num += w * float(sq_norm(xp, a) + sq_norm(xp, b) - 2 * xp.sum(a * (c @ b)))
+        den += w * float(sq_norm(xp, g))
+    value = num / den
+    # round-off can leave tiny negatives or overshoot; the quantity is a ratio in [0, 1]
+    return min(max(value, 0.0), 1.0)
