@@ -131,6 +131,8 @@ def compare(
     rows = []
     for info in infos:
         kwargs = {**info.defaults, **(params or {}).get(info.name, {})}
+        if info.name == "knn" and "n_queries" not in (params or {}).get("knn", {}):
+            kwargs["n_queries"] = min(kwargs["n_queries"], len(words))  # the default must not exceed n
         if info.needs_anchors:
             fa, fb = _anchor_factors(anchor_arrays, anchors, words, kwargs.get("alpha", 3.0), _anchor_cache)
             value = info.func(x, y, fa, fb, **kwargs)

@@ -266,9 +266,12 @@ class Embedding:
         """A gensim ``KeyedVectors`` with the same words, order, vectors and counts."""
         from gensim.models import KeyedVectors
 
-        kv = KeyedVectors(self.dim, count=len(self), dtype=self.dtype)
-        extras = None if self._counts is None else {"count": np.asarray(self._counts, dtype=np.int64)}
-        kv.add_vectors(self._words, self._vectors, extras=extras)
+        kv = KeyedVectors(self.dim, count=0, dtype=self.dtype)
+        # gensim 4.4's add_vectors(extras=...) iterates the dict wrongly, so counts are set after
+        kv.add_vectors(self._words, self._vectors)
+        if self._counts is not None:
+            kv.allocate_vecattrs(["count"], [np.int64])
+            kv.expandos["count"][:] = np.asarray(self._counts, dtype=np.int64)
         return kv
 
     @classmethod

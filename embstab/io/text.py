@@ -39,6 +39,28 @@ def _is_number(token: str) -> bool:
     return True
 
 
+def _headerless_dim(path: str, first_line: int, sample: int = 1000) -> int:
+    """Vector width of a file without header: the most common field count minus one.
+
+    Using the most common count over the first lines (rather than the first line alone) keeps
+    a first word that contains spaces from being mistaken for an extra column.
+    """
+    widths: dict[int, int] = {}
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, start=1):
+            if i < first_line:
+                continue
+            n = len(raw.split())
+            if n:
+                widths[n] = widths.get(n, 0) + 1
+            if i - first_line >= sample:
+                break
+    fields = max(widths, key=lambda w: (widths[w], -w))
+    if fields < 2:
+        raise EmbeddingFormatError(path, "a line must hold a word followed by its vector", first_line)
+    return fields - 1
+
+
 def _count_lines(path: str) -> int:
     n = 0
     last = b"\n"
@@ -120,6 +142,8 @@ def _read(path: str, dtype, header: bool | None, bar):
     else:
         pending.append((lineno, text))
     capacity = _count_lines(path)  # an upper bound on the rows: preallocate once
+    if dim is None:
+        dim = _headerless_dim(path, pending[0][0])
     matrix = None
     filled = 0
     chunk_words: list[str] = []

@@ -7,6 +7,7 @@ exact, by blocked matrix products, so memory stays bounded (a few hundred MB) at
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import array_api_compat
@@ -26,7 +27,7 @@ def _unit_rows(xp, x):
     return x / xp.where(norms == 0, xp.ones_like(norms), norms)
 
 
-def nearest_neighbors(xp, x, queries, k: int, block_bytes: int = BLOCK_BYTES):
+def nearest_neighbors(xp, x, queries, k: int, block_bytes: int | None = None):
     """Indices of the ``k + 1`` most cosine-similar rows of ``x`` for each query row index.
 
     Candidates are scanned in column blocks; the running best ``k + 1`` are merged with each
@@ -38,7 +39,7 @@ def nearest_neighbors(xp, x, queries, k: int, block_bytes: int = BLOCK_BYTES):
     m = q.shape[0]
     kk = min(k + 1, n)
     itemsize = 8 if x.dtype == xp.float64 else 4
-    cols = max(kk, int(block_bytes // max(1, m * itemsize)))
+    cols = max(kk, int((block_bytes or BLOCK_BYTES) // max(1, m * itemsize)))
     best_v = best_i = None
     for start in range(0, n, cols):
         stop = min(n, start + cols)
@@ -88,7 +89,8 @@ def knn(
         Neighbours per query.
     n_queries : int or None, default 1000
         Number of query words drawn without replacement from the n rows with a local RNG seeded
-        by ``seed`` (the global RNG is never touched); ``None`` uses every row.
+        by ``seed`` (the global RNG is never touched); ``None`` uses every row, and so does a
+        number larger than n (with a warning).
     seed : int, default 1234
         Seed of the query draw.
     dtype : {"float64", "float32"}, optional
@@ -108,8 +110,11 @@ def knn(
     if n_queries is None:
         chosen = np.arange(n)
     else:
-        if n_queries < 1 or n_queries > n:
-            raise ValueError(f"n_queries must be between 1 and the number of rows ({n}), got {n_queries}")
+        if n_queries < 1:
+            raise ValueError(f"n_queries must be >= 1 or None, got {n_queries}")
+        if n_queries > n:
+            warnings.warn(f"n_queries={n_queries} exceeds the {n} rows: every row is used as a query", stacklevel=2)
+            n_queries = n
         chosen = np.sort(np.random.default_rng(seed).choice(n, size=n_queries, replace=False))
     # move the query indices to the data's device
     queries = xp.asarray(chosen.astype(np.int64), device=array_api_compat.device(x))

@@ -1,0 +1,103 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import embstab
+from embstab import Embedding, VocabularyError, measures
+
+
+def pair(n=300, d=10, seed=0):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(n)]
+    x = rng.normal(size=(n, d))
+    a = Embedding(words, x, name="new")
+    b = Embedding(words[::-1], (x + 0.3 * rng.normal(size=(n, d)))[::-1], name="old")  # other row order
+    ea = Embedding(words, rng.normal(size=(n, 2 * d)), name="anchor_new")
+    eb = Embedding(words, ea.vectors + 0.1 * rng.normal(size=(n, 2 * d)), name="anchor_old")
+    return a, b, ea, eb
+
+
+def test_compare_matches_measures_on_aligned_rows():
+    a, b, ea, eb = pair()
+    df = embstab.compare(a, b, anchors=(ea, eb), top_n=200)
+    assert list(df.columns) == ["measure", "value", "distance", "direction"]
+    assert list(df.measure) == list(measures.DEFAULT_MEASURES)
+    words = a.words[:200]  # rank_by="a": a's frequency order
+    x, y = a.subset(words).vectors, b.subset(words).vectors
+    got = df.set_index("measure")["value"]
+    assert got["eis"] == pytest.approx(measures.eis(x, y, ea.subset(words).vectors, eb.subset(words).vectors))
+    assert got["pip_loss"] == pytest.approx(measures.pip_loss(x, y))
+    assert df.set_index("measure").loc["knn", "distance"] == pytest.approx(1 - got["knn"])
+    assert df.attrs["n_words"] == 200
+
+
+def test_rank_by_picks_the_other_frequency_order():
+    a, b, _, _ = pair()
+    va = embstab.compare(a, b, measures=["pip_loss"], top_n=50, rank_by="a").value[0]
+    vb = embstab.compare(a, b, measures=["pip_loss"], top_n=50, rank_by="b").value[0]
+    words_b = b.words[:50]
+    assert vb == pytest.approx(measures.pip_loss(a.subset(words_b).vectors, b.subset(words_b).vectors))
+    assert va != pytest.approx(vb)
+
+
+def test_clear_errors():
+    a, b, ea, eb = pair()
+    with pytest.raises(VocabularyError, match="share only 300 words"):
+        embstab.compare(a, b, top_n=1000)
+    with pytest.raises(VocabularyError, match="share no words"):
+        embstab.compare(a, Embedding(["zz"], np.ones((1, 10))))
+    with pytest.raises(ValueError, match="EIS needs anchors"):
+        embstab.compare(a, b, measures=["eis"], top_n=100)
+    small_anchor = ea.top(50)
+    with pytest.raises(VocabularyError, match="share only 50 words"):
+        embstab.compare(a, b, anchors=(small_anchor, eb), top_n=100)
+
+
+def test_compare_many_reuses_anchor_factors(monkeypatch):
+    a, b, ea, eb = pair()
+    calls = []
+    real = measures.anchor_factors
+    cmp = sys.modules["embstab.compare"]
+
+    monkeypatch.setattr(cmp, "anchor_factors", lambda *args, **kw: calls.append(1) or real(*args, **kw))
+    pairs = {f"d{d}": (a.with_vectors(a.vectors[:, :d]), b.with_vectors(b.vectors[:, :d])) for d in (2, 4, 6, 8)}
+    df = embstab.compare_many(pairs, anchors=(ea, eb), top_n=200)
+    assert len(calls) == 2  # one factorisation per anchor, not per pair
+    assert set(df.pair) == set(pairs) and len(df) == 4 * 5
+    single = embstab.compare(*pairs["d4"], anchors=(ea, eb), top_n=200)
+    pd.testing.assert_series_equal(df[df.pair == "d4"].value.reset_index(drop=True), single.value)
+
+
+def test_real_glove_vs_minilm():
+    from embstab.pretrained import glove_6b_50d, minilm_input_embeddings
+
+    g, m = glove_6b_50d(top_n=20000), minilm_input_embeddings()
+    df = embstab.compare(g, m, anchors="self", top_n=2000).set_index("measure")
+    assert set(df.index) == {"eis", "knn", "pip_loss", "eigenspace_overlap"}  # SD needs equal dims: skipped
+    # unrelated models: neighbourhoods overlap a little, far from identical
+    assert 0.05 < df.loc["knn", "value"] < 0.8
+    assert 0 < df.loc["eis", "value"] < 1
+    same = embstab.compare(g, g, anchors="self", top_n=2000).set_index("measure")
+    assert same.loc["knn", "value"] == 1.0 and same.loc["eis", "value"] == pytest.approx(0, abs=1e-12)
+
+
+def test_cli_compare_json_and_help(tmp_path):
+    a, b, ea, eb = pair()
+    paths = {}
+    for e in (a, b, ea, eb):
+        paths[e.name] = tmp_path / f"{e.name}.txt"
+        e.save(paths[e.name])
+    out = subprocess.run([sys.executable, "-m", "embstab", "compare", str(paths["new"]), str(paths["old"]),
+                          "--anchor-a", str(paths["anchor_new"]), "--anchor-b", str(paths["anchor_old"]),
+                          "--top-n", "200", "--output", "json"], capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    direct = embstab.compare(a, b, anchors=(ea, eb), top_n=200)
+    assert data["n_words"] == 200
+    assert [m["value"] for m in data["measures"]] == pytest.approx(list(direct.value), rel=1e-9)
+    helptext = subprocess.run([sys.executable, "-m", "embstab", "compare", "--help"], capture_output=True,
+                              text=True).stdout
+    assert "--anchor-a" in helptext and "larger = less stable" in helptext

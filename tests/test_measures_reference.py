@@ -1,0 +1,122 @@
+"""Every measure against a literal float64 evaluation of its definition (n×n matrices)."""
+
+import numpy as np
+import pytest
+
+import _reference as ref
+from embstab import measures
+
+
+def pair(seed, n=120, d=8, dy=None, noise=0.3):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d))
+    y = x @ rng.normal(size=(d, dy or d)) + noise * rng.normal(size=(n, dy or d))
+    return x, y
+
+
+def anchors(seed, n=120, k=15):
+    rng = np.random.default_rng(seed + 100)
+    e = rng.normal(size=(n, k))
+    return e, e + 0.2 * rng.normal(size=(n, k))
+
+
+def close(a, b, rtol=1e-10):
+    assert a == pytest.approx(b, rel=rtol, abs=1e-13)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("alpha", [0, 1, 3])
+def test_eis_matches_literal(seed, alpha):
+    x, y = pair(seed, dy=5)
+    ex, ey = anchors(seed)
+    close(measures.eis(x, y, ex, ey, alpha=alpha), ref.eis(x, y, ex, ey, alpha))
+
+
+def test_eis_rank_deficient_uses_span_not_garbage():
+    x, y = pair(1)
+    ex, ey = anchors(1)
+    x_def = np.hstack([x, x[:, :2] @ np.array([[1.0], [2.0]])])  # a dependent column
+    close(measures.eis(x_def, y, ex, ey), ref.eis(x, y, ex, ey))
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("k", [1, 5, 10])
+def test_knn_matches_literal(seed, k):
+    x, y = pair(seed, d=6, dy=9, noise=1.0)
+    queries = np.sort(np.random.default_rng(99).choice(len(x), size=40, replace=False))
+    close(measures.knn(x, y, k=k, n_queries=40, seed=99), ref.knn(x, y, k, queries))
+    close(measures.knn(x, y, k=k, n_queries=None), ref.knn(x, y, k, range(len(x))))
+
+
+def test_knn_blocked_scan_equals_single_block(monkeypatch):
+    x, y = pair(3, n=500, noise=1.0)
+    whole = measures.knn(x, y, k=7, n_queries=None)
+    import sys
+
+    knn_module = sys.modules["embstab.measures.knn"]
+
+    monkeypatch.setattr(knn_module, "BLOCK_BYTES", 500 * 8 * 16)  # 16 candidate columns per block
+    assert measures.knn(x, y, k=7, n_queries=None) == whole
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_semantic_displacement_matches_literal(seed):
+    x, y = pair(seed)
+    close(measures.semantic_displacement(x, y), ref.semantic_displacement(x, y))
+
+
+def test_semantic_displacement_skips_zero_rows_like_nanmean():
+    x, y = pair(2)
+    x[5] = 0
+    with np.errstate(invalid="ignore"):
+        expected = ref.semantic_displacement(x, y)
+    close(measures.semantic_displacement(x, y), expected)
+    per_word = measures.semantic_displacement(x, y, average=False)
+    assert np.isnan(per_word[5]) and np.isfinite(np.delete(per_word, 5)).all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pip_loss_matches_literal(seed):
+    x, y = pair(seed, dy=11)
+    close(measures.pip_loss(x, y), ref.pip_loss(x, y))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_eigenspace_overlaps_match_literal(seed):
+    x, y = pair(seed, dy=5)
+    close(measures.eigenspace_overlap(x, y), ref.eigenspace_overlap(x, y))
+    close(measures.weighted_eigenspace_overlap(x, y, 2.0), ref.weighted_eigenspace_overlap(x, y, 2.0))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_similarity_measures_match_literal(seed):
+    x, y = pair(seed)
+    close(measures.fro_distance(x, y), np.linalg.norm(x - y))
+    close(measures.linear_cka(x, y), ref.linear_cka(x, y))
+    close(measures.procrustes_distance(x, y), ref.procrustes_distance(x, y))
+
+
+def test_float32_on_request_is_close_to_float64():
+    x, y = pair(0)
+    ex, ey = anchors(0)
+    assert measures.eis(x, y, ex, ey, dtype="float32") == pytest.approx(measures.eis(x, y, ex, ey), rel=1e-3)
+    assert measures.pip_loss(x, y, dtype="float32") == pytest.approx(measures.pip_loss(x, y), rel=1e-4)
+
+
+def test_anchor_factors_are_cached_and_reused():
+    x, y = pair(0)
+    ex, ey = anchors(0)
+    measures.clear_anchor_cache()
+    f1 = measures.anchor_factors(ex)
+    assert measures.anchor_factors(ex) is f1
+    ex[0, 0] += 1.0  # mutated in place: the cache must notice
+    assert measures.anchor_factors(ex) is not f1
+    fx, fy = measures.anchor_factors(ex), measures.anchor_factors(ey)
+    close(measures.eis(x, y, fx, fy), ref.eis(x, y, ex, ey))
+
+
+def test_eis_large_singular_values_do_not_overflow_float32():
+    x, y = pair(0)
+    ex, ey = anchors(0)
+    big = measures.eis(x, y, ex * 1e6, ey * 1e6, dtype="float32")
+    assert np.isfinite(big) and big == pytest.approx(measures.eis(x, y, ex, ey), rel=1e-3)
