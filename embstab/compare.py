@@ -10,7 +10,7 @@ import pandas as pd
 
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import ShapeError, VocabularyError
-from embstab.measures import DEFAULT_MEASURES, anchor_factors, get_measure
+from embstab.measures import DEFAULT_MEASURES, anchor_factors, get_measure, shared_products
 
 __all__ = ["compare", "compare_many", "aligned_matrices"]
 
@@ -129,20 +129,25 @@ def compare(
     x, y, anchor_arrays = aligned_matrices(a, b, words, anchors if any(i.needs_anchors for i in infos) else None,
                                            device)
     rows = []
-    for info in infos:
-        kwargs = {**info.defaults, **(params or {}).get(info.name, {})}
-        if info.name == "knn" and "n_queries" not in (params or {}).get("knn", {}):
-            kwargs["n_queries"] = min(kwargs["n_queries"], len(words))  # the default must not exceed n
-        if info.needs_anchors:
-            fa, fb = _anchor_factors(anchor_arrays, anchors, words, kwargs.get("alpha", 3.0), _anchor_cache)
-            value = info.func(x, y, fa, fb, **kwargs)
-        else:
-            value = info.func(x, y, **kwargs)
-        rows.append({"measure": info.name, "value": float(value), "distance": float(info.to_distance(value)),
-                     "direction": info.direction})
+    with shared_products():  # spans and cross products of x and y are shared by the measures
+        for info in infos:
+            rows.append(_evaluate(info, x, y, anchor_arrays, anchors, words, params, _anchor_cache))
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs.update({"n_words": len(words), "a": a.name, "b": b.name, "rank_by": rank_by})
     return out
+
+
+def _evaluate(info, x, y, anchor_arrays, anchors, words, params, cache) -> dict:
+    kwargs = {**info.defaults, **(params or {}).get(info.name, {})}
+    if info.name == "knn" and "n_queries" not in (params or {}).get("knn", {}):
+        kwargs["n_queries"] = min(kwargs["n_queries"], len(words))  # the default must not exceed n
+    if info.needs_anchors:
+        fa, fb = _anchor_factors(anchor_arrays, anchors, words, kwargs.get("alpha", 3.0), cache)
+        value = info.func(x, y, fa, fb, **kwargs)
+    else:
+        value = info.func(x, y, **kwargs)
+    return {"measure": info.name, "value": float(value), "distance": float(info.to_distance(value)),
+            "direction": info.direction}
 
 
 def _anchor_factors(arrays, anchors, words, alpha, cache):

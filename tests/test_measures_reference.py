@@ -108,11 +108,44 @@ def test_anchor_factors_are_cached_and_reused():
     ex, ey = anchors(0)
     measures.clear_anchor_cache()
     f1 = measures.anchor_factors(ex)
-    assert measures.anchor_factors(ex) is f1
+    assert measures.anchor_factors(ex).m is f1.m  # the factorisation is reused, not recomputed
     ex[0, 0] += 1.0  # mutated in place: the cache must notice
-    assert measures.anchor_factors(ex) is not f1
+    assert measures.anchor_factors(ex).m is not f1.m
     fx, fy = measures.anchor_factors(ex), measures.anchor_factors(ey)
     close(measures.eis(x, y, fx, fy), ref.eis(x, y, ex, ey))
+
+
+@pytest.mark.parametrize("name", ["eis", "eigenspace_overlap"])
+def test_gram_method_agrees_with_qr(name):
+    x, y = pair(5, n=400, d=12, dy=9)
+    ex, ey = anchors(5, n=400)
+    args = (ex, ey) if name == "eis" else ()
+    f = getattr(measures, name)
+    close(f(x, y, *args, method="gram"), f(x, y, *args, method="qr"), rtol=1e-9)
+
+
+def test_blocked_products_equal_single_block(monkeypatch):
+    import sys
+
+    backend = sys.modules["embstab.measures._backend"]
+    x, y = pair(6, n=300, dy=5)
+    ex, ey = anchors(6, n=300)
+    whole = [measures.eis(x, y, ex, ey), measures.pip_loss(x, y), measures.linear_cka(x, y),
+             measures.semantic_displacement(x, x + 0.1)]
+    monkeypatch.setattr(backend, "BLOCK_BYTES", 8 * 40 * 7)  # a few rows per block
+    measures.clear_anchor_cache()
+    blocked = [measures.eis(x, y, ex, ey), measures.pip_loss(x, y), measures.linear_cka(x, y),
+               measures.semantic_displacement(x, x + 0.1)]
+    for a, b in zip(blocked, whole):
+        close(a, b, rtol=1e-11)
+
+
+def test_float32_storage_float64_work():
+    x, y = pair(7)
+    ex, ey = anchors(7)
+    x32, y32, ex32, ey32 = (a.astype(np.float32) for a in (x, y, ex, ey))
+    ref64 = ref.eis(*(a.astype(np.float64) for a in (x32, y32, ex32, ey32)))
+    close(measures.eis(x32, y32, ex32, ey32), ref64)
 
 
 def test_eis_large_singular_values_do_not_overflow_float32():

@@ -6,6 +6,7 @@ working precision; pass ``dtype="float32"`` for speed. See :data:`REGISTRY` for 
 direction, range and invariances.
 """
 
+from embstab.measures._backend import shared_products
 from embstab.measures.displacement import semantic_displacement
 from embstab.measures.eis import AnchorFactors, anchor_factors, clear_anchor_cache, eis
 from embstab.measures.knn import knn
@@ -17,5 +18,5 @@ from embstab.measures.similarity import fro_distance, linear_cka, procrustes_dis
 __all__ = [
     "AnchorFactors", "DEFAULT_MEASURES", "MeasureInfo", "REGISTRY", "anchor_factors", "clear_anchor_cache",
     "eigenspace_overlap", "eis", "fro_distance", "get_measure", "knn", "linear_cka", "pip_loss",
-    "procrustes_distance", "semantic_displacement", "weighted_eigenspace_overlap",
+    "procrustes_distance", "semantic_displacement", "shared_products", "weighted_eigenspace_overlap",
 ]

@@ -1,11 +1,23 @@
-"""Array-API plumbing shared by every measure: namespace lookup, validation, dtype, factorizations.
+"""Array-API plumbing shared by every measure: namespace lookup, validation, blocked products, spans.
 
-Each measure is written once against the array API (numpy, torch on CPU or CUDA, cupy); the only
-backend-specific primitive is :func:`topk`, because the standard has no partial sort.
+Each measure is written once against the array API (numpy, torch on CPU or CUDA, cupy). Two
+ideas keep them exact, fast and lean at n = 400,000 words:
+
+* every measure needs only small cross products (XᵀY, XᵀE... of size d×k), accumulated over row
+  blocks in the working precision (float64 by default), so inputs stay in their own dtype and
+  no n-sized float64 copy is ever made;
+* a column span is represented implicitly, ``U = X @ W`` with a small d×r matrix ``W``, so
+  products such as ``UᵀŨ = Wᵀ (XᵀY) W̃`` need no n×d basis either.
+
+The only backend-specific primitives are :func:`topk` and the R-only QR in :func:`span`, because
+the standard has neither a partial sort nor ``mode="r"``.
 """
 
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import array_api_compat
@@ -13,9 +25,47 @@ import numpy as np
 
 from embstab.errors import ShapeError
 
-__all__ = ["namespace", "as_float", "check_matrix", "check_pair", "orthonormal_basis", "topk", "to_float"]
+__all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "column_mean", "Span", "span", "topk",
+           "sq_norm", "row_blocks"]
 
 _DTYPES = ("float64", "float32")
+
+#: Bytes of working-precision data per row block (bounds the transient memory of every measure).
+BLOCK_BYTES = 64 * 2**20
+
+#: Above this many matrix entries the span is found from the Gram matrix (no n×d copy) instead of
+#: a QR factorisation (one n×d copy, but accurate to machine precision for ill-conditioned input).
+QR_MAX_ENTRIES = 40_000_000
+
+
+_MEMO: ContextVar[dict | None] = ContextVar("embstab_measure_memo", default=None)
+
+
+@contextlib.contextmanager
+def shared_products():
+    """Within this block, measures share spans and cross products of the same input arrays.
+
+    :func:`embstab.compare` evaluates several measures on one pair: EIS, eigenspace overlap, PIP
+    and semantic displacement all need XᵀY or the spans of X and Y, so they are computed once.
+    The arrays must not be modified in place inside the block (entries are keyed by identity and
+    hold a reference, so an identity is never reused).
+    """
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def _memoized(key: tuple, arrays: tuple, compute):
+    memo = _MEMO.get()
+    if memo is None:
+        return compute()
+    full_key = (*key, *(id(a) for a in arrays))
+    hit = memo.get(full_key)
+    if hit is None:
+        hit = memo[full_key] = (arrays, compute())
+    return hit[1]
 
 
 def namespace(*arrays: Any):
@@ -27,7 +77,7 @@ def namespace(*arrays: Any):
 
 
 def as_float(xp, x: Any, dtype: str | None):
-    """``x`` cast to float64 (default) or float32, on its own device."""
+    """``x`` cast to float64 (default) or float32, on its own device (no copy if it already is)."""
     name = dtype or "float64"
     if name not in _DTYPES:
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
@@ -36,17 +86,20 @@ def as_float(xp, x: Any, dtype: str | None):
 
 
 def check_matrix(xp, x: Any, what: str) -> None:
-    """Raise :class:`ShapeError` unless ``x`` is a non-empty 2-D array of finite values."""
+    """Raise :class:`ShapeError` unless ``x`` is a non-empty 2-D real array of finite values."""
     if x.ndim != 2:
         raise ShapeError(f"{what} must be a 2-D (n_words, dim) array, got shape {tuple(x.shape)}")
     if x.shape[0] == 0 or x.shape[1] == 0:
         raise ShapeError(f"{what} is empty (shape {tuple(x.shape)})")
-    if not bool(xp.all(xp.isfinite(x))):
-        raise ShapeError(f"{what} contains NaN or Inf")
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise ShapeError(f"{what} must hold real floating-point numbers, got {x.dtype}")
+    for block in row_blocks(x):
+        if not bool(xp.all(xp.isfinite(block))):
+            raise ShapeError(f"{what} contains NaN or Inf")
 
 
-def check_pair(x: Any, y: Any, dtype: str | None, names: tuple[str, str] = ("X", "Y"), same_dim: bool = False):
-    """Validate two row-aligned matrices and return ``(xp, x, y)`` cast to the working dtype."""
+def check_pair(x: Any, y: Any, names: tuple[str, str] = ("X", "Y"), same_dim: bool = False):
+    """Validate two row-aligned matrices; returns their namespace."""
     xp = namespace(x, y)
     check_matrix(xp, x, names[0])
     check_matrix(xp, y, names[1])
@@ -57,7 +110,49 @@ def check_pair(x: Any, y: Any, dtype: str | None, names: tuple[str, str] = ("X",
                          f"{names[1]} is {y.shape[1]}-d")
     if array_api_compat.device(x) != array_api_compat.device(y):
         raise ShapeError(f"{names[0]} and {names[1]} are on different devices")
-    return xp, as_float(xp, x, dtype), as_float(xp, y, dtype)
+    return xp
+
+
+def row_blocks(*arrays: Any, cols: int | None = None):
+    """Row slices of the arrays (same rows) small enough for :data:`BLOCK_BYTES` in float64.
+
+    Yields one slice, or a tuple of slices when several arrays are given.
+    """
+    n = arrays[0].shape[0]
+    width = cols or sum(a.shape[1] for a in arrays)
+    rows = max(1, BLOCK_BYTES // (8 * max(width, 1)))
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        parts = tuple(a[start:stop] for a in arrays)
+        yield parts if len(parts) > 1 else parts[0]
+
+
+def cross(xp, a: Any, b: Any, dtype: str | None):
+    """``aᵀ b`` in the working precision, accumulated over row blocks."""
+    return _memoized(("cross", dtype or "float64"), (a, b), lambda: _cross(xp, a, b, dtype))
+
+
+def _cross(xp, a: Any, b: Any, dtype: str | None):
+    out = None
+    if a is b:
+        for block in row_blocks(a):
+            ab = as_float(xp, block, dtype)
+            part = ab.T @ ab
+            out = part if out is None else out + part
+        return out
+    for ablock, bblock in row_blocks(a, b):
+        part = as_float(xp, ablock, dtype).T @ as_float(xp, bblock, dtype)
+        out = part if out is None else out + part
+    return out
+
+
+def column_mean(xp, a: Any, dtype: str | None):
+    """Mean row of ``a`` (1×d) in the working precision, accumulated over row blocks."""
+    total = None
+    for block in row_blocks(a):
+        part = xp.sum(as_float(xp, block, dtype), axis=0, keepdims=True)
+        total = part if total is None else total + part
+    return total / a.shape[0]
 
 
 def sq_norm(xp, a: Any):
@@ -65,39 +160,78 @@ def sq_norm(xp, a: Any):
     return xp.sum(a * a)
 
 
-def to_float(value: Any) -> float:
-    """A 0-d array (any backend, any device) as a Python float."""
-    return float(value)
+@dataclass(frozen=True)
+class Span:
+    """The column span of an n×d matrix X as ``U = X @ w`` (U orthonormal, n×r, never formed).
 
-
-def orthonormal_basis(xp, x: Any, rtol: float | None = None):
-    """Orthonormal basis of the column span of ``x`` and its singular values.
-
-    Householder QR (backward stable, cheap) followed by an SVD of the small R factor, which
-    reveals the rank: directions whose singular value is below ``rtol * s_max`` are dropped
-    rather than kept as arbitrary columns (the reference keeps them, giving garbage for
-    rank-deficient inputs). ``rtol`` defaults to ``max(n, d) * eps``.
-
-    Returns
-    -------
-    basis : (n, r) array with orthonormal columns, r = numerical rank
-    q, small_u, s : the QR factor, the R-factor's left singular vectors (d×r) and the r kept
-        singular values (for callers that want ``basis = q @ small_u`` lazily).
+    ``s`` holds the r kept singular values of X (descending); ``method`` says how they were found.
     """
+
+    w: Any
+    s: Any
+    method: str
+
+    @property
+    def rank(self) -> int:
+        return int(self.s.shape[0])
+
+
+def _r_factor(x: Any):
+    # the array API's qr has no mode="r"; forming Q would cost another n×d array
+    if array_api_compat.is_torch_array(x):
+        import torch
+
+        return torch.linalg.qr(x, mode="r")[1]
+    lib = np if array_api_compat.is_numpy_array(x) else __import__("cupy")
+    return lib.linalg.qr(x, mode="r")
+
+
+def span(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method: str = "auto") -> Span:
+    """Orthonormal basis of col(X), implicitly, with the numerical rank.
+
+    Parameters
+    ----------
+    method : {"auto", "qr", "gram"}
+        ``qr``: Householder R factor then an SVD of R (backward stable; one n×d working copy).
+        ``gram``: eigen-decomposition of XᵀX accumulated over row blocks (no n×d copy, twice
+        cheaper; directions with s < sqrt(rtol)·s_max cannot be resolved). ``auto`` uses QR up to
+        :data:`QR_MAX_ENTRIES` entries.
+    rtol : float, optional
+        Singular values below ``rtol · s_max`` count as rank deficiency (default ``max(n, d)·eps``).
+
+    Directions below the tolerance are dropped rather than kept as arbitrary columns (the
+    reference keeps them, which gives garbage for rank-deficient inputs).
+    """
+    return _memoized(("span", dtype or "float64", rtol, method), (x,), lambda: _span(xp, x, dtype, rtol, method))
+
+
+def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Span:
     n, d = x.shape
-    if n >= d:
-        q, r = xp.linalg.qr(x, mode="reduced")
-        small_u, s, _ = xp.linalg.svd(r, full_matrices=False)
-    else:  # wide matrix: the span is at most n-dimensional, an SVD is as cheap
-        q = None
-        small_u, s, _ = xp.linalg.svd(x, full_matrices=False)
-    eps = float(np.finfo(np.float64 if x.dtype == xp.float64 else np.float32).eps)
-    tol = (rtol if rtol is not None else max(n, d) * eps) * float(s[0]) if s.shape[0] else 0.0
-    rank = int(xp.sum(xp.astype(s > tol, xp.int64)))
-    small_u = small_u[:, :rank]
-    s = s[:rank]
-    basis = small_u if q is None else q @ small_u
-    return basis, s
+    if method == "auto":
+        method = "qr" if n * d <= QR_MAX_ENTRIES else "gram"
+    if method not in ("qr", "gram"):
+        raise ValueError(f"method must be 'auto', 'qr' or 'gram', got {method!r}")
+    eps = float(np.finfo(np.float64 if (dtype or "float64") == "float64" else np.float32).eps)
+    tol = rtol if rtol is not None else max(n, d) * eps
+    if method == "gram" or n < d:
+        lam, v = xp.linalg.eigh(cross(xp, x, x, dtype))
+        lam = xp.flip(lam, axis=0)
+        v = xp.flip(v, axis=1)
+        lam = xp.where(lam > 0, lam, xp.zeros_like(lam))
+        s = xp.sqrt(lam)
+        # eigenvalues carry absolute error ~eps·λ_max, so singular values resolve only to sqrt(tol)
+        floor = max(tol, (max(n, d) * eps) ** 0.5) if method == "gram" and n >= d else tol
+        method = "gram"
+    else:
+        r = _r_factor(as_float(xp, x, dtype))
+        _, s, vt = xp.linalg.svd(r, full_matrices=False)
+        v = vt.T
+        floor = tol
+    if float(s[0]) == 0.0:
+        return Span(w=v[:, :0], s=s[:0], method=method)
+    keep = int(xp.sum(xp.astype(s > floor * float(s[0]), xp.int64)))
+    s = s[:keep]
+    return Span(w=v[:, :keep] / s, s=s, method=method)
 
 
 def topk(xp, scores: Any, k: int):

@@ -2,7 +2,8 @@
 
 For each query word, the k nearest rows by cosine similarity are found separately in X and in Y
 (the query itself excluded) and the overlap of the two neighbour sets is averaged. Top-k is
-exact, by blocked matrix products, so memory stays bounded (a few hundred MB) at n = 400,000.
+exact, by blocked matrix products over candidate rows, so memory stays bounded (tens of MB
+besides the inputs) at n = 400,000.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from embstab.measures._backend import check_pair, topk
+from embstab.measures._backend import as_float, check_pair, topk
 
 __all__ = ["knn", "nearest_neighbors"]
 
@@ -27,23 +28,22 @@ def _unit_rows(xp, x):
     return x / xp.where(norms == 0, xp.ones_like(norms), norms)
 
 
-def nearest_neighbors(xp, x, queries, k: int, block_bytes: int | None = None):
+def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_bytes: int | None = None):
     """Indices of the ``k + 1`` most cosine-similar rows of ``x`` for each query row index.
 
-    Candidates are scanned in column blocks; the running best ``k + 1`` are merged with each
-    block's best, keeping (value desc, index asc) order.
+    Candidates are scanned in row blocks (cast and normalised one block at a time); the running
+    best ``k + 1`` are merged with each block's best, keeping (value desc, index asc) order.
     """
-    xn = _unit_rows(xp, x)
-    n = xn.shape[0]
-    q = xn[queries, :]
+    q = _unit_rows(xp, as_float(xp, x[queries, :], dtype))
+    n = x.shape[0]
     m = q.shape[0]
     kk = min(k + 1, n)
-    itemsize = 8 if x.dtype == xp.float64 else 4
-    cols = max(kk, int((block_bytes or BLOCK_BYTES) // max(1, m * itemsize)))
+    itemsize = 4 if dtype == "float32" else 8
+    rows = max(kk, int((block_bytes or BLOCK_BYTES) // max(1, (m + x.shape[1]) * itemsize)))
     best_v = best_i = None
-    for start in range(0, n, cols):
-        stop = min(n, start + cols)
-        scores = q @ xn[start:stop, :].T
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        scores = q @ _unit_rows(xp, as_float(xp, x[start:stop, :], dtype)).T
         v, i = topk(xp, scores, kk)
         i = xp.astype(i, xp.int64) + start
         if best_v is None:
@@ -101,8 +101,8 @@ def knn(
     -------
     float in [0, 1]; larger = more stable. Invariant to scaling and rotation of either side.
     """
-    xp, x, y = check_pair(X, Y, dtype)
-    n = x.shape[0]
+    xp = check_pair(X, Y)
+    n = X.shape[0]
     if not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     if n < k + 1:
@@ -116,13 +116,12 @@ def knn(
             warnings.warn(f"n_queries={n_queries} exceeds the {n} rows: every row is used as a query", stacklevel=2)
             n_queries = n
         chosen = np.sort(np.random.default_rng(seed).choice(n, size=n_queries, replace=False))
-    # move the query indices to the data's device
-    queries = xp.asarray(chosen.astype(np.int64), device=array_api_compat.device(x))
-    nx = _drop_self(xp, nearest_neighbors(xp, x, queries, k), queries, k)
-    ny = _drop_self(xp, nearest_neighbors(xp, y, queries, k), queries, k)
+    queries = xp.asarray(chosen.astype(np.int64), device=array_api_compat.device(X))
+    nx = _drop_self(xp, nearest_neighbors(xp, X, queries, k, dtype), queries, k)
+    ny = _drop_self(xp, nearest_neighbors(xp, Y, queries, k, dtype), queries, k)
     # |N(q) ∩ Ñ(q)|: neighbour lists hold distinct indices, so count pairwise matches
     matches = xp.sum(xp.astype(nx[:, :, None] == ny[:, None, :], xp.int64), axis=(1, 2))
-    per_query = xp.astype(matches, x.dtype) / k
+    per_query = xp.astype(matches, xp.float64) / k
     value = float(xp.mean(per_query))
     if return_per_query:
         return value, np.asarray(per_query.tolist(), dtype=np.float64), chosen

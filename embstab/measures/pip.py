@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from embstab.measures._backend import check_pair, sq_norm
+from embstab.measures._backend import check_pair, cross, sq_norm
 
 __all__ = ["pip_loss"]
 
@@ -20,7 +20,8 @@ def pip_loss(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     -------
     float ≥ 0; smaller = more stable. Rotation-invariant but scale-dependent.
     """
-    xp, x, y = check_pair(X, Y, dtype)
-    sq = float(sq_norm(xp, x.T @ x) + sq_norm(xp, y.T @ y) - 2 * sq_norm(xp, x.T @ y))
+    xp = check_pair(X, Y)
+    sq = float(sq_norm(xp, cross(xp, X, X, dtype)) + sq_norm(xp, cross(xp, Y, Y, dtype))
+               - 2 * sq_norm(xp, cross(xp, X, Y, dtype)))
     # cancellation can leave a tiny negative when X ≈ Y
     return math.sqrt(max(sq, 0.0))

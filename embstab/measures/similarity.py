@@ -6,19 +6,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from embstab.measures._backend import check_pair, sq_norm
+from embstab.measures._backend import as_float, check_pair, column_mean, cross, row_blocks, sq_norm
 
 __all__ = ["fro_distance", "linear_cka", "procrustes_distance"]
 
 
 def fro_distance(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     """``‖X − Y‖_F`` with no alignment (spec §2.6). Smaller = more stable; needs equal dimensions."""
-    xp, x, y = check_pair(X, Y, dtype, same_dim=True)
-    return math.sqrt(float(sq_norm(xp, x - y)))
+    xp = check_pair(X, Y, same_dim=True)
+    total = 0.0
+    for xb, yb in row_blocks(X, Y):
+        total += float(sq_norm(xp, as_float(xp, xb, dtype) - as_float(xp, yb, dtype)))
+    return math.sqrt(total)
 
 
-def _centered(xp, a):
-    return a - xp.mean(a, axis=0, keepdims=True)
+def _centered_cross(xp, a, b, dtype):
+    # (A − 1μ_aᵀ)ᵀ(B − 1μ_bᵀ) = AᵀB − n μ_aᵀ μ_b: centring without an n×d copy
+    n = a.shape[0]
+    return cross(xp, a, b, dtype) - n * (column_mean(xp, a, dtype).T @ column_mean(xp, b, dtype))
 
 
 def linear_cka(X: Any, Y: Any, *, dtype: str | None = None) -> float:
@@ -28,12 +33,12 @@ def linear_cka(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     products. Returns a float in [0, 1]; larger = more stable. Invariant to rotations and
     isotropic scaling of either side. Defined as 0 when either side is constant.
     """
-    xp, x, y = check_pair(X, Y, dtype)
-    xc, yc = _centered(xp, x), _centered(xp, y)
-    den = math.sqrt(float(sq_norm(xp, xc.T @ xc))) * math.sqrt(float(sq_norm(xp, yc.T @ yc)))
+    xp = check_pair(X, Y)
+    xx, yy = _centered_cross(xp, X, X, dtype), _centered_cross(xp, Y, Y, dtype)
+    den = math.sqrt(float(sq_norm(xp, xx))) * math.sqrt(float(sq_norm(xp, yy)))
     if den == 0:
         return 0.0
-    return min(float(sq_norm(xp, yc.T @ xc)) / den, 1.0)
+    return min(float(sq_norm(xp, _centered_cross(xp, X, Y, dtype))) / den, 1.0)
 
 
 def procrustes_distance(X: Any, Y: Any, *, dtype: str | None = None) -> float:
@@ -44,10 +49,10 @@ def procrustes_distance(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     Returns a float in [0, √2]; smaller = more stable. Invariant to translation, isotropic
     scaling and rotation of either side.
     """
-    xp, x, y = check_pair(X, Y, dtype)
-    xc, yc = _centered(xp, x), _centered(xp, y)
-    nx, ny = math.sqrt(float(sq_norm(xp, xc))), math.sqrt(float(sq_norm(xp, yc)))
+    xp = check_pair(X, Y)
+    nx = math.sqrt(max(float(xp.linalg.trace(_centered_cross(xp, X, X, dtype))), 0.0))
+    ny = math.sqrt(max(float(xp.linalg.trace(_centered_cross(xp, Y, Y, dtype))), 0.0))
     if nx == 0 or ny == 0:
         raise ValueError("procrustes_distance is undefined when one side has all rows equal")
-    nuclear = float(xp.sum(xp.linalg.svdvals(xc.T @ yc))) / (nx * ny)
+    nuclear = float(xp.sum(xp.linalg.svdvals(_centered_cross(xp, X, Y, dtype)))) / (nx * ny)
     return math.sqrt(max(2.0 - 2.0 * min(nuclear, 1.0), 0.0))

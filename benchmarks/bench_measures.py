@@ -1,0 +1,259 @@
+"""Benchmark: the reference code's algorithms (baseline) against embstab's measures, in one run.
+
+Baseline = what the original anchor-stability code does (spec measures.md §2, §7.3): four thin
+SVDs recomputed on every EIS call, PIP through two n×n Gram matrices, scikit-learn brute-force
+cosine k-NN, semantic displacement with a per-word Python loop, eigenspace overlap from thin SVDs.
+
+Cases (ratios = baseline time / embstab time):
+
+1. the paper's setting: n = 10,000 shared words, d ∈ {100, 800}, 800-d anchors — cold (the first
+   call, anchors factored), and amortised over P pairs that share the anchors (the baseline has
+   no state, so its per-pair cost is its cold cost);
+Measures run in sequence inside ``measures.shared_products()`` as ``embstab.compare`` runs them,
+so a row's time is that measure's share of the suite (later ones reuse spans and XᵀY).
+
+2. the full suite at n = 400,000, d = 300, 300-d anchors (float32 storage, float64 arithmetic),
+   run in a child process so its peak RSS is its own; the baseline's PIP would need two n×n
+   float64 matrices (2.6 TB) and is reported as not allocatable.
+
+Usage: ``python benchmarks/bench_measures.py [--pairs 36] [--skip-big] [--big-baseline] [--device cuda]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import platform
+import resource
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from embstab import measures  # noqa: E402
+
+MEASURES = ["eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap"]
+
+
+# ----------------------------------------------------------------------------- baseline algorithms
+def base_eis(x, y, e, f, alpha=3.0):
+    u = np.linalg.svd(x, full_matrices=False)[0]
+    ut = np.linalg.svd(y, full_matrices=False)[0]
+    v, r, _ = np.linalg.svd(e, full_matrices=False)
+    vt, rt, _ = np.linalg.svd(f, full_matrices=False)
+    vr, vtr = v * r ** alpha, vt * rt ** alpha
+    a, b, at, bt = u.T @ vr, ut.T @ vr, u.T @ vtr, ut.T @ vtr
+    c = u.T @ ut
+    num = (np.linalg.norm(a) ** 2 + np.linalg.norm(b) ** 2 - 2 * np.sum(a * (c @ b))
+           + np.linalg.norm(at) ** 2 + np.linalg.norm(bt) ** 2 - 2 * np.sum(at * (c @ bt)))
+    return num / (np.sum(r ** (2 * alpha)) + np.sum(rt ** (2 * alpha)))
+
+
+def base_knn(x, y, k=5, n_queries=1000, seed=1234):
+    from sklearn.neighbors import NearestNeighbors
+
+    queries = np.random.default_rng(seed).choice(len(x), size=n_queries, replace=False)
+
+    def neighbours(m):
+        nn = NearestNeighbors(n_neighbors=k + 1, metric="cosine").fit(m)
+        idx = nn.kneighbors(m[queries], return_distance=False)
+        out = []
+        for q, row in zip(queries, idx):
+            row = list(row)
+            row.remove(q) if q in row else row.pop()
+            out.append(set(row))
+        return out
+
+    return float(np.mean([len(a & b) / k for a, b in zip(neighbours(x), neighbours(y))]))
+
+
+def base_sd(x, y):
+    from scipy.linalg import orthogonal_procrustes
+    from scipy.spatial.distance import cosine
+
+    omega, _ = orthogonal_procrustes(x, y)
+    xr = x @ omega
+    return float(np.nanmean([cosine(xr[i], y[i]) for i in range(len(x))]))
+
+
+def base_pip(x, y):
+    return float(np.linalg.norm(x @ x.T - y @ y.T))
+
+
+def base_eo(x, y):
+    u = np.linalg.svd(x, full_matrices=False)[0]
+    ut = np.linalg.svd(y, full_matrices=False)[0]
+    return float(np.linalg.norm(u.T @ ut) ** 2 / max(x.shape[1], y.shape[1]))
+
+
+BASELINE = {"eis": base_eis, "knn": base_knn, "semantic_displacement": base_sd, "pip_loss": base_pip,
+            "eigenspace_overlap": base_eo}
+
+
+# ----------------------------------------------------------------------------- data
+def embedding_like(rng, n, d, dtype=np.float64):
+    """Gaussian rows with a decaying spectrum, like trained word embeddings."""
+    out = np.empty((n, d), dtype=dtype)
+    scale = 1.0 / np.sqrt(np.arange(1, d + 1))
+    for start in range(0, n, 50_000):
+        stop = min(n, start + 50_000)
+        out[start:stop] = rng.standard_normal((stop - start, d)) * scale
+    return out
+
+
+def perturbed(rng, x, noise=0.2):
+    out = np.empty_like(x)
+    for start in range(0, len(x), 50_000):
+        stop = min(len(x), start + 50_000)
+        out[start:stop] = x[start:stop] + noise * rng.standard_normal(x[start:stop].shape) * x.std()
+    return out
+
+
+def timed(fn, *args):
+    t = time.perf_counter()
+    value = fn(*args)
+    return time.perf_counter() - t, value
+
+
+def ours(name, x, y, e, f, device=None):
+    if name == "eis":
+        return measures.eis(x, y, e, f)
+    return measures.get_measure(name).func(x, y)
+
+
+def to_device(arrays, device):
+    if device is None:
+        return arrays
+    import torch
+
+    return [torch.from_numpy(a).to(device) for a in arrays]
+
+
+# ----------------------------------------------------------------------------- cases
+def paper_case(d, device):
+    """Cold timings at the paper's setting; each value is checked against the baseline's."""
+    rng = np.random.default_rng(d)
+    n, k = 10_000, 800
+    e = embedding_like(rng, n, k)
+    f = perturbed(rng, e, 0.1)
+    x = embedding_like(rng, n, d)
+    y = perturbed(rng, x)
+    rows = []
+    base_total = ours_total = 0.0
+    measures.clear_anchor_cache()
+    xe = to_device([x, y, e, f], device)
+    suite = measures.shared_products()  # as embstab.compare runs them: spans/products shared
+    suite.__enter__()
+    for name in MEASURES:
+        tb, vb = timed(BASELINE[name], *((x, y, e, f) if name == "eis" else (x, y)))
+        to, vo = timed(ours, name, *xe)
+        assert abs(vb - vo) <= 1e-6 * max(1.0, abs(vb)), (name, vb, vo)  # same number, or the timing is moot
+        rows.append((f"n=10k d={d} cold", name, tb, to))
+        base_total += tb
+        ours_total += to
+    suite.__exit__(None, None, None)
+    rows.append((f"n=10k d={d} cold", "full suite", base_total, ours_total))
+    return rows
+
+
+def amortised(d, pairs, device):
+    rng = np.random.default_rng(1000 + d)
+    n, k = 10_000, 800
+    e = embedding_like(rng, n, k)
+    f = perturbed(rng, e, 0.1)
+    e_, f_ = to_device([e, f], device)
+    measures.clear_anchor_cache()
+    spent = 0.0
+    for _ in range(pairs):
+        x = embedding_like(rng, n, d)
+        y = perturbed(rng, x)
+        x_, y_ = to_device([x, y], device)
+        t0 = time.perf_counter()
+        with measures.shared_products():
+            for name in MEASURES:
+                ours(name, x_, y_, e_, f_)
+        spent += time.perf_counter() - t0
+    return spent / pairs
+
+
+def big_case(queue, device, with_baseline):
+    rng = np.random.default_rng(400)
+    n, d = 400_000, 300
+    x = embedding_like(rng, n, d, np.float32)
+    y = perturbed(rng, x)
+    e = embedding_like(rng, n, d, np.float32)
+    f = perturbed(rng, e, 0.1)
+    xe = to_device([x, y, e, f], device)
+    rows = []
+    total = 0.0
+    suite = measures.shared_products()
+    suite.__enter__()
+    for name in MEASURES:
+        t, _ = timed(ours, name, *xe)
+        total += t
+        tb = None
+        if with_baseline and name != "pip_loss":
+            args = [a.astype(np.float64) for a in ((x, y, e, f) if name == "eis" else (x, y))]
+            tb, _ = timed(BASELINE[name], *args)
+            del args
+        rows.append(("n=400k d=300", name, tb, t))
+    suite.__exit__(None, None, None)
+    rows.append(("n=400k d=300", "full suite", None, total))
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    try:
+        np.empty((n, n))  # the baseline PIP's first n×n Gram matrix
+        pip_alloc = "allocated (lazily)"
+    except MemoryError:
+        pip_alloc = "MemoryError"
+    queue.put((rows, peak_gb, pip_alloc))
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:9.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, default=36, help="pairs for the amortised timing (default 36)")
+    parser.add_argument("--dims", type=int, nargs="+", default=[100, 800])
+    parser.add_argument("--skip-big", action="store_true", help="skip the n = 400,000 case")
+    parser.add_argument("--big-baseline", action="store_true", help="also time the baseline at n = 400,000 "
+                        "(minutes; PIP excluded: it cannot allocate)")
+    parser.add_argument("--device", default=None, help="torch device for embstab (e.g. cuda); default numpy")
+    args = parser.parse_args()
+    print(f"# bench_measures: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"numpy {np.__version__}, device {args.device or 'numpy/cpu'}")
+    rows = []
+    amort = []
+    for d in args.dims:
+        r = paper_case(d, args.device)
+        rows += r
+        cold_base = r[-1][2]
+        per_pair = amortised(d, args.pairs, args.device)
+        amort.append((d, cold_base, per_pair))
+    print(f"{'case':<20} {'measure':<22} {'baseline s':>10} {'embstab s':>10} {'ratio':>8}")
+    for case, name, tb, to in rows:
+        print(f"{case:<20} {name:<22} {fmt(tb):>10} {fmt(to):>10} {tb / to:8.1f}x")
+    for d, base, ours_pp in amort:
+        print(f"{f'n=10k d={d} amortised':<20} {f'full suite, {args.pairs} pairs':<22} {fmt(base):>10} "
+              f"{fmt(ours_pp):>10} {base / ours_pp:8.1f}x   (per pair; baseline recomputes everything)")
+    if not args.skip_big:
+        ctx = mp.get_context("spawn")
+        queue = ctx.Queue()
+        proc = ctx.Process(target=big_case, args=(queue, args.device, args.big_baseline))
+        proc.start()
+        big_rows, peak, pip_alloc = queue.get()
+        proc.join()
+        for case, name, tb, to in big_rows:
+            ratio = f"{tb / to:8.1f}x" if tb else "       -"
+            print(f"{case:<20} {name:<22} {fmt(tb):>10} {fmt(to):>10} {ratio}")
+        print(f"n=400k peak RSS of the child process (inputs: 4 float32 matrices = 1.92 GB): {peak:.2f} GB")
+        print(f"baseline PIP at n=400k: needs two {400_000}x{400_000} float64 matrices (2 x 1.28 TB): "
+              f"np.empty -> {pip_alloc}")
+
+
+if __name__ == "__main__":
+    main()
