@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from embstab.embedding import Embedding, shared_vocabulary
-from embstab.errors import ShapeError, VocabularyError
+from embstab.errors import EmbstabError, ShapeError, VocabularyError
 from embstab.measures import DEFAULT_MEASURES, anchor_factors, get_measure, shared_products
 
 __all__ = ["compare", "compare_many", "aligned_matrices"]
@@ -23,7 +23,7 @@ def _device_array(x: np.ndarray, device: str | None):
     import torch
 
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ShapeError(f"device {device!r} was requested but torch sees no CUDA device")
+        raise EmbstabError(f"device {device!r} was requested but torch sees no CUDA device; use --device cpu")
     return torch.from_numpy(np.ascontiguousarray(x)).to(device)
 
 
