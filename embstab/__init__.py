@@ -12,6 +12,7 @@ from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbeddingFormatError, EmbstabError, ShapeError, VocabularyError
 from embstab.io import load, save
 from embstab.compare import compare, compare_many
+from embstab.recommend import recommend
 
 __version__ = "0.1.0"
 
@@ -24,6 +25,7 @@ __all__ = [
     "compare",
     "compare_many",
     "load",
+    "recommend",
     "save",
     "shared_vocabulary",
     "__version__",

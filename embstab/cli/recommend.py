@@ -1,0 +1,52 @@
+"""``embstab recommend RESULTS --budget BITS``: the dimension and precision to ship."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from embstab.measures import REGISTRY
+
+HELP = "recommend the dimension and precision to ship under a memory budget"
+DESCRIPTION = """\
+Read a study's results (CSV or Parquet in embstab's tidy format, or a published
+anchor-stability CSV), keep the configurations whose memory (dim x bits per entry) fits the
+budget, pick the one with the best stability measure, and print the downstream disagreement
+the linear-log memory trend predicts for it."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``recommend`` sub-command to ``subparsers``."""
+    parser = subparsers.add_parser("recommend", help=HELP, description=DESCRIPTION,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", metavar="RESULTS", help="results table (.csv or .parquet)")
+    parser.add_argument("--budget", metavar="BITS", type=float, required=True,
+                        help="memory budget in bits per word (e.g. 400 = 100 dims at 4 bits)")
+    parser.add_argument("--measure", default="eis", choices=list(REGISTRY),
+                        help="stability measure that ranks the configurations (default: eis)")
+    parser.add_argument("--task", help="only predict the disagreement of this task")
+    parser.add_argument("--algo", help="only consider this embedding algorithm")
+    parser.add_argument("--threshold", type=float, default=1000.0, metavar="BITS",
+                        help="fit the trend on rows with memory below this (default: 1000)")
+    parser.add_argument("--top", type=int, default=5, metavar="N",
+                        help="also list the N best configurations that fit (default: 5; 0 = none)")
+    parser.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run ``embstab recommend``; returns the exit code."""
+    from embstab.recommend import recommend  # imported here so `embstab --help` stays fast
+
+    rec = recommend(args.results, args.budget, measure=args.measure, task=args.task,
+                    algo=args.algo, threshold=args.threshold)
+    if args.json:
+        print(json.dumps(rec.to_dict(), indent=2))
+        return 0
+    print(rec)
+    if args.top > 0 and rec.n_candidates > 1:
+        shown = rec.candidates.head(args.top)
+        print(f"\nBest {len(shown)} of {rec.n_candidates} configurations by {rec.measure}:")
+        cols = ["algo", "dim", "bitrate", "memory", rec.measure, "mean_disagreement"]
+        print(shown[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0

@@ -1,0 +1,43 @@
+"""``embstab report RESULTS -o report.html``: the study report as one self-contained HTML file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from embstab.measures import REGISTRY
+
+HELP = "write the HTML report of a study's results"
+DESCRIPTION = """\
+Read a study's results (CSV or Parquet in embstab's tidy format, or a published
+anchor-stability CSV) and write one self-contained HTML file: disagreement vs memory with the
+fitted trend, each measure vs disagreement, the correlation, selection-error and oracle-gap
+tables, and the recommended configuration for each memory budget."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``report`` sub-command to ``subparsers``."""
+    parser = subparsers.add_parser("report", help=HELP, description=DESCRIPTION,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", metavar="RESULTS", help="results table (.csv or .parquet)")
+    parser.add_argument("-o", "--output", metavar="HTML", default="report.html",
+                        help="where to write the report (default: report.html)")
+    parser.add_argument("--measure", choices=list(REGISTRY),
+                        help="measure used for the recommendations (default: eis when present)")
+    parser.add_argument("--budget", metavar="BITS", type=float, action="append",
+                        help="memory budget to recommend for (repeatable; default: every memory "
+                             "value in the results)")
+    parser.add_argument("--threshold", type=float, default=1000.0, metavar="BITS",
+                        help="fit the trend on rows with memory below this (default: 1000)")
+    parser.add_argument("--title", help="page title")
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run ``embstab report``; returns the exit code."""
+    from embstab.report import write_report  # matplotlib is only imported when needed
+
+    path = write_report(args.results, args.output, title=args.title, measure=args.measure,
+                        budgets=args.budget, threshold=args.threshold)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0

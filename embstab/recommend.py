@@ -1,0 +1,217 @@
+"""Recommend the dimension and precision to ship under a memory budget.
+
+Given a study's results, the configuration (algorithm, dimension, bit width) whose stability
+measure is best among those that fit the budget, with the disagreement the linear-log memory trend
+predicts for it (:func:`embstab.selection.fit_trend`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from embstab.measures import REGISTRY
+from embstab.selection import BudgetError, ResultsError, as_results, fit_trend, measure_distance
+from embstab.selection.results import CONFIG_COLUMNS, ordered_tasks
+
+__all__ = ["Recommendation", "recommend"]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What to ship under a memory budget, and what to expect downstream.
+
+    Attributes
+    ----------
+    budget : float
+        The budget, in bits per word.
+    measure : str
+        Registry name of the measure that chose the configuration.
+    algo : str
+        Embedding algorithm of the chosen configuration.
+    dim : int
+        Dimension to ship.
+    bitrate : int
+        Bits per entry to ship (32 = full precision).
+    memory : int
+        ``dim * bitrate``, bits per word (≤ budget).
+    measure_value : float
+        The measure's raw value for the chosen configuration, mean over seeds.
+    n_candidates : int
+        Configurations that fit the budget.
+    predicted_disagreement : dict of str to float
+        Disagreement (%) per task that the fitted memory trend predicts at ``memory``, clipped
+        to [0, 100].
+    observed_disagreement : dict of str to float
+        Disagreement (%) per task measured for the chosen configuration, mean over seeds.
+    trend_slope : float
+        Slope of the memory trend, percentage points per doubling of memory.
+    extrapolated : bool
+        ``memory`` lies outside the memory range the trend was fitted on, so the prediction is an
+        extrapolation (the trend flattens above about 1000 bits per word).
+    candidates : pandas.DataFrame
+        Every configuration that fits the budget, best first, with its mean measure value.
+    """
+
+    budget: float
+    measure: str
+    algo: str
+    dim: int
+    bitrate: int
+    memory: int
+    measure_value: float
+    n_candidates: int
+    predicted_disagreement: dict[str, float]
+    observed_disagreement: dict[str, float]
+    trend_slope: float
+    extrapolated: bool
+    candidates: pd.DataFrame = field(repr=False, compare=False)
+
+    @property
+    def mean_predicted_disagreement(self) -> float:
+        """Predicted disagreement averaged over the tasks (%)."""
+        return float(np.mean(list(self.predicted_disagreement.values())))
+
+    def to_dict(self) -> dict:
+        """Plain-Python form (JSON-serialisable), without the candidates table."""
+        out = {k: v for k, v in asdict(self).items() if k != "candidates"}
+        out["mean_predicted_disagreement"] = self.mean_predicted_disagreement
+        return out
+
+    def __str__(self) -> str:
+        lines = [
+            f"Under a budget of {self.budget:g} bits per word, ship {self.algo} with dim={self.dim} "
+            f"at {self.bitrate}-bit precision ({self.memory} bits per word).",
+            f"Chosen by {self.measure} = {self.measure_value:.4g} ({REGISTRY[self.measure].direction}),"
+            f" the best of {self.n_candidates} configuration(s) that fit.",
+            f"Disagreement the memory trend predicts ({self.trend_slope:+.2f} points per doubling of "
+            f"memory{'; extrapolated beyond the fitted range' if self.extrapolated else ''}):",
+        ]
+        for task, pred in self.predicted_disagreement.items():
+            seen = self.observed_disagreement.get(task)
+            observed = f"   (measured: {seen:.2f} %)" if seen is not None else ""
+            lines.append(f"  {task:<12} {pred:6.2f} %{observed}")
+        return "\n".join(lines)
+
+
+def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: float,
+              measure: str = "eis", *, task: str | None = None, algo: str | None = None,
+              threshold: float | None = 1000) -> Recommendation:
+    """Choose the dimension and precision to ship under a memory budget.
+
+    Among the configurations in ``results`` with memory ``dim * bitrate`` ≤ the budget, pick the one
+    with the best ``measure`` (averaged over seeds; on a tie, the smaller memory), and predict its
+    downstream disagreement with the linear-log memory trend fitted to the results.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame, str or os.PathLike
+        A study's results table in the shared convention, a published-format table, or a path to
+        either (CSV or Parquet).
+    budget_bits_per_word : float
+        Memory budget in bits per word (e.g. 400 = 100 dimensions at 4 bits).
+    measure : str, default "eis"
+        Registry name of the stability measure that ranks the configurations.
+    task : str, optional
+        Only predict (and report) the disagreement of this task; default every task.
+    algo : str, optional
+        Only consider this embedding algorithm; default every algorithm in the results.
+    threshold : float or None, default 1000
+        Fit the trend on rows with memory below this many bits per word (see
+        :func:`embstab.selection.fit_trend`); None fits on all rows.
+
+    Returns
+    -------
+    Recommendation
+        The chosen configuration, the predicted and measured disagreement, and all candidates.
+
+    Raises
+    ------
+    BudgetError
+        If the budget is not a positive number or no configuration fits under it.
+    ResultsError
+        If the results table is malformed, lacks the measure, the task or the algorithm.
+
+    Examples
+    --------
+    >>> rec = recommend("results.parquet", 400, measure="eis")  # doctest: +SKIP
+    >>> rec.dim, rec.bitrate, rec.predicted_disagreement["sst"]  # doctest: +SKIP
+    """
+    budget = _check_budget(budget_bits_per_word)
+    df = as_results(results)
+    if measure not in REGISTRY:
+        raise ResultsError(f"unknown measure {measure!r}; known measures: {', '.join(REGISTRY)}")
+    if measure not in df.columns:
+        present = [c for c in REGISTRY if c in df.columns]
+        raise ResultsError(f"the results have no column for measure {measure!r}; they have: "
+                           f"{', '.join(present) or 'none'}")
+    if algo is not None:
+        if algo not in set(df["algo"]):
+            raise ResultsError(f"no results for algo {algo!r}; the results have: "
+                               f"{', '.join(sorted(set(df['algo'])))}")
+        df = df[df["algo"] == algo]
+    if task is not None and task not in set(df["task"]):
+        raise ResultsError(f"no results for task {task!r}; the results have: "
+                           f"{', '.join(sorted(set(df['task'])))}")
+
+    candidates = _candidates(df, measure)
+    fits = candidates[candidates["memory"] <= budget]
+    if fits.empty:
+        smallest = candidates.sort_values("memory").iloc[0]
+        raise BudgetError(f"no configuration fits in {budget:g} bits per word; the smallest in the "
+                          f"results uses {int(smallest['memory'])} bits (dim={int(smallest['dim'])},"
+                          f" bitrate={int(smallest['bitrate'])})")
+    # Best measure first; on an exact tie the cheaper configuration wins.
+    fits = fits.sort_values(["distance", "memory"], kind="stable").reset_index(drop=True)
+    best = fits.iloc[0]
+
+    trend = fit_trend(df, "memory", threshold=threshold)
+    chosen = df[(df["algo"] == best["algo"]) & (df["dim"] == best["dim"])
+                & (df["bitrate"] == best["bitrate"])]
+    tasks = [task] if task is not None else ordered_tasks(chosen["task"])
+    query = pd.DataFrame({"algo": best["algo"], "task": tasks, "dim": int(best["dim"]),
+                          "bitrate": int(best["bitrate"])})
+    # A disagreement cannot be negative; far outside the fitted range the line can cross zero.
+    predicted = dict(zip(tasks, map(float, np.clip(trend.predict(query), 0.0, 100.0))))
+    observed = chosen.groupby("task")["disagreement"].mean()
+    fitted_memory = df["memory"] if threshold is None else df.loc[df["memory"] < threshold, "memory"]
+    return Recommendation(
+        budget=budget, measure=measure, algo=str(best["algo"]), dim=int(best["dim"]),
+        bitrate=int(best["bitrate"]), memory=int(best["memory"]),
+        measure_value=float(best[measure]), n_candidates=len(fits),
+        predicted_disagreement=predicted,
+        observed_disagreement={t: float(observed[t]) for t in tasks if t in observed.index},
+        trend_slope=trend.slope,
+        extrapolated=bool(best["memory"] > fitted_memory.max()
+                          or best["memory"] < fitted_memory.min()),
+        candidates=fits)
+
+
+def _check_budget(budget) -> float:
+    try:
+        value = float(budget)
+    except (TypeError, ValueError):
+        raise BudgetError(f"the budget must be a number of bits per word, got {budget!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise BudgetError(f"the budget must be a positive number of bits per word, got {budget!r}")
+    return value
+
+
+def _candidates(df: pd.DataFrame, measure: str) -> pd.DataFrame:
+    # The measure belongs to the embedding pair, not to the task: one value per (config, seed).
+    pairs = df.drop_duplicates(list(CONFIG_COLUMNS))
+    pairs = pairs[pairs[measure].notna()]
+    if pairs.empty:
+        raise ResultsError(f"the results hold no value for measure {measure!r}")
+    table = (pairs.groupby(["algo", "dim", "bitrate", "memory"], sort=False)
+             .agg(**{measure: (measure, "mean"), "n_seeds": ("seed", "nunique")}).reset_index())
+    table["distance"] = measure_distance(table[measure].to_numpy(), measure)
+    mean_di = df.groupby(["algo", "dim", "bitrate"], sort=False)["disagreement"].mean()
+    table["mean_disagreement"] = [mean_di[(a, d, b)] for a, d, b in
+                                  table[["algo", "dim", "bitrate"]].itertuples(index=False)]
+    return table
+

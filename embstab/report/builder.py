@@ -1,0 +1,280 @@
+"""Assemble the study report: analyses of :mod:`embstab.selection`, figures and tables in HTML."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from embstab.measures import REGISTRY
+from embstab.recommend import recommend
+from embstab.report import html as H
+from embstab.report.plots import disagreement_vs_memory, measure_vs_disagreement, to_base64_png
+from embstab.selection import (
+    BudgetError,
+    ResultsError,
+    as_results,
+    fit_trend,
+    measure_columns,
+    oracle_gap,
+    selection_error,
+    spearman_table,
+    wide,
+)
+from embstab.selection.results import ordered_tasks
+from embstab.selection.trend import VARIANTS
+
+__all__ = ["build_report", "write_report"]
+
+
+def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None = None,
+                 measure: str | None = None, budgets: Sequence[float] | None = None,
+                 threshold: float | None = 1000, progress: bool | None = None) -> str:
+    """Build the self-contained HTML report of a study's results.
+
+    The report holds the disagreement-vs-memory plot with the fitted linear-log trend, one plot of
+    each measure against the disagreement, the Spearman correlation table, the pairwise selection
+    error and robustness, the gap to the oracle under memory budgets, and the recommended
+    configuration for each budget. Plots are embedded as base64 PNG, so the file needs nothing
+    else to open in a browser.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame, str or os.PathLike
+        Results table in the shared convention or the published format, or a path to one.
+    title : str, optional
+        Page title; default names the algorithms and the input file.
+    measure : str, optional
+        Measure used for the recommendations; default ``"eis"`` when present, else the first
+        measure column.
+    budgets : sequence of float, optional
+        Memory budgets (bits per word) to recommend for; default every memory value in the results.
+    threshold : float or None, default 1000
+        Memory threshold of the trend fit (:func:`embstab.selection.fit_trend`).
+    progress : bool, optional
+        Show a progress bar; default only on a terminal.
+
+    Returns
+    -------
+    str
+        The HTML document.
+    """
+    source = None if isinstance(results, pd.DataFrame) else Path(results).name
+    df = as_results(results)
+    measures = measure_columns(df)
+    if not measures:
+        raise ResultsError("the results have no measure column to report on; expected one of "
+                           + ", ".join(REGISTRY))
+    measure = measure or ("eis" if "eis" in measures else measures[0])
+    if measure not in measures:
+        raise ResultsError(f"the results have no column for measure {measure!r}; they have: "
+                           + ", ".join(measures))
+    algos = list(dict.fromkeys(df["algo"]))
+    title = title or (f"embstab stability report: {', '.join(algos)}"
+                      + (f" ({source})" if source else ""))
+
+    steps = ["analyses", "trend", "recommendations", "memory plot", *measures]
+    bar = tqdm(total=len(steps), desc="report", unit="step",
+               disable=(None if progress is None else not progress))
+    try:
+        rho = spearman_table(df)
+        sel = _or_reason(selection_error, df)
+        gap = _or_reason(oracle_gap, df)
+        bar.update()
+        trends = _trends(df, threshold)
+        bar.update()
+        recs = _recommendations(df, measure, budgets, threshold)
+        bar.update()
+        memory_trend = trends["memory"]
+        memory_fig = to_base64_png(disagreement_vs_memory(
+            df, None if isinstance(memory_trend, str) else memory_trend))
+        bar.update()
+        measure_figs = {}
+        for name in measures:
+            measure_figs[name] = to_base64_png(measure_vs_disagreement(df, name, rho))
+            bar.update()
+    finally:
+        bar.close()
+
+    intro = [H.paragraph(_summary_sentence(df, measures)), H.table(_overview(df), index=False)]
+    sections = [
+        _recommend_section(recs, measure, threshold),
+        _trend_section(memory_fig, trends, threshold),
+        _correlation_section(rho),
+        _selection_section(sel),
+        _oracle_section(gap),
+        _measures_section(measure_figs),
+    ]
+    return H.page(title, intro, sections)
+
+
+def write_report(results: pd.DataFrame | str | os.PathLike, path: str | os.PathLike,
+                 **kwargs) -> Path:
+    """Build the report (see :func:`build_report`) and write it atomically to ``path``.
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+    """
+    document = build_report(results, **kwargs)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Write next to the target and rename, so a crash never leaves half a report behind.
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(document)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+# --- analyses, each tolerant of small or partial studies --------------------------------------
+
+def _or_reason(analysis, df: pd.DataFrame) -> pd.DataFrame | str:
+    """The analysis' table, or why it cannot be computed (e.g. a partial study) as a string."""
+    try:
+        return analysis(df)
+    except ResultsError as exc:
+        return str(exc)
+
+
+def _trends(df: pd.DataFrame, threshold: float | None) -> dict[str, object]:
+    """Each variant's fit, or the reason it could not be fitted (a string)."""
+    out: dict[str, object] = {}
+    for variant in VARIANTS:
+        try:
+            out[variant] = fit_trend(df, variant, threshold=threshold)
+        except ResultsError as exc:
+            out[variant] = str(exc)
+    return out
+
+
+def _recommendations(df: pd.DataFrame, measure: str, budgets, threshold) -> pd.DataFrame | str:
+    budgets = sorted(set(df["memory"])) if budgets is None else list(budgets)
+    rows = []
+    for budget in budgets:
+        try:
+            rec = recommend(df, budget, measure, threshold=threshold)
+        except BudgetError:
+            continue  # nothing fits this budget
+        except ResultsError as exc:  # e.g. too few rows below the threshold to fit the trend
+            return str(exc)
+        rows.append({"budget": budget, "algo": rec.algo, "dim": rec.dim, "bitrate": rec.bitrate,
+                     "memory": rec.memory, measure: rec.measure_value,
+                     "predicted disagreement (%)": rec.mean_predicted_disagreement,
+                     "measured disagreement (%)": float(np.mean(list(
+                         rec.observed_disagreement.values()))),
+                     "extrapolated": "yes" if rec.extrapolated else ""})
+    return pd.DataFrame(rows)
+
+
+# --- sections ---------------------------------------------------------------------------------
+
+def _overview(df: pd.DataFrame) -> pd.DataFrame:
+    def listing(col):
+        return ", ".join(str(v) for v in sorted(df[col].unique()))
+
+    return pd.DataFrame({
+        "": ["algorithms", "tasks", "seeds", "dimensions", "bits per entry", "rows"],
+        "values": [", ".join(dict.fromkeys(df["algo"])), ", ".join(ordered_tasks(df["task"])),
+                   listing("seed"), listing("dim"), listing("bitrate"), str(len(df))],
+    })
+
+
+def _summary_sentence(df: pd.DataFrame, measures: list[str]) -> str:
+    n_pairs = len(df.drop_duplicates(["algo", "seed", "dim", "bitrate"]))
+    return (f"{n_pairs} embedding pairs (one per algorithm, seed, dimension and precision), "
+            f"measured with {', '.join(measures)}, and the percentage of downstream predictions "
+            f"that flip between the two embeddings of each pair (the disagreement).")
+
+
+def _recommend_section(recs, measure: str, threshold) -> H.Section:
+    sec = H.Section("Recommendations by memory budget", "recommend")
+    if isinstance(recs, str):
+        return sec.add(H.paragraph(f"No recommendation: {recs}", "note"))
+    sec.add(H.paragraph(
+        f"For each budget, the configuration with the best {measure} "
+        f"({REGISTRY[measure].direction}, mean over seeds) among those with dim × bits ≤ budget, "
+        "the disagreement the memory trend predicts for it (mean over tasks), and the disagreement "
+        "actually measured for it (mean over seeds and tasks)."))
+    sec.add(H.table(recs, digits={measure: 4}, index=False))
+    if threshold is not None and (recs.get("extrapolated", pd.Series(dtype=str)) == "yes").any():
+        sec.add(H.paragraph(f"'extrapolated': the chosen memory lies outside the range the trend "
+                            f"was fitted on (memory < {threshold:g} bits per word), where the "
+                            "trend is known to flatten; trust the measured value there.", "note"))
+    return sec
+
+
+def _trend_section(fig_b64: str, trends: dict, threshold) -> H.Section:
+    sec = H.Section("Disagreement vs memory", "trend")
+    sec.add(H.image(fig_b64, "downstream disagreement against memory with the fitted trend"))
+    where = f"rows with memory < {threshold:g} bits" if threshold is not None else "all rows"
+    rows = []
+    for variant, fit in trends.items():
+        if isinstance(fit, str):
+            rows.append({"variant": variant, "slope (points per doubling)": np.nan,
+                         "r²": np.nan, "rows": 0, "note": fit})
+        else:
+            rows.append({"variant": variant, "slope (points per doubling)": fit.slope,
+                         "r²": fit.r_squared, "rows": fit.n_rows, "note": ""})
+    sec.add(H.paragraph(
+        f"Pooled least-squares fits over {where}, with one shared slope: disagreement = "
+        "slope · log2(x) + intercept, where x is the memory (intercept per algorithm and task), "
+        "the bits per entry (intercept per algorithm, task and dimension) or the dimension "
+        "(intercept per algorithm, task and bits)."))
+    sec.add(H.table(pd.DataFrame(rows), digits=3, index=False))
+    memory = trends["memory"]
+    if not isinstance(memory, str):
+        sec.add(H.paragraph("Intercepts of the memory trend:"))
+        sec.add(H.table(memory.intercepts, digits=3, index=False))
+    return sec
+
+
+def _correlation_section(rho: pd.DataFrame) -> H.Section:
+    sec = H.Section("Correlation with downstream disagreement", "correlation")
+    sec.add(H.paragraph("Spearman ρ between each measure (as a distance: 1 − value for k-NN and "
+                        "the overlaps) and the disagreement, over all rows pooled. Higher is "
+                        "better; a negative ρ means the measure ranks stability backwards."))
+    return sec.add(H.table(wide(rho, "spearman"), digits=2))
+
+
+def _selection_section(sel) -> H.Section:
+    sec = H.Section("Pairwise selection error and robustness", "selection")
+    if isinstance(sel, str):
+        return sec.add(H.paragraph(f"Not computed: {sel}", "note"))
+    sec.add(H.paragraph("Selection error: share of pairs of configurations (per seed, mean over "
+                        "seeds) that the measure orders differently from their disagreement. "
+                        "Lower is better."))
+    sec.add(H.table(wide(sel, "selection_error"), digits=2))
+    sec.add(H.paragraph("Robustness: the largest disagreement gap (percentage points) among the "
+                        "wrongly ordered pairs, max over seeds. Lower is better."))
+    return sec.add(H.table(wide(sel, "robustness"), digits=2))
+
+
+def _oracle_section(gap) -> H.Section:
+    sec = H.Section("Choosing dimension and precision under a memory budget", "oracle")
+    if isinstance(gap, str):
+        return sec.add(H.paragraph(f"Not computed: {gap}", "note"))
+    sec.add(H.paragraph("For each memory budget with two or more configurations and each seed, "
+                        "the disagreement of the selector's choice minus the smallest one "
+                        "available (percentage points). Baselines: always the highest or the "
+                        "lowest precision. Mean over budgets and seeds (lower is better):"))
+    sec.add(H.table(wide(gap, "mean_gap", index="selector"), digits=2))
+    sec.add(H.paragraph("Worst case (max over budgets and seeds):"))
+    return sec.add(H.table(wide(gap, "max_gap", index="selector"), digits=2))
+
+
+def _measures_section(figs: dict[str, str]) -> H.Section:
+    sec = H.Section("Each measure vs disagreement", "measures")
+    for name, b64 in figs.items():
+        sec.add(H.image(b64, f"{name} against downstream disagreement"))
+    return sec

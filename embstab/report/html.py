@@ -1,0 +1,78 @@
+"""Minimal self-contained HTML: escaped text, tables from DataFrames and inline PNG images."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Section", "image", "page", "paragraph", "table"]
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
+       max-width: 1100px; padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+img { max-width: 100%; height: auto; display: block; margin: 0.8em 0; }
+.note { color: #555; font-size: 0.9em; }
+nav ul { columns: 2; }
+"""
+
+
+class Section:
+    """A titled part of the report: an ``<h2>`` with an anchor and a list of HTML fragments."""
+
+    def __init__(self, title: str, anchor: str):
+        self.title = title
+        self.anchor = anchor
+        self.parts: list[str] = []
+
+    def add(self, fragment: str) -> "Section":
+        self.parts.append(fragment)
+        return self
+
+    def render(self) -> str:
+        return (f'<section id="{html.escape(self.anchor)}"><h2>{html.escape(self.title)}</h2>\n'
+                + "\n".join(self.parts) + "</section>")
+
+
+def paragraph(text: str, css_class: str | None = None) -> str:
+    """An escaped ``<p>``."""
+    cls = f' class="{css_class}"' if css_class else ""
+    return f"<p{cls}>{html.escape(text)}</p>"
+
+
+def table(df: pd.DataFrame, digits: int | dict[str, int] = 2, index: bool = True) -> str:
+    """A DataFrame as an HTML table.
+
+    Floats are rounded to ``digits`` decimals (or per column, with a dict whose missing columns
+    get 2); NaN shows as an en dash.
+    """
+    def fmt(n: int):
+        return lambda v: "–" if not np.isfinite(v) else f"{v:.{n}f}"
+
+    per_column = digits if isinstance(digits, dict) else {}
+    default = 2 if isinstance(digits, dict) else digits
+    formatters = {c: fmt(per_column.get(c, default)) for c in df.columns
+                  if pd.api.types.is_float_dtype(df[c])}
+    return df.to_html(index=index, escape=True, na_rep="–", formatters=formatters,
+                      float_format=fmt(default), border=0)
+
+
+def image(b64_png: str, alt: str) -> str:
+    """An ``<img>`` with the PNG embedded as a data URI (no external file)."""
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64_png}">'
+
+
+def page(title: str, intro: list[str], sections: list[Section]) -> str:
+    """The complete HTML document, with a table of contents."""
+    toc = "".join(f'<li><a href="#{html.escape(s.anchor)}">{html.escape(s.title)}</a></li>'
+                  for s in sections)
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            f"<h1>{html.escape(title)}</h1>\n" + "\n".join(intro)
+            + f"\n<nav><ul>{toc}</ul></nav>\n" + "\n".join(s.render() for s in sections)
+            + "\n</body>\n</html>\n")

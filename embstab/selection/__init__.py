@@ -1,0 +1,52 @@
+"""Which measure predicts downstream instability, and which dimension/precision to ship.
+
+The analyses of a study's results table (one row per embedding pair and task, see
+:mod:`embstab.selection.results`), ported from the reference scripts of Leszczynski et al.,
+"Understanding the Downstream Instability of Word Embeddings" (MLSys 2020):
+
+- :func:`spearman_table`: Spearman ρ between each measure and the disagreement;
+- :func:`selection_error`: how often a measure orders two configurations wrongly (and how badly);
+- :func:`oracle_gap`: the cost of choosing dimension and precision by a measure under a memory
+  budget, against the oracle and the highest-/lowest-precision baselines;
+- :func:`fit_trend`: the linear-log stability–memory trend.
+
+:func:`from_published_csv` imports the published results CSVs; :func:`read_results` reads either
+format from CSV or Parquet; :func:`wide` lays a tidy table out as measure × task.
+"""
+
+from __future__ import annotations
+
+from embstab.selection.correlation import spearman_table
+from embstab.selection.errors import BudgetError, ResultsError
+from embstab.selection.oracle import BASELINES, oracle_decisions, oracle_gap
+from embstab.selection.pairwise import pairwise_votes, selection_error
+from embstab.selection.results import (
+    as_results,
+    from_published_csv,
+    measure_columns,
+    measure_distance,
+    read_results,
+    validate_results,
+    wide,
+)
+from embstab.selection.trend import TrendFit, fit_trend
+
+__all__ = [
+    "BASELINES",
+    "BudgetError",
+    "ResultsError",
+    "TrendFit",
+    "as_results",
+    "fit_trend",
+    "from_published_csv",
+    "measure_columns",
+    "measure_distance",
+    "oracle_decisions",
+    "oracle_gap",
+    "pairwise_votes",
+    "read_results",
+    "selection_error",
+    "spearman_table",
+    "validate_results",
+    "wide",
+]

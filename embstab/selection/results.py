@@ -1,0 +1,369 @@
+"""Results tables: the shared tidy convention, the published-CSV importer and file loading.
+
+A results table has one row per (algo, seed, dim, bitrate, task) embedding pair with the columns
+``algo, seed, dim, bitrate, memory, task, disagreement, quality`` plus one column per stability
+measure, named by its :data:`embstab.measures.REGISTRY` name and holding the *raw* value.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from embstab.measures import REGISTRY
+from embstab.selection.errors import ResultsError
+
+__all__ = [
+    "CONFIG_COLUMNS",
+    "KEY_COLUMNS",
+    "PUBLISHED_MEASURES",
+    "PUBLISHED_TASKS",
+    "TASK_ORDER",
+    "as_results",
+    "from_published_csv",
+    "is_published_format",
+    "measure_columns",
+    "measure_distance",
+    "ordered_tasks",
+    "read_results",
+    "validate_results",
+    "wide",
+]
+
+#: Columns that identify one configuration of an embedding pair.
+CONFIG_COLUMNS: tuple[str, ...] = ("algo", "seed", "dim", "bitrate")
+#: Columns that identify one row of a results table.
+KEY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "task")
+#: Display order of the published tasks; other tasks follow in order of appearance.
+TASK_ORDER: tuple[str, ...] = ("sst", "mr", "subj", "mpqa", "ner")
+
+#: Published CSV task columns → (disagreement column, quality column).
+PUBLISHED_TASKS: dict[str, tuple[str, str]] = {
+    "sst": ("la_sst_no_emb_norm", "la_sst_quality_no_emb_norm"),
+    "mr": ("la_mr_no_emb_norm", "la_mr_quality_no_emb_norm"),
+    "subj": ("la_subj_no_emb_norm", "la_subj_quality_no_emb_norm"),
+    "mpqa": ("la_mpqa_no_emb_norm", "la_mpqa_quality_no_emb_norm"),
+    "ner": ("rnn_no_crf_ner", "rnn_no_crf_ner_quality"),
+}
+#: Published CSV measure columns → registry names. The PIP column is named ``pip`` in the MC and
+#: CBOW files and ``pip_top_10000`` in the GloVe and fastText files.
+PUBLISHED_MEASURES: dict[str, str] = {
+    "anchor_eigen_overlap_3.0_top_10000": "eis",
+    "knn_top_10000_nquery_1000_nn_5": "knn",
+    "sem_disp_top_10000": "semantic_displacement",
+    "pip": "pip_loss",
+    "pip_top_10000": "pip_loss",
+    "eigen_overlap_top_10000": "eigenspace_overlap",
+}
+
+_REQUIRED = ("algo", "seed", "dim", "bitrate", "task", "disagreement")
+_PUBLISHED_REQUIRED = ("algo", "seed", "dim", "bitrate")
+
+
+def ordered_tasks(tasks: Iterable[str]) -> list[str]:
+    """Distinct task names, the published tasks first in paper order, others as they appear."""
+    seen = list(dict.fromkeys(tasks))
+    known = [t for t in TASK_ORDER if t in seen]
+    return known + [t for t in seen if t not in TASK_ORDER]
+
+
+def measure_columns(df: pd.DataFrame) -> list[str]:
+    """Names of the stability-measure columns of a results table, in registry order.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A results table in the shared convention.
+
+    Returns
+    -------
+    list of str
+        The columns of ``df`` that are :data:`embstab.measures.REGISTRY` names.
+    """
+    return [name for name in REGISTRY if name in df.columns]
+
+
+def measure_distance(values, measure: str) -> np.ndarray:
+    """Turn raw measure values into distances (larger = less stable), as the analyses use.
+
+    k-NN and eigenspace overlap are similarities and become ``1 - value``; distances pass through.
+
+    Parameters
+    ----------
+    values : array-like
+        Raw values of ``measure``.
+    measure : str
+        Registry name of the measure.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 distances, same shape as ``values``.
+    """
+    if measure not in REGISTRY:
+        raise ResultsError(f"unknown measure {measure!r}; known measures: {', '.join(REGISTRY)}")
+    arr = np.asarray(values, dtype=np.float64)
+    # The registry's conversion keeps one definition of "distance form" for the whole package.
+    return np.asarray(REGISTRY[measure].to_distance(arr), dtype=np.float64)
+
+
+def is_published_format(df: pd.DataFrame) -> bool:
+    """Whether ``df`` looks like a published anchor-stability CSV (tasks as wide columns)."""
+    has_task_cols = any(di in df.columns for di, _ in PUBLISHED_TASKS.values())
+    return has_task_cols and "task" not in df.columns
+
+
+def _coerce_int(df: pd.DataFrame, column: str, source: str) -> None:
+    values = pd.to_numeric(df[column], errors="coerce")
+    bad = values.isna() | (values != np.round(values)) | (values <= 0 if column != "seed" else False)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ResultsError(f"{source}: column {column!r} must hold "
+                           f"{'integers' if column == 'seed' else 'positive integers'}; "
+                           f"row {row} has {df[column].iloc[row]!r}")
+    df[column] = values.astype(np.int64)
+
+
+def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFrame:
+    """Check a results table in the shared convention and return a clean copy.
+
+    Integer columns are coerced, ``memory`` is added (or checked) as ``dim * bitrate``, a task
+    with several downstream models (column ``model``) becomes one task per model
+    (``"task:model"``), rows with a
+    missing disagreement are dropped with a warning (a failed task in a study), and the rows are
+    ordered by task (published task order first) while keeping their order within a task, which
+    the analyses' tie-breaking ("first index wins") depends on.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Table with at least ``algo, seed, dim, bitrate, task, disagreement``.
+    source : str, default "results"
+        Name used in error messages (e.g. the file path).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A validated copy with a fresh RangeIndex.
+
+    Raises
+    ------
+    ResultsError
+        If a required column is missing, a value has the wrong type, a (algo, seed, dim, bitrate,
+        task) key repeats, ``memory`` disagrees with ``dim * bitrate`` or no rows remain.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise ResultsError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in _REQUIRED if c not in df.columns]
+    if missing:
+        raise ResultsError(f"{source}: missing column(s) {', '.join(missing)}; a results table "
+                           f"needs {', '.join(_REQUIRED)} (or the published CSV format)")
+    out = df.copy()
+    for col in ("seed", "dim", "bitrate"):
+        _coerce_int(out, col, source)
+    out["algo"] = out["algo"].astype(str)
+    out["task"] = out["task"].astype(str)
+    if "model" in out.columns and out["model"].notna().any():
+        models = out.groupby("task")["model"].nunique()
+        # A study may train several downstream models on one task; each (task, model) is then its
+        # own "task" of the analyses, e.g. "sst:linear" and "sst:rnn".
+        several = models.index[models > 1]
+        if len(several):
+            pick = out["task"].isin(several)
+            out.loc[pick, "task"] = out.loc[pick, "task"] + ":" + out.loc[pick, "model"].astype(str)
+    memory = out["dim"] * out["bitrate"]
+    if "memory" in out.columns:
+        given = pd.to_numeric(out["memory"], errors="coerce")
+        bad = given.to_numpy() != memory.to_numpy()
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ResultsError(f"{source}: column 'memory' must equal dim * bitrate; row {row} has "
+                               f"memory={out['memory'].iloc[row]!r} for dim={out['dim'].iloc[row]}"
+                               f", bitrate={out['bitrate'].iloc[row]}")
+    out["memory"] = memory.astype(np.int64)
+    for col in ["disagreement", "quality", *measure_columns(out)]:
+        if col in out.columns:
+            converted = pd.to_numeric(out[col], errors="coerce")
+            if (converted.isna() & out[col].notna()).any():
+                row = int(np.flatnonzero((converted.isna() & out[col].notna()).to_numpy())[0])
+                raise ResultsError(f"{source}: column {col!r} must be numeric; row {row} has "
+                                   f"{out[col].iloc[row]!r}")
+            out[col] = converted.astype(np.float64)
+    missing_di = out["disagreement"].isna()
+    if missing_di.any():
+        warnings.warn(f"{source}: dropping {int(missing_di.sum())} row(s) without a disagreement "
+                      "value (failed downstream tasks)", stacklevel=2)
+        out = out[~missing_di]
+    if out.empty:
+        raise ResultsError(f"{source}: the results table has no rows with a disagreement value")
+    dup = out.duplicated(list(KEY_COLUMNS), keep=False)
+    if dup.any():
+        first = out[dup].iloc[0]
+        key = ", ".join(f"{c}={first[c]}" for c in KEY_COLUMNS)
+        raise ResultsError(f"{source}: {int(dup.sum())} rows repeat a (algo, seed, dim, bitrate, "
+                           f"task) key, e.g. {key}")
+    order = {t: i for i, t in enumerate(ordered_tasks(out["task"]))}
+    # Stable sort: within a task the input order is kept, so ties resolve as in the source table.
+    out = out.sort_values("task", key=lambda s: s.map(order), kind="stable")
+    front = ["algo", "seed", "dim", "bitrate", "memory", "task", "disagreement"]
+    if "quality" in out.columns:
+        front.append("quality")
+    rest = [c for c in out.columns if c not in front]
+    return out[front + rest].reset_index(drop=True)
+
+
+def from_published_csv(path: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
+    """Read a published anchor-stability results CSV into the shared tidy convention.
+
+    The published files (``{algo}_optimal_no_emb_norm_top_10000.csv``) hold one row per embedding
+    pair with the five tasks as wide columns; this returns one row per (pair, task) with
+    ``task`` in sst, mr, subj, mpqa, ner and the measures renamed to their registry names
+    (EIS, k-NN, semantic displacement, PIP, eigenspace overlap; raw values).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or pandas.DataFrame
+        The CSV file, or a DataFrame already read from one.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``algo, seed, dim, bitrate, memory, task, disagreement, quality`` and the measure
+        columns; rows grouped by task in published order, source row order within a task.
+
+    Raises
+    ------
+    ResultsError
+        If the file lacks the identifying columns or any task column, or ``space`` is not
+        ``dim * bitrate``.
+    """
+    if isinstance(path, pd.DataFrame):
+        return _from_published_frame(path, "published results")
+    return _from_published_frame(_read_table(path), str(path))
+
+
+def _from_published_frame(raw: pd.DataFrame, source: str) -> pd.DataFrame:
+    missing = [c for c in _PUBLISHED_REQUIRED if c not in raw.columns]
+    if missing:
+        raise ResultsError(f"{source}: not a published results CSV: missing column(s) "
+                           f"{', '.join(missing)}")
+    tasks = [t for t, (di, _) in PUBLISHED_TASKS.items() if di in raw.columns]
+    if not tasks:
+        expected = ", ".join(di for di, _ in PUBLISHED_TASKS.values())
+        raise ResultsError(f"{source}: not a published results CSV: no disagreement column "
+                           f"(expected one of {expected})")
+    measure_map = {col: name for col, name in PUBLISHED_MEASURES.items() if col in raw.columns}
+    if len(set(measure_map.values())) != len(measure_map):
+        raise ResultsError(f"{source}: both 'pip' and 'pip_top_10000' are present; keep one")
+    base = raw[list(_PUBLISHED_REQUIRED)].copy()
+    if "space" in raw.columns:
+        base["memory"] = raw["space"]
+    for col, name in measure_map.items():
+        base[name] = raw[col]
+    frames = []
+    for task in tasks:
+        di_col, q_col = PUBLISHED_TASKS[task]
+        part = base.copy()
+        part["task"] = task
+        part["disagreement"] = raw[di_col]
+        part["quality"] = raw[q_col] if q_col in raw.columns else np.nan
+        frames.append(part)
+    return validate_results(pd.concat(frames, ignore_index=True), source=source)
+
+
+def _read_table(path: str | os.PathLike) -> pd.DataFrame:
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(p))
+    if p.is_dir():
+        raise ResultsError(f"{p}: is a directory; expected a CSV or Parquet results file")
+    kind = "Parquet" if p.suffix.lower() in (".parquet", ".pq") else "CSV"
+    try:
+        return pd.read_parquet(p) if kind == "Parquet" else pd.read_csv(p)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
+            ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise ResultsError(f"{p}: cannot read as a {kind} table: {exc}") from exc
+
+
+def as_results(results: pd.DataFrame | str | os.PathLike) -> pd.DataFrame:
+    """Accept a results table in any supported form and return the validated tidy table.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame, str or os.PathLike
+        A tidy table, a published-format table, or a path to either (CSV or Parquet).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table in the shared convention (see :func:`validate_results`).
+    """
+    if isinstance(results, pd.DataFrame):
+        if is_published_format(results):
+            return from_published_csv(results)
+        return validate_results(results)
+    return read_results(results)
+
+
+def read_results(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a results file (CSV or Parquet), detecting the shared or the published format.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.csv`` or ``.parquet`` file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table in the shared convention.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ResultsError
+        If the file cannot be parsed or is in neither format.
+    """
+    raw = _read_table(path)
+    if is_published_format(raw):
+        return _from_published_frame(raw, str(path))
+    return validate_results(raw, source=str(path))
+
+
+def wide(table: pd.DataFrame, values: str, *, index: str = "measure") -> pd.DataFrame:
+    """Pivot a tidy analysis table to the paper's layout: one row per measure, one column per task.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Output of :func:`spearman_table`, :func:`selection_error` or :func:`oracle_gap`.
+    values : str
+        The value column to show (e.g. ``"spearman"``, ``"selection_error"``, ``"mean_gap"``).
+    index : str, default "measure"
+        The row label column (``"selector"`` for :func:`oracle_gap`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows in input order (prefixed by ``algo`` when several algorithms are present), columns
+        in task order.
+    """
+    for col in (index, "task", values):
+        if col not in table.columns:
+            raise ResultsError(f"cannot pivot: the table has no column {col!r}")
+    rows = [index]
+    if "algo" in table.columns and table["algo"].nunique() > 1:
+        rows = ["algo", index]
+    out = table.pivot(index=rows, columns="task", values=values)
+    # pivot sorts its labels; restore the input order of rows and the task order of columns.
+    row_order = list(dict.fromkeys(map(tuple, table[rows].to_numpy()))) if len(rows) > 1 \
+        else list(dict.fromkeys(table[index]))
+    out = out.reindex(index=row_order, columns=ordered_tasks(table["task"]))
+    out.columns.name = None
+    return out

@@ -1,0 +1,64 @@
+"""The notebooks in notebooks/ run top to bottom under nbclient and show what they promise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from embstab.measures import REGISTRY
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+@pytest.fixture(autouse=True)
+def single_threaded_blas(monkeypatch):
+    # The kernel inherits this environment. On a small shared runner threaded BLAS oversubscribes
+    # the cores and runs several times slower than one thread on these small matrices.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, "1")
+
+
+def run(name: str) -> nbformat.NotebookNode:
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    # Run in notebooks/ like a user would: relative paths in the notebooks resolve from there.
+    NotebookClient(nb, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    return nb
+
+
+def outputs(nb: nbformat.NotebookNode) -> tuple[str, int]:
+    """All text the cells printed or displayed, and the number of PNG images."""
+    text, images = [], 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            assert out.get("output_type") != "error", out
+            text.append(out.get("text", ""))
+            data = out.get("data", {})
+            text.append(data.get("text/plain", ""))
+            text.append(data.get("text/html", ""))
+            images += "image/png" in data
+    return "\n".join(text), images
+
+
+@pytest.mark.timeout(300)
+def test_compare_two_embeddings_notebook():
+    text, images = outputs(run("compare_two_embeddings.ipynb"))
+    assert images == 3  # measures as distances, k-NN overlap vs k, spectra
+    assert f"the perturbed pair is the most stable under all {len(REGISTRY)} measures" in text
+    for name in ("eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap",
+                 "linear_cka", "procrustes_distance", "fro_distance"):
+        assert name in text
+
+
+@pytest.mark.timeout(300)
+def test_stability_memory_analysis_notebook(monkeypatch):
+    monkeypatch.delenv("EMBSTAB_RESULTS", raising=False)  # the in-repo CBOW results
+    text, images = outputs(run("stability_memory_analysis.ipynb"))
+    assert images == 2  # a measure vs disagreement, disagreement vs memory with the trend
+    assert "0.86" in text  # Spearman of EIS on MR, as in the paper's table
+    assert "ship w2v_cbow with dim=100 at 4-bit precision" in text  # the 400-bit budget
+    assert "lstsq agrees" in text
+    assert "6 plots" in text

@@ -1,0 +1,63 @@
+"""`embstab recommend RESULTS --budget BITS`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+import embstab.cli as cli
+from embstab.cli import recommend as recommend_cli
+from embstab.selection import BudgetError
+
+PUBLISHED = Path(__file__).resolve().parent / "data" / "w2v_cbow_published.csv"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="embstab")
+    recommend_cli.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def test_text_output(capsys):
+    args = parse(["recommend", str(PUBLISHED), "--budget", "400"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "ship w2v_cbow with dim=100 at 4-bit precision (400 bits per word)" in out
+    assert "Best 5 of 15 configurations by eis" in out
+    for task in ("sst", "mr", "subj", "mpqa", "ner"):
+        assert f"\n  {task}" in out
+
+
+def test_json_output(capsys):
+    args = parse(["recommend", str(PUBLISHED), "--budget", "400", "--measure", "knn", "--json",
+                  "--task", "sst"])
+    assert args.func(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["measure"] == "knn" and data["memory"] <= 400
+    assert list(data["predicted_disagreement"]) == ["sst"]
+
+
+def test_bad_budget_raises_an_embstab_error():
+    args = parse(["recommend", str(PUBLISHED), "--budget", "10"])
+    with pytest.raises(BudgetError, match="no configuration fits in 10 bits"):
+        args.func(args)
+
+
+def test_unknown_measure_is_rejected_by_argparse(capsys):
+    with pytest.raises(SystemExit):
+        parse(["recommend", str(PUBLISHED), "--budget", "400", "--measure", "nope"])
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_main_turns_errors_into_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("recommend",))
+    assert cli.main(["recommend", str(PUBLISHED), "--budget", "10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("embstab recommend: error: no configuration fits")
+    assert cli.main(["recommend", str(tmp_path / "none.csv"), "--budget", "400"]) == 2
+    assert "none.csv" in capsys.readouterr().err
+    assert cli.main(["recommend", str(PUBLISHED), "--budget", "800"]) == 0
+    assert "dim=200" in capsys.readouterr().out

@@ -1,0 +1,163 @@
+"""The HTML report: self-contained, every image decodes, tables carry the analyses' numbers."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import itertools
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from embstab.cli import report as report_cli
+from embstab.report import build_report, write_report
+from embstab.report.plots import disagreement_vs_memory, measure_vs_disagreement, to_png
+from embstab.selection import ResultsError, fit_trend, from_published_csv
+
+PUBLISHED = Path(__file__).resolve().parent / "data" / "w2v_cbow_published.csv"
+
+
+class Page(HTMLParser):
+    """Collects what a browser would fetch or show: images, links, headings, table cells."""
+
+    def __init__(self):
+        super().__init__()
+        self.images, self.links, self.h2, self.cells = [], [], [], []
+        self._tag = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self._tag = tag
+        if tag == "img":
+            self.images.append(attrs)
+        if tag in ("a", "link", "script"):
+            self.links.append(attrs.get("href") or attrs.get("src"))
+
+    def handle_data(self, data):
+        if self._tag == "h2":
+            self.h2.append(data)
+        if self._tag == "td" and data.strip():
+            self.cells.append(data.strip())
+
+    def handle_endtag(self, tag):
+        self._tag = None
+
+
+@pytest.fixture(scope="module")
+def page() -> tuple[str, Page]:
+    document = build_report(PUBLISHED, progress=False)
+    parsed = Page()
+    parsed.feed(document)
+    return document, parsed
+
+
+def decode(img_attrs: dict) -> Image.Image:
+    src = img_attrs["src"]
+    assert src.startswith("data:image/png;base64,")
+    return Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1], validate=True)))
+
+
+def test_report_is_self_contained_and_images_decode(page):
+    document, parsed = page
+    assert document.startswith("<!DOCTYPE html>") and document.rstrip().endswith("</html>")
+    # One memory plot plus one plot per measure, all inline PNGs that decode to real pictures.
+    assert len(parsed.images) == 1 + 5
+    for attrs in parsed.images:
+        img = decode(attrs)
+        assert img.format == "PNG" and img.width > 600 and img.height > 300
+        assert np.asarray(img.convert("L")).std() > 10  # not a blank canvas
+        assert attrs["alt"]
+    # Nothing to fetch: the only links are in-page anchors.
+    assert parsed.links and all(link.startswith("#") for link in parsed.links)
+
+
+def test_report_sections_and_numbers(page):
+    document, parsed = page
+    assert parsed.h2 == ["Recommendations by memory budget", "Disagreement vs memory",
+                         "Correlation with downstream disagreement",
+                         "Pairwise selection error and robustness",
+                         "Choosing dimension and precision under a memory budget",
+                         "Each measure vs disagreement"]
+    # The spec's CBOW numbers appear in the tables (Spearman of EIS on MR, oracle gap of PIP).
+    assert "0.86" in parsed.cells and "3.63" in parsed.cells
+    slope = fit_trend(from_published_csv(PUBLISHED)).slope
+    assert f"{slope:.3f}" in parsed.cells
+    assert "highest_precision" in document and "lowest_precision" in document
+
+
+def test_write_report_is_atomic_and_cli_writes_it(tmp_path, capsys):
+    # A slice of the study (one task, two measures) keeps this test quick.
+    small = from_published_csv(PUBLISHED).query("task == 'sst'")
+    small = small[["algo", "seed", "dim", "bitrate", "memory", "task", "disagreement", "eis",
+                   "knn"]]
+    results = tmp_path / "small.parquet"
+    small.to_parquet(results, index=False)
+    out = write_report(results, tmp_path / "sub" / "r.html", progress=False, budgets=[400])
+    assert out.read_text().count("<img ") == 3
+    assert [p.name for p in out.parent.iterdir()] == ["r.html"]  # no temporary left behind
+
+    parser = argparse.ArgumentParser(prog="embstab")
+    report_cli.register(parser.add_subparsers(dest="command"))
+    target = tmp_path / "cli.html"
+    args = parser.parse_args(["report", str(results), "-o", str(target), "--measure", "knn",
+                              "--budget", "400", "--budget", "800", "--title", "T & <b>"])
+    assert args.func(args) == 0
+    text = target.read_text()
+    assert "<title>T &amp; &lt;b&gt;</title>" in text  # user text is escaped
+    assert "best knn" in text
+    assert str(target) in capsys.readouterr().err
+
+
+def test_small_study_still_renders_with_notes():
+    # Two seeds, one task, every memory at or above the trend threshold: no trend, no
+    # recommendations, but the rest of the report is there and says why.
+    rows = [{"algo": "a", "seed": s, "dim": d, "bitrate": b, "task": "rt", "disagreement":
+             10.0 / (d * b) ** 0.2 + s, "eis": 1.0 / (d * b)}
+            for s, d, b in itertools.product((1, 2), (64, 128), (16, 32))]
+    document = build_report(pd.DataFrame(rows), progress=False)
+    assert "No recommendation: no row has memory &lt; 1000" in document
+    assert document.count("<img ") == 2
+    with pytest.raises(ResultsError, match="no measure column"):
+        build_report(pd.DataFrame(rows).drop(columns="eis"), progress=False)
+    # A study interrupted after its first configuration: nothing to compare yet, still a page.
+    first = pd.DataFrame(rows).query("dim == 64 and bitrate == 16")
+    document = build_report(first, progress=False)
+    assert "Not computed: no pair of configurations to compare" in document
+    assert "Not computed: no memory budget has two or more configurations" in document
+
+
+def test_plot_functions_return_figures_with_one_panel_per_task():
+    df = from_published_csv(PUBLISHED)
+    fig = disagreement_vs_memory(df, fit_trend(df))
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["sst", "mr", "subj", "mpqa", "ner"]
+    assert all(ax.get_xscale() == "log" for ax in visible)
+    fig = measure_vs_disagreement(df, "knn")
+    assert fig.axes[0].get_xlabel() == "1 − knn"
+    assert to_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_renders_in_a_headless_browser(tmp_path):
+    import shutil
+    import subprocess
+
+    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
+                    if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless chromium on this machine (apt-get install chromium)")
+    small = from_published_csv(PUBLISHED).query("task in ['sst', 'ner']")[
+        ["algo", "seed", "dim", "bitrate", "task", "disagreement", "eis"]]
+    page_path = write_report(small, tmp_path / "r.html", progress=False)
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless=new", "--no-sandbox", "--disable-gpu",
+                    "--window-size=1200,3000", f"--screenshot={shot}", page_path.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    pixels = np.asarray(Image.open(shot).convert("L"))
+    assert pixels.shape == (3000, 1200)
+    # Text, tables and the embedded plots put plenty of non-white pixels on the page.
+    assert (pixels < 128).mean() > 0.01
