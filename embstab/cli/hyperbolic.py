@@ -1,0 +1,154 @@
+"""``embstab hyperbolic``: embed a graph in hyperbolic space, and evaluate an embedding.
+
+    embstab hyperbolic embed GRAPH --method comb|hmds|sgd [options] -o OUT
+    embstab hyperbolic eval GRAPH EMBEDDING [--rows N] [--json]
+
+GRAPH is an edge list ``u v [weight]`` (the hyperbolics ``.edges`` format); OUT/EMBEDDING are
+embstab hyperbolic embedding files, which carry τ (the scale) and the working precision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+__all__ = ["register", "run_embed", "run_eval"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``hyperbolic`` sub-command (with ``embed`` and ``eval``) to ``subparsers``."""
+    p = subparsers.add_parser(
+        "hyperbolic", help="hyperbolic embeddings of graphs (construct, h-MDS, SGD; evaluate)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="hyperbolic_command", metavar="{embed,eval}")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    e = sub.add_parser("embed", help="embed a graph and write the embedding file",
+                       description="Embed GRAPH with the combinatorial construction (comb, "
+                       "multiprecision), h-MDS (hmds) or Riemannian SGD (sgd).")
+    e.add_argument("graph", metavar="GRAPH", help="edge list: 'u v [weight]' per line")
+    e.add_argument("--method", choices=("comb", "hmds", "sgd"), default="comb")
+    e.add_argument("-o", "--output", required=True, help="embedding file to write")
+    e.add_argument("--dim", type=int, default=2, help="dimension of H^dim (default 2)")
+    g = e.add_argument_group("comb (combinatorial construction)")
+    tau = g.add_mutually_exclusive_group()
+    tau.add_argument("--eps", type=float, help="target distortion 1+eps (default 0.1)")
+    tau.add_argument("--tau", type=float, help="use this scale tau")
+    tau.add_argument("--bits", type=int, help="tau for a bit budget (comb.jl -a)")
+    g.add_argument("--precision-bits", type=int, default=None,
+                   help="working precision in bits (default: just enough for tau, ≥ 256)")
+    g.add_argument("--root", default="max_degree",
+                   help="max_degree (default), center, first, or a node label")
+    g.add_argument("--placement", choices=("codes", "sphere"), default="codes")
+    g.add_argument("--forest", action="store_true",
+                   help="accept a disconnected graph: embed each component around its centre")
+    h = e.add_argument_group("hmds")
+    h.add_argument("--scale", default="auto", help="h-MDS scale s, or 'auto' (s·diam = 15)")
+    h.add_argument("--selection", choices=("positive", "magnitude"), default="positive")
+    h.add_argument("--pga", action="store_true", help="refine by hyperbolic PGA")
+    s = e.add_argument_group("sgd")
+    s.add_argument("--init", choices=("none", "comb", "hmds"), default="hmds")
+    s.add_argument("--manifold", choices=("poincare", "lorentz"), default="lorentz")
+    s.add_argument("--loss", default="rel2", help="rel2, sym, abs, square, log or mse")
+    s.add_argument("--epochs", type=int, default=100)
+    s.add_argument("--lr", type=float, default=0.01)
+    s.add_argument("--batch-size", type=int, default=1024)
+    s.add_argument("--seed", type=int, default=0)
+    e.add_argument("--quiet", action="store_true", help="no progress bars")
+    e.set_defaults(func=run_embed)
+
+    v = sub.add_parser("eval", help="MAP and distortion of an embedding of a graph",
+                       description="Score EMBEDDING against GRAPH: MAP (self excluded, "
+                       "pessimistic ties), average and global worst-case distortion.")
+    v.add_argument("graph", metavar="GRAPH")
+    v.add_argument("embedding", metavar="EMBEDDING")
+    v.add_argument("--rows", type=int, default=None,
+                   help="evaluate this many random rows (default: all)")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+    v.add_argument("--quiet", action="store_true", help="no progress bar")
+    v.set_defaults(func=run_eval)
+
+
+def run_embed(args: argparse.Namespace) -> int:
+    """Handler of ``embstab hyperbolic embed``."""
+    from embstab.hyperbolic import (PrecisionError, embed_combinatorial, load_edgelist,
+                                    tree_from_graph)
+    from embstab.hyperbolic.tau import GUARD_BITS, bits_needed, choose_tau
+
+    graph = load_edgelist(args.graph)
+    t0 = time.perf_counter()
+    if args.method == "comb":
+        prec = args.precision_bits
+        forest = args.forest and graph.n_components() > 1
+        if prec is None and forest:
+            prec = 256
+            while True:  # the forest's reach depends on τ and the centre spacing: probe
+                try:
+                    emb = embed_combinatorial(graph, dim=args.dim, eps=args.eps, tau=args.tau,
+                                              bits=args.bits, precision_bits=prec,
+                                              root=args.root, placement=args.placement,
+                                              forest=True)
+                    break
+                except PrecisionError as exc:
+                    if prec > 2 ** 20:
+                        raise exc
+                    prec *= 2
+        else:
+            if prec is None:  # enough for the chosen τ, never below the original default
+                tree = tree_from_graph(graph, args.root)
+                t = choose_tau(tree, eps=args.eps, bits=args.bits, tau=args.tau)
+                prec = max(256, args.bits or 0, bits_needed(t, tree.height, GUARD_BITS))
+            emb = embed_combinatorial(graph, dim=args.dim, eps=args.eps, tau=args.tau,
+                                      bits=args.bits, precision_bits=prec, root=args.root,
+                                      placement=args.placement, forest=args.forest,
+                                      progress=not args.quiet)
+    elif args.method == "hmds":
+        from embstab.hyperbolic.hmds import hmds
+
+        scale = args.scale if args.scale == "auto" else float(args.scale)
+        emb = hmds(graph, args.dim, scale=scale, selection=args.selection, pga=args.pga)
+    else:
+        from embstab.hyperbolic.sgd import fit_sgd
+
+        emb = fit_sgd(graph, args.dim, manifold=args.manifold, loss=args.loss,
+                      init=None if args.init == "none" else args.init, epochs=args.epochs,
+                      lr=args.lr, batch_size=args.batch_size, seed=args.seed,
+                      progress=not args.quiet)
+    emb.save(args.output)
+    m = emb.metadata
+    extra = ""
+    if args.method == "comb":
+        where = (f"{m['components']} components" if m.get("forest") else f"root {m['root']}")
+        extra = f", {emb.precision_bits} bits (needs {m['bits_needed']}), {where}"
+    elif args.method == "hmds":
+        extra = (f", kept {m['dims_kept']} of {m['dims_requested']} dims "
+                 f"({m['n_positive']} positive / {m['n_negative']} negative eigenvalues)")
+    print(f"wrote {args.output}: {len(emb)} nodes in H^{emb.dim} by {args.method}, "
+          f"scale {emb.scale:.6g}{extra}, {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """Handler of ``embstab hyperbolic eval``."""
+    from embstab.hyperbolic import evaluate, load_edgelist, load_embedding
+
+    graph = load_edgelist(args.graph)
+    emb = load_embedding(args.embedding)
+    res = evaluate(graph, emb, rows=args.rows, seed=args.seed, progress=not args.quiet)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        what = f"{res['rows']} sampled rows" if res["sampled"] else "all rows"
+        print(f"MAP {res['map']:.4f}  d_avg {res['d_avg']:.5f}  d_wc {res['d_wc']:.4f}  "
+              f"bad pairs {res['bad']}  ({what}; scale {emb.scale:.6g})")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(prog="embstab")
+    register(parser.add_subparsers(dest="command"))
+    ns = parser.parse_args()
+    sys.exit(ns.func(ns))

