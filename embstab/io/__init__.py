@@ -180,8 +180,10 @@ def save(emb: Embedding, path: str | os.PathLike, format: str | None = None, **k
     """Write ``emb`` to ``path`` atomically.
 
     The format is taken from ``format`` or the suffix (see the module table; unknown suffixes
-    give word2vec text). ``embstab`` (compressed) files are written by
-    :func:`embstab.compress.save_compressed`; extra keyword arguments go to that writer.
+    give word2vec text). An embedding made by :mod:`embstab.compress` is saved as ``.esq`` with
+    its exact codes; any other embedding as raw float32. To quantize while saving, use
+    :func:`embstab.compress.save_compressed` (``bits=``, ``format=``); passing such options
+    here raises a ``TypeError`` that says so.
     """
     path = os.fspath(path)
     fmt = format or _SUFFIXES.get(os.path.splitext(path)[1].lower(), "word2vec")

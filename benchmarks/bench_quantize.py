@@ -1,0 +1,103 @@
+"""Throughput of embstab.lowprec.quantize against torch's native casts (and QPyTorch if installed).
+
+Run: ``python benchmarks/bench_quantize.py [--n 4000000] [--threads 2] [--repeat 5]``.
+
+Every row rounds the same float32 tensor of N standard-normal values and reports millions of
+elements per second and the ratio to torch's native ``x.to(torch.bfloat16)`` cast timed in the
+same run. Before timing, each embstab variant is checked bit for bit against its reference (native
+casts for nearest rounding, the eager path for the compiled one), so a fast wrong kernel cannot
+appear in the table. QPyTorch (``pip install qtorch``; JIT-compiles a C++ extension on import)
+is a benchmark-only extra and its rows are skipped when it is missing.
+
+Targets (issue 3, 2 CPU cores): nearest rounding to an arbitrary float format >= 0.8x the native
+bf16 cast; stochastic rounding >= 3x QPyTorch's CPU stochastic rounding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import torch
+
+from embstab.lowprec import FloatFormat, quantize
+
+
+def timeit(fn, repeat: int) -> float:
+    """Median seconds per call over ``repeat`` calls after one warm-up call.
+
+    The median, not the best: on a shared machine the 16 MB input sometimes stays in a large L3
+    cache and sometimes does not, and best-of times then reflect cache luck more than the code.
+    """
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=4_000_000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    x = torch.randn(args.n, generator=torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(1)
+
+    bf16_like = FloatFormat(8, 7, name="e8m7 (bf16-like)")
+    fp8_like = FloatFormat(4, 3, "finite", name="e4m3 finite (fp8-like)")
+    rows: list[tuple[str, str, float]] = []
+
+    # correctness gates
+    assert torch.equal(quantize(x, bf16_like), x.to(torch.bfloat16).float())
+    assert torch.equal(quantize(x, FloatFormat(4, 3, "fn", "saturate")), x.to(torch.float8_e4m3fn).float())
+
+    rows.append(("torch native", "x.to(bfloat16)", timeit(lambda: x.to(torch.bfloat16), args.repeat)))
+    rows.append(("torch native", "x.to(bfloat16).float()", timeit(lambda: x.to(torch.bfloat16).float(), args.repeat)))
+    rows.append(("torch native", "x.to(float8_e4m3fn).float()",
+                 timeit(lambda: x.to(torch.float8_e4m3fn).float(), args.repeat)))
+
+    variants = [("eager", False)] + ([] if args.no_compile else [("compiled", True)])
+    for fmt in (bf16_like, fp8_like):
+        for mode in ("nearest", "stochastic"):
+            for label, compiled in variants:
+                if compiled:  # compiled must equal eager bit for bit (same seed)
+                    a = quantize(x, fmt, mode, generator=7, compiled=True)
+                    b = quantize(x, fmt, mode, generator=7)
+                    assert torch.equal(a, b), f"compiled != eager for {fmt} {mode}"
+                t = timeit(lambda: quantize(x, fmt, mode, generator=gen, compiled=compiled), args.repeat)
+                rows.append((f"embstab {label}", f"{fmt} {mode}", t))
+
+    try:
+        from qtorch.quant import float_quantize as qt_float  # noqa: PLC0415
+    except Exception as exc:  # ImportError, or the JIT build failing
+        print(f"# QPyTorch not available ({type(exc).__name__}); its rows are skipped")
+    else:
+        for (e, m), name in (((8, 7), "e8m7"), ((4, 3), "e4m3")):
+            for mode in ("nearest", "stochastic"):
+                rows.append(("qtorch 0.3.0", f"{name} {mode}",
+                             timeit(lambda: qt_float(x, e, m, mode), args.repeat)))
+
+    base = rows[0][2]
+    qt_sr = {r[1].split()[0]: r[2] for r in rows if r[0].startswith("qtorch") and r[1].endswith("stochastic")}
+    print(f"# {args.n:,} float32 elements, {args.threads} threads, torch {torch.__version__}, "
+          f"{platform.processor() or platform.machine()}, median of {args.repeat}")
+    print(f"{'implementation':<18} {'operation':<44} {'ms':>8} {'Melem/s':>9} {'vs bf16 cast':>13} {'vs qtorch SR':>13}")
+    for impl, op, t in rows:
+        vs_qt = ""
+        if op.endswith("stochastic") and not impl.startswith("qtorch"):
+            key = "e8m7" if op.startswith("e8m7") else "e4m3"
+            if key in qt_sr:
+                vs_qt = f"{qt_sr[key] / t:.2f}x"
+        print(f"{impl:<18} {op:<44} {t * 1e3:8.2f} {args.n / t / 1e6:9.1f} {base / t:12.2f}x {vs_qt:>13}")
+
+
+if __name__ == "__main__":
+    main()

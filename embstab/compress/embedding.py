@@ -1,0 +1,200 @@
+"""Compressing whole embeddings: one embedding, a pair (the paper's protocol), and saving codes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from embstab.compress.memory import bits_per_entry, memory_bits
+from embstab.compress.uniform import _check_bits, optimal_clip
+from embstab.embedding import Embedding
+from embstab.errors import ShapeError
+from embstab.io.compressed import CompressedData, write_compressed
+from embstab.lowprec import (BlockFloatFormat, FloatFormat, Format, MXFormat, UniformFormat, encode,
+                             float_code_table, get_format)
+from embstab.lowprec._core import as_generator, check_rounding
+
+__all__ = ["quantize_embedding", "compress_embedding", "compress_pair", "save_compressed"]
+
+
+def _resolve(bits: int | None, format: Format | str | None, clip: float | None) -> tuple[str, Any, int]:
+    """("uniform", bits, bits) or ("format", fmt, bits-per-code) with checks."""
+    if format is None or (isinstance(format, str) and format.lower() == "uniform"):
+        if bits is None:
+            raise ValueError("give bits for uniform quantization (or a number format)")
+        bits = _check_bits(bits)
+        if 24 < bits < 32:
+            raise ValueError(f"uniform bits must be 1..24, or 32 and more for clipping only; got {bits}")
+        return "uniform", bits, bits
+    if clip is not None:
+        raise ValueError("clip applies to uniform quantization only")
+    fmt = get_format(format)
+    if isinstance(fmt, UniformFormat):
+        return "uniform", fmt.bits, fmt.bits
+    if isinstance(fmt, FloatFormat):
+        if fmt.bits > 16 and fmt.bits != 32:
+            raise ValueError(f"{fmt} has {fmt.bits} bits; compressed storage holds formats of at most 16 bits")
+        # embeddings are finite: saturate rather than turn large values into Inf/NaN
+        fmt = fmt.replace(overflow="saturate") if fmt.overflow != "saturate" else fmt
+        width = fmt.bits
+    elif isinstance(fmt, BlockFloatFormat):
+        if fmt.block_size is None and fmt.axis not in (0, -2):
+            raise ValueError("block float formats are applied per row: use axis=0 or a block_size")
+        width = fmt.word_bits
+    elif isinstance(fmt, MXFormat):
+        if fmt.axis not in (-1, 1):
+            raise ValueError("MX blocks run along each row: use axis=-1")
+        width = fmt.element_bits
+    else:
+        raise ValueError(f"cannot compress embeddings with {type(fmt).__name__}")
+    if bits is not None and int(bits) != width:
+        raise ValueError(f"bits={bits} contradicts format {fmt} ({width} bits per code)")
+    return "format", fmt, width
+
+
+def _code_dtype(bits: int) -> type:
+    return np.uint8 if bits <= 8 else np.uint16
+
+
+def quantize_embedding(emb: Embedding, bits: int | None = None, *, format: Format | str | None = None,
+                       clip: float | None = None, rounding: str = "nearest", seed: Any = None,
+                       progress: bool = False) -> CompressedData:
+    """Quantize ``emb`` and return its codes (:class:`~embstab.io.compressed.CompressedData`).
+
+    Parameters
+    ----------
+    emb : Embedding
+    bits : int, optional
+        Uniform bit rate (1..16 stored as packed codes; 17 and more stored as clipped float32).
+    format : Format or str, optional
+        Instead of uniform: a number format applied per row — fp8/fp6/fp4/bf16/fp16 presets
+        (saturating), ``"bfp8"`` (block float, one exponent per row), MX formats (blocks of 32
+        along the row), or a :class:`FloatFormat`/:class:`BlockFloatFormat`/:class:`MXFormat`.
+    clip : float, optional
+        Uniform clip value; by default found by golden-section search on ``emb``.
+    rounding : {"nearest", "stochastic"}
+    seed : int or torch.Generator, optional
+        Randomness for stochastic rounding.
+    progress : bool
+        Progress bar for the clip search.
+    """
+    rounding = check_rounding(rounding)
+    kind, spec, width = _resolve(bits, format, clip)
+    X = np.asarray(emb.vectors)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ShapeError("cannot compress an empty embedding")
+    gen = as_generator(seed, torch.device("cpu"))
+    meta: dict[str, Any] = {"rounding": rounding}
+    scales = None
+    block = None
+    if kind == "uniform":
+        r = float(optimal_clip(X, spec, progress=progress) if clip is None else clip)
+        fmt = UniformFormat(spec, r)
+        meta.update(method="uniform", bits=spec, clip=r)
+        if spec > 16 or r == 0.0:
+            # no packed grid: store clipped float32 values (bits >= 32 means "clip only")
+            from embstab.lowprec import quantize
+            vals = np.asarray(quantize(X.astype(np.float32), fmt, rounding, gen), np.float32)
+            data_bits, codes, table = 32, vals, None
+        else:
+            codes = encode(X, fmt, rounding, gen).astype(_code_dtype(spec))
+            n = 2 ** spec - 1
+            table = np.arange(2 ** spec, dtype=np.float64) * (2 * r / n) - r  # same arithmetic as quantize()
+            data_bits = spec
+    else:
+        fmt = spec
+        meta.update(method="format", format=str(fmt), bits=width)
+        if isinstance(fmt, FloatFormat):
+            if fmt.bits == 32:
+                from embstab.lowprec import quantize
+                data_bits, codes, table = 32, np.asarray(quantize(X.astype(np.float32), fmt, rounding, gen), np.float32), None
+            else:
+                codes = encode(X, fmt, rounding, gen).astype(_code_dtype(fmt.bits))
+                table, data_bits = float_code_table(fmt), fmt.bits
+        else:
+            bc = encode(X, fmt, rounding, gen)
+            n_rows, d = X.shape
+            c = bc.codes.reshape(n_rows, -1)[:, :d].numpy().astype(np.int64)
+            e = bc.exponents.reshape(n_rows, -1).numpy().astype(np.int64)
+            if isinstance(fmt, BlockFloatFormat):
+                off = 2 ** (fmt.word_bits - 1)
+                codes, table, scales = c + off, np.arange(2 ** fmt.word_bits, dtype=np.float64) - off, e
+                block = fmt.block_size
+            elif fmt.element == "int8":
+                codes, table, scales, block = c + 128, (np.arange(256, dtype=np.float64) - 128) / 64.0, e - 127, fmt.block_size
+            else:
+                codes, table, scales, block = c, float_code_table(fmt.element), e - 127, fmt.block_size
+            codes = codes.astype(_code_dtype(width))
+            data_bits = width
+    meta["memory_bits_per_word"] = memory_bits(emb.dim, bits_per_entry(width if kind == "uniform" else fmt, emb.dim))
+    return CompressedData(emb.words, codes, data_bits, table, scales, block, emb.counts, emb.name,
+                          {"compression": meta})
+
+
+def compress_embedding(emb: Embedding, bits: int | None = None, *, format: Format | str | None = None,
+                       clip: float | None = None, rounding: str = "nearest", seed: Any = None,
+                       progress: bool = False) -> Embedding:
+    """Quantize one embedding and return it dequantized (float32), with ``metadata["compression"]``
+    describing the method, bits, clip and memory, and the exact codes kept so
+    ``emb.save("x.esq")`` writes them bit-packed. Parameters as :func:`quantize_embedding`."""
+    data = quantize_embedding(emb, bits, format=format, clip=clip, rounding=rounding, seed=seed, progress=progress)
+    out = data.to_embedding(source=emb.source)
+    out.metadata = {**emb.metadata, **out.metadata}
+    return out
+
+
+def compress_pair(old: Embedding, new: Embedding, bits: int, rounding: str = "nearest", seed: Any = None, *,
+                  format: Format | str | None = None, progress: bool = False) -> tuple[Embedding, Embedding]:
+    """Compress an (old, new) pair the way the stability study does.
+
+    ``new`` is first rotated onto ``old`` by orthogonal Procrustes fitted on the shared
+    vocabulary (applied to all its rows), so both share a coordinate frame. For uniform
+    quantization the clip is found on ``old`` alone by golden-section search and ``new`` is
+    quantized with **old's** clip at the same bit rate; with 32 bits both are only clipped (to
+    ``max|old|``). With ``format=`` (fp8, mxfp4, ...) both aligned members are rounded per row.
+
+    Parameters
+    ----------
+    old, new : Embedding
+        Same dimension, sharing at least one word.
+    bits : int
+    rounding : {"nearest", "stochastic"}
+    seed : int or torch.Generator, optional
+        One generator serves old then new, so a seed reproduces the pair.
+    format : Format or str, optional
+    progress : bool
+
+    Returns
+    -------
+    (old_compressed, new_compressed) : tuple of Embedding
+    """
+    rounding = check_rounding(rounding)
+    kind, spec, _ = _resolve(bits if format is None else None, format, None)
+    aligned = new.align_to(old)
+    gen = as_generator(seed, torch.device("cpu"))
+    if kind == "uniform":
+        r = optimal_clip(old.vectors, spec, progress=progress)
+        old_c = compress_embedding(old, spec, clip=r, rounding=rounding, seed=gen)
+        new_c = compress_embedding(aligned, spec, clip=r, rounding=rounding, seed=gen)
+    else:
+        old_c = compress_embedding(old, format=spec, rounding=rounding, seed=gen)
+        new_c = compress_embedding(aligned, format=spec, rounding=rounding, seed=gen)
+    new_c.metadata["compression"]["aligned_to"] = old.name
+    return old_c, new_c
+
+
+def save_compressed(emb: Embedding | CompressedData, path: str | os.PathLike, bits: int | None = None, *,
+                    format: Format | str | None = None, clip: float | None = None, rounding: str = "nearest",
+                    seed: Any = None) -> None:
+    """Write a bit-packed compressed file (``.esq``), loadable with :func:`embstab.load`.
+
+    An embedding returned by :func:`compress_embedding`/:func:`compress_pair` (or codes from
+    :func:`quantize_embedding`) is written as is; with ``bits`` or ``format`` any embedding is
+    quantized first. A plain embedding without either is stored losslessly as float32.
+    """
+    if isinstance(emb, Embedding) and (bits is not None or format is not None):
+        emb = quantize_embedding(emb, bits, format=format, clip=clip, rounding=rounding, seed=seed)
+    write_compressed(emb, path)

@@ -1,0 +1,41 @@
+"""Memory accounting for compressed embeddings."""
+
+from __future__ import annotations
+
+from embstab.lowprec import BlockFloatFormat, FixedFormat, FloatFormat, Format, MXFormat, UniformFormat, get_format
+
+__all__ = ["memory_bits", "bits_per_entry", "memory_table"]
+
+
+def memory_bits(dim: int, bitrate: int | float) -> float:
+    """Bits per word under the paper's accounting: ``dim * bitrate`` (the per-matrix clip and the
+    vocabulary are ignored). Integral inputs give an int."""
+    if dim < 0 or bitrate <= 0:
+        raise ValueError(f"dim must be >= 0 and bitrate > 0, got dim={dim}, bitrate={bitrate}")
+    out = dim * bitrate
+    return int(out) if float(out).is_integer() else float(out)
+
+
+def bits_per_entry(fmt: Format | str | int, dim: int | None = None) -> float:
+    """Storage bits per matrix entry of a format, shared scales included (MX: element bits plus
+    8/32; per-row block float: word bits plus 16/dim for the stored 16-bit exponent). An int is
+    a uniform bit rate."""
+    if isinstance(fmt, int):
+        return float(fmt)
+    fmt = get_format(fmt)
+    if isinstance(fmt, (FloatFormat, FixedFormat, UniformFormat)):
+        return float(fmt.bits)
+    if isinstance(fmt, MXFormat):
+        return fmt.bits
+    if isinstance(fmt, BlockFloatFormat):
+        per_block = fmt.block_size or dim
+        return fmt.word_bits + (16.0 / per_block if per_block else 0.0)
+    raise TypeError(f"not a number format: {fmt!r}")
+
+
+def memory_table(dims, bitrates):
+    """Tidy DataFrame of every (dim, bitrate) pair with its memory in bits per word."""
+    import pandas as pd
+
+    rows = [{"dim": int(d), "bitrate": int(b), "memory": memory_bits(int(d), int(b))} for d in dims for b in bitrates]
+    return pd.DataFrame(rows, columns=["dim", "bitrate", "memory"])

@@ -1,0 +1,105 @@
+"""Exact rounding of scaled values to integers, random draws and small tensor helpers.
+
+Everything here works on torch tensors. The "scaled" representation is the workhorse of the exact
+paths: a value is multiplied by an exact power of two so that the target grid becomes the
+integers, then rounded to an integer in float64 (which holds every fp32 value and every integer up
+to 2**53 exactly).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["ROUNDINGS", "check_rounding", "as_generator", "round_integer", "uniform_bits", "scale_pow2"]
+
+#: Rounding modes. "nearest" is round-half-to-even (IEEE default); "nearest_away" sends ties away
+#: from zero (QPyTorch's float "nearest"); "nearest_up" sends ties toward +inf (QPyTorch's block
+#: float); "toward_zero" truncates; "stochastic" rounds up with probability equal to the fraction.
+ROUNDINGS = ("nearest", "nearest_away", "nearest_up", "toward_zero", "stochastic")
+_ALIASES = {"rne": "nearest", "nearest_even": "nearest", "rna": "nearest_away", "rtz": "toward_zero",
+            "sr": "stochastic", "truncate": "toward_zero"}
+
+
+def check_rounding(rounding: str) -> str:
+    """Canonical name of a rounding mode; raises ValueError naming the valid ones."""
+    if not isinstance(rounding, str):
+        raise TypeError(f"rounding must be a string, got {type(rounding).__name__}")
+    key = _ALIASES.get(rounding.lower(), rounding.lower())
+    if key not in ROUNDINGS:
+        raise ValueError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDINGS)}")
+    return key
+
+
+def as_generator(generator: Any, device: torch.device) -> torch.Generator | None:
+    """A ``torch.Generator`` from a generator, an int seed or None (None = torch's default
+    generator, so ``torch.manual_seed`` still governs code that passes nothing)."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return generator
+    if isinstance(generator, (int, np.integer)) and not isinstance(generator, bool):
+        g = torch.Generator(device=device)
+        g.manual_seed(int(generator))
+        return g
+    raise TypeError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}")
+
+
+def uniform_bits(shape: tuple[int, ...], bits: int, generator: torch.Generator | None, device: torch.device,
+                 dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """Independent uniform integers on ``[0, 2**bits)`` drawn from ``generator``.
+
+    Drawn on the generator's device (so a CPU generator gives the same stream whatever the
+    tensor's device or the thread count) and moved afterwards.
+    """
+    gdev = generator.device if generator is not None else device
+    r = torch.randint(0, 2 ** bits, shape, generator=generator, device=gdev, dtype=dtype)
+    return r.to(device)
+
+
+def scale_pow2(x: torch.Tensor, k: int | torch.Tensor) -> torch.Tensor:
+    """``x * 2**k`` exactly (barring over/underflow of the result), for scalar or per-element k.
+
+    ``torch.ldexp`` computes ``2**k`` first, which overflows float64 for |k| > 1023; splitting the
+    exponent in two keeps every factor representable.
+    """
+    if isinstance(k, int):
+        if abs(k) <= 1000:
+            return x * math.ldexp(1.0, k)
+        h = k // 2
+        return (x * math.ldexp(1.0, h)) * math.ldexp(1.0, k - h)
+    h = torch.div(k, 2, rounding_mode="floor")
+    one = torch.ones(torch.broadcast_shapes(x.shape, k.shape), dtype=x.dtype, device=x.device)
+    return (x * torch.ldexp(one, h)) * torch.ldexp(one, k - h)
+
+
+def round_integer(y: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """Round float64 values ``y`` to integers (returned as float64).
+
+    Nearest modes and truncation are exact. Stochastic rounding works on the magnitude (so
+    SR(-y) is distributed as -SR(y)) and rounds up iff ``u < frac(|y|)`` with ``u`` a 53-bit
+    uniform: the probability equals the fraction exactly whenever the fraction is a multiple of
+    2**-53, which holds for every fp32 input whose magnitude is at least 2**-29 grid steps; below
+    that the error is under 2**-53 in absolute probability.
+    """
+    if y.dtype != torch.float64:
+        raise TypeError("round_integer expects float64")
+    if rounding == "nearest":
+        return torch.round(y)
+    if rounding == "toward_zero":
+        return torch.trunc(y)
+    f = torch.floor(y)
+    diff = y - f  # exact: f and y share their high bits
+    if rounding == "nearest_up":
+        return f + (diff >= 0.5)
+    if rounding == "nearest_away":
+        return f + ((diff > 0.5) | ((diff == 0.5) & (y > 0)))
+    if rounding == "stochastic":
+        a = y.abs()
+        fa = torch.floor(a)
+        frac = a - fa
+        gdev = generator.device if generator is not None else y.device
+        u = torch.rand(y.shape, generator=generator, device=gdev, dtype=torch.float64).to(y.device)
+        return torch.copysign(fa + (u < frac), y)
+    raise ValueError(f"unknown rounding {rounding!r}")

@@ -1,0 +1,92 @@
+"""Shared-exponent formats: QPyTorch/SWALP block floating point and OCP MX.
+
+Block maxima are computed with ``amax(..., keepdim=True)`` and broadcast, so no full-size
+auxiliary tensor is materialised (QPyTorch expands the block maximum to the input's size).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from embstab.lowprec._core import round_integer, scale_pow2
+from embstab.lowprec.floatq import quantize_float
+from embstab.lowprec.formats import BlockFloatFormat, MXFormat
+
+__all__ = ["quantize_block", "quantize_mx", "block_view", "block_exponents"]
+
+
+def block_view(x: torch.Tensor, block_size: int | None, axis: int | None):
+    """Reshape ``x`` so that each block is one slice over the reduction dims.
+
+    Returns ``(view, reduce_dims, restore)``: ``view`` holds the (zero-padded) data,
+    ``reduce_dims`` are the dims to take the block maximum over and ``restore(t)`` maps a tensor
+    shaped like ``view`` back to ``x``'s shape.
+    """
+    if block_size is None:
+        if axis is None:
+            return x, tuple(range(x.dim())), lambda t: t
+        ax = axis % x.dim() if x.dim() else 0
+        return x, tuple(d for d in range(x.dim()) if d != ax), lambda t: t
+    ax = -1 if axis is None else axis
+    moved = torch.movedim(x, ax, -1) if x.dim() else x.reshape(1)
+    n = moved.shape[-1]
+    nb = -(-n // block_size)
+    pad = nb * block_size - n
+    padded = torch.nn.functional.pad(moved, (0, pad)) if pad else moved
+    view = padded.reshape(*moved.shape[:-1], nb, block_size)
+
+    def restore(t: torch.Tensor) -> torch.Tensor:
+        t = t.reshape(*moved.shape[:-1], nb * block_size)[..., :n]
+        return torch.movedim(t, -1, ax).reshape(x.shape) if x.dim() else t.reshape(x.shape)
+
+    return view, (view.dim() - 1,), restore
+
+
+def block_exponents(view: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``floor(log2(amax))`` per block (0 for all-zero blocks) and a mask of blocks holding Inf/NaN."""
+    amax = view.abs().amax(dim=dims, keepdim=True) if dims else view.abs()
+    bad = ~torch.isfinite(amax)
+    _, e = torch.frexp(torch.where(bad | (amax == 0), torch.ones_like(amax), amax).double())
+    return e - 1, bad
+
+
+def quantize_block(x: torch.Tensor, fmt: BlockFloatFormat, rounding: str,
+                   generator: torch.Generator | None) -> torch.Tensor:
+    """Block floating point: ``k * 2**(E - (word_bits-2))`` per block, ``|k| <= 2**(word_bits-1) - 1``.
+
+    Blocks containing Inf or NaN come back as all-NaN, so an overflow stays visible (e.g. to a
+    loss scaler) instead of silently zeroing the block's other values.
+    """
+    view, dims, restore = block_view(x, fmt.block_size, fmt.axis)
+    E, bad = block_exponents(view, dims)
+    se = E - (fmt.word_bits - 2)
+    k = round_integer(scale_pow2(view.double(), -se), rounding, generator)
+    hi = 2 ** (fmt.word_bits - 1) - 1
+    k = k.clamp(-hi - (0 if fmt.symmetric else 1), hi)
+    y = scale_pow2(k, se)
+    y = torch.where(bad, torch.full_like(y, math.nan), y)
+    return restore(y).to(x.dtype)
+
+
+def mx_scale_exponents(view: torch.Tensor, fmt: MXFormat) -> tuple[torch.Tensor, torch.Tensor]:
+    E, bad = block_exponents(view, (view.dim() - 1,))
+    return (E - fmt.emax_elem).clamp(-127, 127), bad
+
+
+def quantize_mx(x: torch.Tensor, fmt: MXFormat, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """OCP MX: per block of ``block_size`` along ``axis``, scale ``2**s`` with
+    ``s = clamp(floor(log2 amax) - emax_elem, -127, 127)``; elements rounded to the element format
+    (saturating). Blocks with Inf/NaN come back as NaN (the E8M0 NaN scale)."""
+    view, _, restore = block_view(x, fmt.block_size, fmt.axis)
+    s, bad = mx_scale_exponents(view, fmt)
+    v = scale_pow2(view.double(), -s)
+    if fmt.element == "int8":
+        k = round_integer(v * 64.0, rounding, generator).clamp(-127, 127)
+        q = k / 64.0
+    else:
+        q = quantize_float(v, fmt.element, rounding, generator)
+    y = scale_pow2(q, s)
+    y = torch.where(bad, torch.full_like(y, math.nan), y)
+    return restore(y).to(x.dtype)

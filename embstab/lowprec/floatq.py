@@ -1,0 +1,277 @@
+"""Rounding to :class:`FloatFormat` values, bit-exactly.
+
+Fast path (every element whose magnitude is at least the target's smallest normal, plus zeros
+and specials): the fp32/fp64 bit pattern is rounded in place with integer arithmetic — add a
+rounding increment below the kept mantissa bits, then clear them. A carry out of the mantissa
+bumps the exponent, which is the correct next value, so this is exact for every binade.
+
+Exact path (the few elements in the target's subnormal range, or below fp32's normal range when
+the target has a wider exponent than fp32): scale by a power of two so the target grid becomes
+the integers and round in float64 (:func:`embstab.lowprec._core.round_integer`).
+
+Both paths use the same definitions, so nearest rounding is identical on every device.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from functools import lru_cache
+
+import torch
+
+from embstab.lowprec._core import round_integer, scale_pow2, uniform_bits
+from embstab.lowprec.formats import FloatFormat
+
+__all__ = ["quantize_float", "quantize_float_reference"]
+
+# source dtype -> (int view dtype, stored mantissa bits, exponent of the smallest normal)
+_SOURCE = {torch.float32: (torch.int32, 23, -126), torch.float64: (torch.int64, 52, -1022)}
+
+
+def _fix_threshold(fmt: FloatFormat, src_emin: int) -> float | None:
+    """Magnitude below which the bit trick is not exact (None when it is exact everywhere)."""
+    if fmt.emin == src_emin and fmt.subnormals:
+        return None  # same subnormal grid as the source: the bit trick already handles it
+    return math.ldexp(1.0, max(fmt.emin, src_emin))
+
+
+def _bit_round(x: torch.Tensor, fmt: FloatFormat, rounding: str, r: torch.Tensor | None,
+               inline: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Fast path: round the bit pattern, then apply the overflow policy and NaN passthrough.
+
+    Returns the rounded tensor and the mask of elements still to settle (or None): for
+    stochastic rounding with ``inline`` the subnormal-range ties (see :func:`_sr_subnormal`),
+    without ``inline`` all subnormal-range elements, otherwise elements for the exact path.
+    Pure function of its inputs (no data-dependent Python branches), so it can be compiled.
+    """
+    itype, man, src_emin = _SOURCE[x.dtype]
+    d = man - fmt.man_bits
+    b = x.view(itype)
+    if d > 0:
+        if rounding == "nearest" and fmt.man_bits == 0:
+            # no mantissa bit to be even: the significand is always 1 (odd), so ties go away
+            # from zero, as in the float64 reference and ml_dtypes' e8m0 cast
+            t = b + 2 ** (d - 1)
+        elif rounding == "nearest":
+            t = (b >> d) & 1
+            t += 2 ** (d - 1) - 1
+            t += b
+        elif rounding == "nearest_away":
+            t = b + 2 ** (d - 1)
+        elif rounding == "nearest_up":  # ties toward +inf: away for positives, toward zero for negatives
+            t = (b >= 0).to(b.dtype)
+            t += b
+            t += 2 ** (d - 1) - 1
+        elif rounding == "toward_zero":
+            t = b.clone()
+        else:  # stochastic: a uniform integer below the kept bits carries with probability = fraction
+            t = r + b
+        t &= -(2 ** d)
+        y = t.view(x.dtype)
+    else:
+        y = x.clone()
+    vmax = fmt.max
+    # An RTZ result never rounds up past max, so it only overflows when the input was already
+    # beyond the format's range; IEEE keeps such finite values at max under truncation.
+    policy = fmt.overflow
+    if rounding == "toward_zero" and policy == "inf":
+        policy = "saturate_finite"
+    if vmax > torch.finfo(x.dtype).max:
+        policy = "wider"  # the format outranges the dtype: results beyond it become Inf like a cast
+    elif policy == "inf" and fmt.emax == -src_emin + 1:
+        policy = "wider"  # same exponent range as the dtype (bf16, tf32): the carry already gives Inf
+    if policy == "wider":
+        pass
+    elif policy in ("saturate", "saturate_finite"):
+        y = y.clamp(-vmax, vmax)
+        if fmt.has_inf:
+            y = torch.where(torch.isinf(x), x, y)
+    elif policy == "inf":
+        y = torch.where(y.abs() > vmax, torch.copysign(torch.full_like(y, math.inf), y), y)
+    else:  # "nan": overflow and infinite inputs become NaN
+        y = torch.where(y.abs() > vmax, torch.full_like(y, math.nan), y)
+    y = torch.where(torch.isnan(x), x, y)  # NaN patterns may carry into other codes; keep them NaN
+    thr = _fix_threshold(fmt, src_emin)
+    fix = None
+    if thr is not None:
+        ax = x.abs()
+        if rounding == "stochastic" and r is not None and _inline_ok(fmt, x.dtype):
+            tiny = ax < thr
+            if inline:
+                sub, ties = _sr_subnormal(x, ax, r, fmt, d)
+                y = torch.where(tiny, sub, y)
+                fix = tiny & ties
+            else:  # eager: redo only the tiny elements afterwards (fewer passes over memory)
+                fix = tiny & (ax > 0)
+        elif rounding != "stochastic" and _inline_ok(fmt, x.dtype):
+            # Below min_normal the grid is uniform (step 2**qexp): scale it to the integers and
+            # round there. Power-of-two scalings are exact here, so this is exact and branch-free.
+            m_sub = fmt.man_bits if fmt.subnormals else 0
+            qexp = fmt.emin - m_sub
+            ys = ax * math.ldexp(1.0, -qexp)
+            if rounding == "nearest":
+                k = torch.round(ys)
+            elif rounding == "toward_zero":
+                k = torch.trunc(ys)
+            else:
+                f = torch.floor(ys)
+                diff = ys - f
+                if rounding == "nearest_away":
+                    k = f + (diff >= 0.5).to(ys.dtype)
+                else:  # nearest_up: ties up for positives, down (toward zero) for negatives
+                    k = f + torch.where(x > 0, diff >= 0.5, diff > 0.5).to(ys.dtype)
+            sub = torch.copysign(k * math.ldexp(1.0, qexp), x)
+            y = torch.where(ax < thr, sub, y)
+        else:
+            fix = (ax < thr) & (ax > 0)
+    if fmt.specials == "fnuz":
+        y = y + 0.0  # no negative zero: -0 + 0 = +0 under round-to-nearest
+    return y, fix
+
+
+def _sr_subnormal(x: torch.Tensor, ax: torch.Tensor, r: torch.Tensor, fmt: FloatFormat,
+                  d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact SR on the uniform subnormal grid, reusing each element's d random bits.
+
+    With fs = frac * 2**d and F = floor(fs), round up iff r < F. When r == F and fs is not an
+    integer the outcome depends on random bits beyond the d drawn ones, so those elements
+    (probability 2**-d each) are returned as ties and settled by :func:`_settle_ties`.
+    Overall P(up) = F / 2**d + (fs - F) / 2**d = frac, exactly.
+    """
+    qexp = fmt.emin - (fmt.man_bits if fmt.subnormals else 0)
+    ys = ax * math.ldexp(1.0, -qexp)
+    k0 = torch.floor(ys)
+    fs = (ys - k0) * math.ldexp(1.0, d)
+    big_f = torch.floor(fs)
+    rf = r.to(x.dtype)
+    sub = torch.copysign((k0 + (rf < big_f).to(x.dtype)) * math.ldexp(1.0, qexp), x)
+    return sub, (rf == big_f) & (fs != big_f)
+
+
+def _inline_ok(fmt: FloatFormat, dtype: torch.dtype) -> bool:
+    """Whether the subnormal-range grid and its scale factor are exact in ``dtype``."""
+    _, man, src_emin = _SOURCE[dtype]
+    m_sub = fmt.man_bits if fmt.subnormals else 0
+    return fmt.emin > src_emin and fmt.emin - m_sub >= src_emin - man and m_sub - fmt.emin <= -src_emin
+
+
+def _exact_small(xs: torch.Tensor, fmt: FloatFormat, rounding: str, generator: torch.Generator | None,
+                 keep_float64: bool = False) -> torch.Tensor:
+    """Exact rounding of finite values by scaling to the target grid (any magnitude, any mode).
+
+    Overflow is not handled here; callers only pass values that cannot overflow or handle it.
+    """
+    a = xs.double()
+    _, e = torch.frexp(a)  # |a| = mant * 2**e with mant in [0.5, 1)
+    exp = torch.clamp(e - 1, min=fmt.emin)
+    qe = exp - fmt.man_bits
+    if not fmt.subnormals:
+        qe = torch.where(e - 1 < fmt.emin, torch.full_like(qe, fmt.emin), qe)
+    y = scale_pow2(a, -qe)
+    q = round_integer(y, rounding, generator)
+    out = torch.copysign(scale_pow2(q, qe), a)
+    return out if keep_float64 else out.to(xs.dtype)
+
+
+def _settle_ties(xs: torch.Tensor, fmt: FloatFormat, d: int, generator: torch.Generator | None) -> torch.Tensor:
+    """Finish stochastic rounding of subnormal-range elements whose d drawn bits tied with the
+    fraction's first d bits: round up with probability equal to the rest of the fraction."""
+    qexp = fmt.emin - (fmt.man_bits if fmt.subnormals else 0)
+    a = xs.double().abs()
+    ys = scale_pow2(a, -qexp)
+    k0 = torch.floor(ys)
+    fs = scale_pow2(ys - k0, d)
+    rest = fs - torch.floor(fs)
+    gdev = generator.device if generator is not None else xs.device
+    u = torch.rand(xs.shape, generator=generator, device=gdev, dtype=torch.float64).to(xs.device)
+    return torch.copysign(scale_pow2(k0 + (u < rest).double(), qexp), xs.double()).to(xs.dtype)
+
+
+def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: torch.Generator | None,
+                   compiled: bool = False) -> torch.Tensor:
+    """Round a float32/float64 tensor onto ``fmt`` (result in the same dtype)."""
+    if x.dtype not in _SOURCE:
+        raise TypeError(f"quantize_float needs float32 or float64, got {x.dtype}")
+    src_man = _SOURCE[x.dtype][1]
+    if fmt.man_bits >= src_man and fmt.emin <= _SOURCE[x.dtype][2] and fmt.emax >= (127 if x.dtype == torch.float32 else 1023) \
+            and fmt.specials == "ieee" and fmt.subnormals:
+        return x.clone()  # the format contains every value of the source dtype
+    x = x.contiguous()
+    r = None
+    d = src_man - fmt.man_bits
+    if rounding == "stochastic" and d > 0:
+        r = uniform_bits(tuple(x.shape), d, generator, x.device, dtype=_SOURCE[x.dtype][0])
+    sr_grid = rounding == "stochastic" and r is not None and _inline_ok(fmt, x.dtype)
+    if compiled:
+        y, flag = _compiled(fmt, rounding, x.dtype)(x, r)
+        fix = None
+        if flag is not None and bool(flag):
+            # rare: recompute the mask eagerly (same inputs, same result) rather than make the
+            # compiled loop store a bool mask, which stops inductor from vectorising it
+            _, fix = _bit_round(x, fmt, rounding, r)
+    else:
+        y, fix = _bit_round(x, fmt, rounding, r, inline=False)
+    if fix is not None and bool(fix.any()):
+        # one scan of the mask; the exact path then touches only the (usually few) flagged elements
+        idx = fix.reshape(-1).nonzero().squeeze(1)
+        xs = x.reshape(-1)[idx]
+        if sr_grid and not compiled:
+            # the same formula as the compiled loop, on the subset: identical results
+            vals, ties = _sr_subnormal(xs, xs.abs(), r.reshape(-1)[idx], fmt, d)
+            if bool(ties.any()):
+                vals[ties] = _settle_ties(xs[ties], fmt, d, generator)
+        elif sr_grid:
+            vals = _settle_ties(xs, fmt, d, generator)
+        else:
+            vals = _exact_small(xs, fmt, rounding, generator)
+        y.reshape(-1)[idx] = vals + 0.0 if fmt.specials == "fnuz" else vals  # y is a fresh contiguous tensor
+    return y
+
+
+@lru_cache(maxsize=64)
+def _compiled(fmt: FloatFormat, rounding: str, dtype: torch.dtype):
+    """``_bit_round`` specialised to one format and mode and compiled by inductor into one fused
+    loop (several times faster than eager on CPU, since eager makes ~10 passes over memory)."""
+
+    def fn(x, r):
+        y, fix = _bit_round(x, fmt, rounding, r)
+        return y, (None if fix is None else fix.any())
+
+    # Dynamo caches compiled graphs per code object and allows only a few variants of each; give
+    # every (format, mode, dtype) its own code object so they never evict or exhaust each other.
+    code = fn.__code__.replace(co_name=f"quantize_{abs(hash((fmt, rounding, str(dtype))))}")
+    unique = types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+    return torch.compile(unique, dynamic=False, fullgraph=True)
+
+
+def quantize_float_reference(x: torch.Tensor, fmt: FloatFormat, rounding: str = "nearest",
+                             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Literal float64 reference: scale every finite element to the target grid, round it to an
+    integer, and apply the overflow policy. Slow; used to check the fast path."""
+    x = x.contiguous()
+    out = x.clone()
+    finite = torch.isfinite(x)
+    if finite.any():
+        xs = x[finite]
+        ys = _exact_small(xs, fmt, rounding, generator, keep_float64=True)
+        over = ys.abs() > fmt.max
+        policy = fmt.overflow
+        if rounding == "toward_zero" and policy == "inf":
+            policy = "saturate"
+        if policy == "saturate":
+            ys = ys.clamp(-fmt.max, fmt.max)
+        elif policy == "inf":
+            ys = torch.where(over, torch.copysign(torch.full_like(ys, math.inf), ys), ys)
+        else:
+            ys = torch.where(over, torch.full_like(ys, math.nan), ys)
+        out[finite] = ys.to(x.dtype)
+    inf = torch.isinf(x)
+    if inf.any():
+        if fmt.overflow == "saturate" and not fmt.has_inf:
+            out[inf] = torch.copysign(torch.full_like(x[inf], fmt.max), x[inf])
+        elif fmt.overflow == "nan" or (not fmt.has_inf):
+            out[inf] = math.nan
+    if fmt.specials == "fnuz":
+        out = out + 0.0
+    return out

@@ -1,0 +1,61 @@
+"""QPyTorch compatibility: reproduce ``qtorch.quant``'s documented numerics (lowprec spec §1.3–1.4).
+
+For re-running old papers' recipes. Differences from QPyTorch itself, on purpose: randomness comes
+from an explicit ``torch.Generator`` (QPyTorch's CPU float/block stochastic rounding uses an
+unseeded global mt19937), ``man=23`` is the identity (QPyTorch flips the sign, issue #48), and
+stochastic rounding is exact in the subnormal range (QPyTorch pre-rounds there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from embstab.lowprec.formats import BlockFloatFormat, FixedFormat, qtorch_float
+from embstab.lowprec.quantize import quantize
+
+__all__ = ["float_quantize", "fixed_point_quantize", "block_quantize"]
+
+_MODES = ("nearest", "stochastic")
+
+
+def _mode(rounding: str) -> str:
+    if rounding not in _MODES:
+        raise ValueError(f"qtorch rounding must be 'nearest' or 'stochastic', got {rounding!r}")
+    return rounding
+
+
+def float_quantize(x: Any, exp: int, man: int, rounding: str = "stochastic",
+                   generator: torch.Generator | int | None = None) -> Any:
+    """QPyTorch ``float_quantize``: IEEE bias with every exponent code finite (e4m3 max 480),
+    nearest = ties away from zero, saturation; for ``exp < 8`` Inf → ±max and NaN → +max; zero
+    results lose their sign (−0 → +0). With ``exp = 8`` fp32's Inf/NaN are kept (bf16-like)."""
+    if not (1 <= exp <= 8 and 1 <= man <= 23):
+        raise ValueError(f"qtorch float formats need 1 <= exp <= 8 and 1 <= man <= 23, got exp={exp}, man={man}")
+    mode = "nearest_away" if _mode(rounding) == "nearest" else "stochastic"
+    fmt = qtorch_float(exp, man)
+    y = quantize(x, fmt, mode, generator)
+    t = torch.as_tensor(y)
+    if exp < 8:
+        t = torch.where(torch.isnan(t), torch.full_like(t, fmt.max), t)
+    t = t + 0.0  # zeros take QPyTorch's subnormal path (x + 2^emin - 2^emin) and lose their sign
+    return t if isinstance(y, torch.Tensor) else t.numpy()
+
+
+def fixed_point_quantize(x: Any, wl: int, fl: int, clamp: bool = True, symmetric: bool = False,
+                         rounding: str = "stochastic", generator: torch.Generator | int | None = None) -> Any:
+    """QPyTorch ``fixed_point_quantize`` (its CPU behaviour: nearest = ties to even)."""
+    if wl <= 0 or fl <= 0:
+        raise ValueError(f"qtorch fixed point needs wl > 0 and fl > 0, got wl={wl}, fl={fl}")
+    return quantize(x, FixedFormat(wl, fl, symmetric=symmetric, clamp=clamp), _mode(rounding), generator)
+
+
+def block_quantize(x: Any, wl: int, dim: int = -1, rounding: str = "stochastic",
+                   generator: torch.Generator | int | None = None) -> Any:
+    """QPyTorch ``block_quantize``: ``dim=-1`` shares one exponent over the tensor, ``dim=k`` one per
+    index along axis k; nearest sends ties toward +inf; codes are clipped to ±(2**(wl-1) - 1)."""
+    if wl <= 0 or dim < -1:
+        raise ValueError(f"qtorch block float needs wl > 0 and dim >= -1, got wl={wl}, dim={dim}")
+    mode = "nearest_up" if _mode(rounding) == "nearest" else "stochastic"
+    return quantize(x, BlockFloatFormat(wl, axis=None if dim == -1 else dim), mode, generator)

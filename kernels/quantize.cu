@@ -1,0 +1,148 @@
+// embstab low-precision kernels: float-format rounding (nearest-even / exact stochastic) and
+// MX / per-row block-float quantization, one pass over memory.
+//
+// Loaded at run time through cupy.RawModule (embstab/lowprec/gpu.py). CUDA C rather than Triton
+// because embstab pins a CPU build of torch (Triton ships only with CUDA builds) and cupy is the
+// declared `gpu` extra; CUDA C also gives exact control over the integer bit manipulation.
+//
+// The algorithm is the CPU one (embstab/lowprec/floatq.py): round the fp32 bit pattern with an
+// integer increment in the target's normal range, and scale-to-integers in its subnormal range.
+// Both are exact, so round-to-nearest results are bit-identical to the CPU path.
+//
+// Randomness is counter based (splitmix64 of seed and element index): results depend on the seed
+// and on each element's index only, never on the launch geometry.
+
+#include <stdint.h>
+
+#define OVF_SATURATE 0
+#define OVF_INF 1
+#define OVF_NAN 2
+
+#define MODE_NEAREST 0
+#define MODE_STOCHASTIC 1
+
+__device__ __forceinline__ uint64_t mix64(uint64_t seed, uint64_t index) {
+    uint64_t z = seed + (index + 1ull) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Round one fp32 value onto the format (exp range [emin, ...], man_bits stored bits).
+// threshold_bits: fp32 pattern of 2^emin (values below take the uniform subnormal grid).
+__device__ __forceinline__ float round_float(float v, int man_bits, int emin, int subnormals,
+                                             float vmax, int overflow, int has_inf, int fnuz,
+                                             int mode, uint64_t rnd) {
+    if (isnan(v)) return v;
+    int32_t b = __float_as_int(v);
+    int32_t mag = b & 0x7FFFFFFF;
+    int d = 23 - man_bits;
+    float a = fabsf(v);
+    float out;
+    if (a < ldexpf(1.0f, emin) && a > 0.0f && emin > -126) {
+        // subnormal range of the target: grid step 2^(emin - m_sub)
+        int m_sub = subnormals ? man_bits : 0;
+        int qexp = emin - m_sub;
+        if (mode == MODE_NEAREST) {
+            float k = rintf(ldexpf(a, -qexp));  // exact scaling; rintf rounds half to even
+            out = ldexpf(k, qexp);
+        } else {
+            // exact SR on the integer significand: S * 2^(E-23) with S < 2^24
+            int e_field = mag >> 23;
+            int64_t S = e_field ? ((mag & 0x7FFFFF) | 0x800000) : (mag & 0x7FFFFF);
+            int E = e_field ? e_field - 127 : -126;
+            int shift = qexp - (E - 23);          // dropped bits, > 0 here
+            int64_t q, rem;
+            if (shift > 62) { S >>= (shift - 62); shift = 62; }  // probability error < 2^-62
+            q = S >> shift;
+            rem = S - (q << shift);
+            uint64_t r = rnd >> (64 - shift);
+            if ((uint64_t)rem + r >= (1ull << shift)) q += 1;
+            out = ldexpf((float)q, qexp);
+        }
+        out = copysignf(out, v);
+    } else {
+        if (d > 0) {
+            int32_t t;
+            if (mode == MODE_NEAREST && man_bits == 0) {
+                t = b + (1 << (d - 1));  // no mantissa bit to be even: ties away (as on the CPU)
+            } else if (mode == MODE_NEAREST) {
+                t = b + ((b >> d) & 1) + ((1 << (d - 1)) - 1);
+            } else {
+                t = b + (int32_t)(rnd >> (64 - d));
+            }
+            t &= -(1 << d);
+            out = __int_as_float(t);
+        } else {
+            out = v;
+        }
+        float ao = fabsf(out);
+        if (overflow == OVF_SATURATE) {
+            if (!(has_inf && isinf(v))) out = fminf(fmaxf(out, -vmax), vmax);
+        } else if (overflow == OVF_INF) {
+            if (ao > vmax) out = copysignf(INFINITY, out);
+        } else {
+            if (ao > vmax) out = NAN;
+        }
+    }
+    if (fnuz) out = out + 0.0f;
+    return out;
+}
+
+extern "C" __global__ void quantize_float_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                                 long long n, int man_bits, int emin, int subnormals,
+                                                 float vmax, int overflow, int has_inf, int fnuz,
+                                                 int mode, unsigned long long seed) {
+    long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        uint64_t rnd = (mode == MODE_STOCHASTIC) ? mix64(seed, (uint64_t)i) : 0ull;
+        y[i] = round_float(x[i], man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, rnd);
+    }
+}
+
+// MX: one warp per block of 32 contiguous elements of a row (row_len need not be a multiple of 32).
+// Scale exponent s = clamp(floor(log2 amax) - emax_elem, -127, 127); elements rounded (saturating)
+// to the element format, or to k * 2^-6 with |k| <= 127 when is_int8. Blocks with Inf/NaN give NaN.
+extern "C" __global__ void quantize_mx_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                              long long n_rows, int row_len, int emax_elem, int is_int8,
+                                              int man_bits, int emin, float vmax, int mode,
+                                              unsigned long long seed) {
+    int lane = threadIdx.x & 31;
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    int blocks_per_row = (row_len + 31) / 32;
+    long long total = n_rows * blocks_per_row;
+    for (long long blk = warp; blk < total; blk += warps) {
+        long long row = blk / blocks_per_row;
+        int col = (int)(blk % blocks_per_row) * 32 + lane;
+        bool inside = col < row_len;
+        long long idx = row * row_len + col;
+        float v = inside ? x[idx] : 0.0f;
+        float amax = fabsf(v);
+        for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        if (!inside) continue;
+        if (!isfinite(amax)) { y[idx] = NAN; continue; }
+        int e = 0;
+        if (amax > 0.0f) { frexpf(amax, &e); e -= 1; }
+        int s = min(max(e - emax_elem, -127), 127);
+        float scaled = ldexpf(v, -s);  // fp32 keeps this exact for normal-range results
+        uint64_t rnd = (mode == MODE_STOCHASTIC) ? mix64(seed, (uint64_t)idx) : 0ull;
+        float q;
+        if (is_int8) {
+            float t = scaled * 64.0f;
+            float k;
+            if (mode == MODE_NEAREST) {
+                k = rintf(t);
+            } else {
+                float f = floorf(fabsf(t));
+                float frac = fabsf(t) - f;
+                float u = (float)(rnd >> 40) * 0x1.0p-24f;
+                k = copysignf(f + (u < frac ? 1.0f : 0.0f), t);
+            }
+            q = fminf(fmaxf(k, -127.0f), 127.0f) / 64.0f;
+        } else {
+            q = round_float(scaled, man_bits, emin, 1, vmax, OVF_SATURATE, 0, 0, mode, rnd);
+        }
+        y[idx] = ldexpf(q, s);
+    }
+}
