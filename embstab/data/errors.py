@@ -1,0 +1,47 @@
+"""Errors of the data layer (all :class:`embstab.errors.EmbstabError`, so the CLI prints one line)."""
+
+from __future__ import annotations
+
+from embstab.errors import EmbstabError
+
+__all__ = ["DataNotFoundError", "DataFormatError", "DownloadError", "ChecksumError", "UnknownDatasetError"]
+
+
+class DataNotFoundError(EmbstabError, FileNotFoundError):
+    """A dataset's files are not present locally; the message names the command that fetches them."""
+
+    def __init__(self, name: str, detail: str = "") -> None:
+        self.name = name
+        extra = f" ({detail})" if detail else ""
+        super().__init__(f"dataset {name!r} is not available locally{extra}; "
+                         f"run `embstab data fetch {name}` first")
+
+    def __str__(self) -> str:  # FileNotFoundError would otherwise format (errno, strerror)
+        return str(self.args[0])
+
+
+class UnknownDatasetError(EmbstabError, KeyError):
+    """A dataset, corpus or task name that embstab does not know."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class DownloadError(EmbstabError, OSError):
+    """A download or a package-manager fetch failed."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ChecksumError(DownloadError):
+    """A downloaded file does not have the expected SHA-256 digest."""
+
+
+class DataFormatError(EmbstabError, ValueError):
+    """A data file does not have the expected layout; the message names the file and the line."""
+
+    def __init__(self, path, problem: str, line: int | None = None) -> None:
+        self.path, self.problem, self.line = str(path), problem, line
+        where = f"{self.path}, line {line}" if line is not None else self.path
+        super().__init__(f"{where}: {problem}")

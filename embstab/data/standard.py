@@ -1,0 +1,249 @@
+"""The standard research sources: download from the original site, verify, cache and parse.
+
+These need internet (they are in no package), so the offline work of embstab uses the packaged
+stand-ins in :mod:`embstab.data.tasks`; the code here is for users who can reach the sources.
+Formats parsed:
+
+* ``text8``: ``text8.zip`` holding one file ``text8`` of space-separated lower-case words
+  (first 10^8 bytes of an English Wikipedia dump); cut into 10,000-token documents.
+* ``sst2``: GLUE ``SST-2.zip``: ``SST-2/train.tsv`` and ``SST-2/dev.tsv`` with a
+  ``sentence\\tlabel`` header (the GLUE test split is unlabelled): test = GLUE dev, dev = a
+  seeded 10% of train.
+* ``mr``: Pang & Lee sentence polarity v1.0, ``rt-polaritydata.tar.gz`` with
+  ``rt-polaritydata/rt-polarity.pos|neg`` (Latin-1, one sentence per line).
+* ``subj``: Pang & Lee subjectivity v1.0, ``rotten_imdb.tar.gz`` with ``plot.tok.gt9.5000``
+  (objective) and ``quote.tok.gt9.5000`` (subjective).
+* ``mpqa``: MPQA opinion polarity as one file of ``LABEL sentence`` lines (label 0/1).
+* ``conll2003``: a zip of ``train.txt``, ``valid.txt``, ``test.txt`` in CoNLL column format
+  (``word POS chunk NER`` per line, blank line between sentences, ``-DOCSTART-`` lines).
+
+Checksums: a digest passed as ``sha256=`` (or pinned in :data:`STANDARD`) is enforced; otherwise
+the digest of the first download is recorded in ``cache_dir()/standard/SHA256SUMS.json`` and every
+later use is verified against it (trust on first use). The upstream digests are not pinned because
+they could not be checked from this offline build.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from embstab.data.cache import cache_dir
+from embstab.data.download import download, verify
+from embstab.data.errors import DataFormatError, DataNotFoundError, UnknownDatasetError
+from embstab.data.tasks import ClassificationData, TaggingData, split_indices
+from embstab.data.tokenize import tokenize
+
+__all__ = ["StandardSource", "STANDARD", "list_standard", "download_standard", "load_standard",
+           "parse_text8", "parse_sst2", "parse_mr", "parse_subj", "parse_mpqa", "parse_conll"]
+
+
+# ------------------------------------------------------------------ parsers (path → data)
+def parse_text8(path: Path, doc_tokens: int = 10_000) -> list[list[str]]:
+    """text8.zip (or the bare ``text8`` file) → documents of ``doc_tokens`` tokens."""
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            name = next((n for n in zf.namelist() if n.rstrip("/").endswith("text8")), None)
+            if name is None:
+                raise DataFormatError(path, "the archive holds no 'text8' member")
+            words = zf.read(name).decode("utf-8", errors="replace").split()
+    else:
+        words = Path(path).read_text(encoding="utf-8", errors="replace").split()
+    return [words[i:i + doc_tokens] for i in range(0, len(words), doc_tokens)]
+
+
+def _classification(name: str, texts: list[str], labels: list[int], label_names: list[str],
+                    split_seed: int) -> ClassificationData:
+    tokens = [tokenize(t) for t in texts]
+    keep = [i for i, t in enumerate(tokens) if t]
+    tokens, y = [tokens[i] for i in keep], np.asarray([labels[i] for i in keep], dtype=np.int64)
+    tr, dv, te = split_indices(len(tokens), seed=split_seed)
+    pick = lambda idx: [tokens[i] for i in idx]  # noqa: E731
+    return ClassificationData(name, label_names, pick(tr), y[tr], pick(dv), y[dv], pick(te), y[te],
+                              info={"split_seed": split_seed, "n": len(tokens), "source": "standard"})
+
+
+def parse_sst2(path: Path, split_seed: int = 0) -> ClassificationData:
+    """GLUE SST-2.zip → train (90% of GLUE train), dev (10%), test (GLUE dev)."""
+    with zipfile.ZipFile(path) as zf:
+        def read(split: str) -> pd.DataFrame:
+            member = next((n for n in zf.namelist() if n.endswith(f"{split}.tsv")), None)
+            if member is None:
+                raise DataFormatError(path, f"the archive has no {split}.tsv")
+            return pd.read_csv(io.BytesIO(zf.read(member)), sep="\t", quoting=3, dtype={"sentence": str})
+        train, test = read("train"), read("dev")
+    tr_tokens = [tokenize(s) for s in train["sentence"]]
+    te_tokens = [tokenize(s) for s in test["sentence"]]
+    gen = np.random.default_rng(split_seed).permutation(len(train))
+    n_dev = int(round(0.1 * len(train)))
+    dv_idx, tr_idx = np.sort(gen[:n_dev]), np.sort(gen[n_dev:])
+    y = train["label"].to_numpy(dtype=np.int64)
+    return ClassificationData("sst2", ["negative", "positive"], [tr_tokens[i] for i in tr_idx], y[tr_idx],
+                              [tr_tokens[i] for i in dv_idx], y[dv_idx], te_tokens,
+                              test["label"].to_numpy(dtype=np.int64), info={"split_seed": split_seed})
+
+
+def _tar_lines(path: Path, suffix: str, encoding: str = "latin-1") -> list[str]:
+    with tarfile.open(path, "r:*") as tf:
+        member = next((m for m in tf.getmembers() if m.name.endswith(suffix)), None)
+        if member is None:
+            raise DataFormatError(path, f"the archive has no member ending in {suffix}")
+        raw = tf.extractfile(member).read()  # type: ignore[union-attr]
+    return [line for line in raw.decode(encoding).splitlines() if line.strip()]
+
+
+def parse_mr(path: Path, split_seed: int = 0) -> ClassificationData:
+    """rt-polaritydata.tar.gz → 80/10/10 split of 5,331 + 5,331 sentences."""
+    neg, pos = _tar_lines(path, "rt-polarity.neg"), _tar_lines(path, "rt-polarity.pos")
+    return _classification("mr", neg + pos, [0] * len(neg) + [1] * len(pos), ["negative", "positive"], split_seed)
+
+
+def parse_subj(path: Path, split_seed: int = 0) -> ClassificationData:
+    """rotten_imdb.tar.gz → objective (plot) vs subjective (quote) sentences."""
+    obj, subj = _tar_lines(path, "plot.tok.gt9.5000"), _tar_lines(path, "quote.tok.gt9.5000")
+    return _classification("subj", obj + subj, [0] * len(obj) + [1] * len(subj), ["objective", "subjective"],
+                           split_seed)
+
+
+def parse_mpqa(path: Path, split_seed: int = 0) -> ClassificationData:
+    """``LABEL sentence`` lines (LABEL 0 = negative, 1 = positive) → 80/10/10 split."""
+    texts, labels = [], []
+    for n, line in enumerate(Path(path).read_text(encoding="latin-1").splitlines(), 1):
+        if not line.strip():
+            continue
+        label, _, text = line.partition(" ")
+        if label not in ("0", "1"):
+            raise DataFormatError(path, f"label {label!r} is not 0 or 1", line=n)
+        texts.append(text)
+        labels.append(int(label))
+    return _classification("mpqa", texts, labels, ["negative", "positive"], split_seed)
+
+
+def _conll_sentences(text: str) -> list[tuple[list[str], list[str]]]:
+    out, words, tags = [], [], []
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[0] == "-DOCSTART-":
+            if words:
+                out.append((words, tags))
+                words, tags = [], []
+            continue
+        words.append(parts[0].lower())
+        tags.append(parts[-1])
+    if words:
+        out.append((words, tags))
+    return out
+
+
+def parse_conll(path: Path, split_seed: int = 0) -> TaggingData:
+    """CoNLL-2003 zip (train.txt / valid.txt / test.txt) → NER tagging data with outside tag ``O``."""
+    with zipfile.ZipFile(path) as zf:
+        def read(split: str) -> list[tuple[list[str], list[str]]]:
+            member = next((n for n in zf.namelist() if n.endswith(f"{split}.txt")), None)
+            if member is None:
+                raise DataFormatError(path, f"the archive has no {split}.txt")
+            return _conll_sentences(zf.read(member).decode("utf-8", errors="replace"))
+        splits = [read("train"), read("valid"), read("test")]
+    tag_names = sorted({t for split in splits for _, tags in split for t in tags})
+    index = {t: i for i, t in enumerate(tag_names)}
+    xs = [[w for w, _ in split] for split in splits]
+    ys = [[np.asarray([index[t] for t in tags], dtype=np.int64) for _, tags in split] for split in splits]
+    return TaggingData("conll2003", tag_names, xs[0], ys[0], xs[1], ys[1], xs[2], ys[2], outside_tag="O",
+                       info={"split_seed": split_seed})
+
+
+@dataclass(frozen=True)
+class StandardSource:
+    """A research dataset available only from its original site."""
+
+    name: str
+    kind: str
+    url: str
+    filename: str
+    parse: Callable
+    description: str
+    sha256: str | None = None
+
+
+STANDARD: dict[str, StandardSource] = {s.name: s for s in [
+    StandardSource("text8", "corpus", "http://mattmahoney.net/dc/text8.zip", "text8.zip", parse_text8,
+                   "first 10^8 bytes of English Wikipedia (17M tokens)"),
+    StandardSource("sst2", "classification", "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip", "SST-2.zip",
+                   parse_sst2, "Stanford Sentiment Treebank, binary (GLUE)"),
+    StandardSource("mr", "classification",
+                   "https://www.cs.cornell.edu/people/pabo/movie-review-data/rt-polaritydata.tar.gz",
+                   "rt-polaritydata.tar.gz", parse_mr, "movie review sentence polarity (Pang & Lee 2005)"),
+    StandardSource("subj", "classification",
+                   "https://www.cs.cornell.edu/people/pabo/movie-review-data/rotten_imdb.tar.gz",
+                   "rotten_imdb.tar.gz", parse_subj, "subjectivity (Pang & Lee 2004)"),
+    StandardSource("mpqa", "classification",
+                   "https://raw.githubusercontent.com/harvardnlp/sent-conv-torch/master/data/mpqa.all", "mpqa.all",
+                   parse_mpqa, "MPQA opinion polarity (address unverified)"),
+    StandardSource("conll2003", "tagging", "https://data.deepai.org/conll2003.zip", "conll2003.zip", parse_conll,
+                   "CoNLL-2003 English NER (address unverified)"),
+]}
+
+
+def _standard(name: str) -> StandardSource:
+    try:
+        return STANDARD[name]
+    except KeyError:
+        raise UnknownDatasetError(f"unknown standard source {name!r}; known: {', '.join(STANDARD)}") from None
+
+
+def _folder() -> Path:
+    return cache_dir() / "standard"
+
+
+def list_standard() -> pd.DataFrame:
+    """The standard sources with their default address and whether each is cached."""
+    folder = cache_dir(create=False) / "standard"
+    return pd.DataFrame([{"name": s.name, "kind": s.kind, "available": (folder / s.filename).exists(),
+                          "url": s.url, "description": s.description} for s in STANDARD.values()])
+
+
+def download_standard(name: str, url: str | None = None, sha256: str | None = None, force: bool = False,
+                      progress: bool = True) -> Path:
+    """Download a standard source into ``cache_dir()/standard`` (verified) and return the file path.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`STANDARD`.
+    url : str, optional
+        Download from here instead of the default address (a mirror, or a local test server).
+    sha256 : str, optional
+        Expected digest; overrides the pinned or recorded one.
+    force : bool
+        Download even if the file is cached.
+    progress : bool
+    """
+    src = _standard(name)
+    dest = _folder() / src.filename
+    manifest = _folder() / "SHA256SUMS.json"
+    if force or not dest.exists():
+        download(url or src.url, dest, sha256=sha256 or src.sha256, progress=progress)
+    verify(dest, sha256 or src.sha256, manifest)
+    return dest
+
+
+def load_standard(name: str, split_seed: int = 0):
+    """Parse a cached standard source: a corpus (token lists), ClassificationData or TaggingData.
+
+    Raises :class:`DataNotFoundError` naming ``embstab data fetch NAME`` if it is not cached.
+    """
+    src = _standard(name)
+    dest = cache_dir(create=False) / "standard" / src.filename
+    if not dest.exists():
+        raise DataNotFoundError(name, "it downloads from its original site")
+    verify(dest, src.sha256, dest.parent / "SHA256SUMS.json")
+    if src.kind == "corpus":
+        return src.parse(dest)
+    return src.parse(dest, split_seed=split_seed)

@@ -1,0 +1,26 @@
+"""Downstream instability: train a task model on each embedding of a pair and count flipped predictions.
+
+:func:`disagreement` is the entry point; :data:`TASKS` and :data:`MODELS` list what exists.
+Models run on CPU with frozen embeddings; each is seeded so that two models of a pair differ only
+in their embedding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embstab.downstream.catalog import MODELS, TASKS
+
+__all__ = ["MODELS", "TASKS", "DisagreementResult", "disagreement", "load_task", "seed_baseline",
+           "train_and_predict"]
+
+_LAZY = {"DisagreementResult", "disagreement", "load_task", "seed_baseline", "train_and_predict"}
+
+
+def __getattr__(name: str) -> Any:
+    # The training code imports torch (about a second); load it on first use, not on import.
+    if name in _LAZY:
+        from embstab.downstream import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'embstab.downstream' has no attribute {name!r}")

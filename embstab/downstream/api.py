@@ -1,0 +1,206 @@
+"""Downstream prediction disagreement between two embeddings (measures.md §4.2–4.3)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from embstab.data.tasks import ClassificationData, TaggingData, load_classification, load_tagging
+from embstab.downstream.catalog import MODELS, TASKS
+from embstab.downstream.lookup import TaskVocabulary, lookup_table
+from embstab.downstream.training import fit_classifier, fit_tagger, tagging_score
+from embstab.embedding import Embedding
+from embstab.errors import EmbstabError, ShapeError
+
+__all__ = ["TASKS", "MODELS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
+           "train_and_predict"]
+
+_TRAIN_KEYS = ("lr", "epochs", "batch_size", "patience", "max_len", "threads")
+
+
+@dataclass
+class DisagreementResult:
+    """Outcome of training one downstream model on each embedding of a pair.
+
+    Attributes
+    ----------
+    disagreement : float
+        Percent of test predictions that differ (tagging: over tokens whose gold tag is not the
+        outside tag; all tokens for POS).
+    quality_a, quality_b : float
+        Test accuracy (or F1·100) of the model on ``emb_a`` and on ``emb_b``, in percent.
+    n_test : int
+        Test items the disagreement is computed over (sentences or tokens).
+    task, model : str
+    seed : int
+        Model seed of the first model (the second uses ``settings["seed_b"]``, equal by default).
+    settings : dict
+        Everything else: training settings, split seed, coverage of each embedding, dev scores,
+        selected epochs, seconds per model, majority-class rate.
+    """
+
+    disagreement: float
+    quality_a: float
+    quality_b: float
+    n_test: int
+    task: str
+    model: str
+    seed: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    predictions_a: np.ndarray | None = field(default=None, repr=False)
+    predictions_b: np.ndarray | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat dict (settings prefixed with nothing, predictions left out) for a DataFrame row."""
+        out = {k: v for k, v in asdict(self).items() if k not in ("settings", "predictions_a", "predictions_b")}
+        for k, v in self.settings.items():
+            out.setdefault(k, v)
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_task(name: str, split_seed: int, limit: int | None) -> ClassificationData | TaggingData:
+    if TASKS[name][0] == "tagging":
+        return load_tagging(name, split_seed=split_seed, max_sentences=limit)
+    return load_classification(name, split_seed=split_seed, max_examples=limit)
+
+
+def load_task(task: str, split_seed: int = 0, limit: int | None = None) -> ClassificationData | TaggingData:
+    """Load (and cache in memory) a task from :data:`TASKS`; ``limit`` caps examples/sentences."""
+    if task not in TASKS:
+        raise EmbstabError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    return _cached_task(task, split_seed, limit)
+
+
+def _resolve(task, model: str, split_seed: int, limit: int | None):
+    data = load_task(task, split_seed, limit) if isinstance(task, str) else task
+    if not isinstance(data, (ClassificationData, TaggingData)):
+        raise EmbstabError(f"task must be a name from TASKS or a ClassificationData/TaggingData, got {type(task)}")
+    if model not in MODELS:
+        raise EmbstabError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    kind = "tagging" if isinstance(data, TaggingData) else "classification"
+    if MODELS[model][0] != kind:
+        fits = [m for m, (k, _) in MODELS.items() if k == kind]
+        raise EmbstabError(f"model {model!r} is for {MODELS[model][0]}, but task {data.name!r} is {kind}; "
+                           f"use one of {', '.join(fits)}")
+    return data, kind
+
+
+def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
+                      model: str = "linear", seed: int = 0, *, split_seed: int = 0, limit: int | None = None,
+                      progress: bool = False, **kwargs: Any) -> dict[str, Any]:
+    """Train one downstream model on ``emb`` and return its test predictions and quality.
+
+    Returns a dict with ``pred`` (test predictions; tagging: tokens concatenated), ``gold``,
+    ``quality`` (percent), ``dev_score``, ``best_epoch``, ``epochs_run``, ``seconds``,
+    ``coverage`` (fraction of task words the embedding knows) and ``settings``.
+    """
+    data, kind = _resolve(task, model, split_seed, limit)
+    settings = {**MODELS[model][1], **{k: kwargs.pop(k) for k in list(kwargs) if k in _TRAIN_KEYS}}
+    model_kwargs = kwargs
+    vocab = TaskVocabulary(data.train_x, data.dev_x, data.test_x)
+    table, coverage = lookup_table(emb, vocab, seed)
+    max_len = settings.get("max_len")
+    enc = lambda xs: vocab.encode(xs, max_len)  # noqa: E731
+    train_args = dict(seed=seed, lr=settings["lr"], epochs=settings["epochs"], batch_size=settings["batch_size"],
+                      patience=settings["patience"], threads=settings.get("threads", 1), progress=progress,
+                      **model_kwargs)
+    if kind == "classification":
+        fit = fit_classifier(model, table, len(data.labels), (enc(data.train_x), data.train_y),
+                             (enc(data.dev_x), data.dev_y), enc(data.test_x), **train_args)
+        gold = np.asarray(data.test_y)
+        quality = float(100.0 * np.mean(fit.test_pred == gold))
+    else:
+        outside = data.tags.index(data.outside_tag) if data.outside_tag else None
+        fit = fit_tagger(model, table, len(data.tags), (enc(data.train_x), data.train_y),
+                         (enc(data.dev_x), data.dev_y), enc(data.test_x), outside=outside, **train_args)
+        gold = np.concatenate(data.test_y)
+        quality = tagging_score(fit.test_pred, gold, outside)
+    return {"pred": fit.test_pred, "gold": gold, "quality": quality, "dev_score": fit.dev_score,
+            "best_epoch": fit.best_epoch, "epochs_run": fit.epochs_run, "seconds": fit.seconds,
+            "coverage": coverage, "settings": {**settings, **model_kwargs}}
+
+
+def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
+                 model: str = "linear", seed: int = 0, *, seed_b: int | None = None, split_seed: int = 0,
+                 limit: int | None = None, progress: bool = False, keep_predictions: bool = False,
+                 **kwargs: Any) -> DisagreementResult:
+    """Train the same downstream model on two embeddings and count the test predictions that flip.
+
+    The two models differ only in the embedding (the same-seed protocol): same data split, same
+    initialisation and batch order (both seeded with ``seed``), same random vectors for words that
+    neither embedding knows. With ``seed_b`` the second model uses another seed instead, which
+    with ``emb_b = emb_a`` measures the seed-only baseline (see :func:`seed_baseline`).
+
+    Parameters
+    ----------
+    emb_a, emb_b : Embedding
+        E.g. the embeddings of the old and the new corpus. Any dimensions (each model has its own).
+    task : str or ClassificationData or TaggingData
+        A name from :data:`TASKS`, or task data built by the caller.
+    model : str
+        A name from :data:`MODELS` matching the task kind: "linear" (the reference bag-of-words
+        model), "cnn", "lstm" for classification; "bilstm", "bilstm_crf" for tagging.
+    seed : int
+        Model seed (initialisation, dropout, batch order, OOV vectors).
+    seed_b : int, optional
+        Model seed for ``emb_b`` (default: ``seed``).
+    split_seed : int
+        Seed of the train/dev/test split (kept fixed across a study).
+    limit : int, optional
+        Use at most this many examples (classification) or sentences (tagging).
+    progress : bool
+        Show per-epoch progress bars.
+    keep_predictions : bool
+        Store both models' test predictions in the result.
+    **kwargs
+        Training settings overriding :data:`MODELS` defaults (``lr``, ``epochs``, ``batch_size``,
+        ``patience``, ``max_len``, ``threads`` = torch threads, default 1: these models are small
+        and one thread avoids the heavy slow-down of OpenMP on shared cores; results are
+        reproducible for a fixed thread count) and model options (``hidden``, ``dropout``,
+        ``filters``...).
+
+    Returns
+    -------
+    DisagreementResult
+    """
+    for name, emb in (("emb_a", emb_a), ("emb_b", emb_b)):
+        if not isinstance(emb, Embedding):
+            raise ShapeError(f"{name} must be an embstab.Embedding, got {type(emb).__name__}")
+    seed_b = seed if seed_b is None else seed_b
+    data, kind = _resolve(task, model, split_seed, limit)
+    ra = train_and_predict(emb_a, data, model, seed, split_seed=split_seed, progress=progress, **dict(kwargs))
+    rb = train_and_predict(emb_b, data, model, seed_b, split_seed=split_seed, progress=progress, **dict(kwargs))
+    gold = ra["gold"]
+    if kind == "tagging" and data.outside_tag is not None:
+        counted = gold != data.tags.index(data.outside_tag)
+    else:
+        counted = np.ones(len(gold), dtype=bool)
+    n_test = int(counted.sum())
+    if n_test == 0:
+        raise EmbstabError(f"task {data.name!r} has no test items to compare")
+    flips = float(100.0 * np.sum((ra["pred"] != rb["pred"]) & counted) / n_test)
+    settings = {**ra["settings"], "seed_b": seed_b, "split_seed": split_seed, "limit": limit,
+                "coverage_a": ra["coverage"], "coverage_b": rb["coverage"],
+                "dev_score_a": ra["dev_score"], "dev_score_b": rb["dev_score"],
+                "best_epoch_a": ra["best_epoch"], "best_epoch_b": rb["best_epoch"],
+                "seconds_a": ra["seconds"], "seconds_b": rb["seconds"],
+                "dim_a": emb_a.dim, "dim_b": emb_b.dim}
+    if kind == "classification":
+        settings["majority_rate"] = data.majority_rate()
+    return DisagreementResult(flips, ra["quality"], rb["quality"], n_test, data.name, model, seed, settings,
+                              ra["pred"] if keep_predictions else None, rb["pred"] if keep_predictions else None)
+
+
+def seed_baseline(emb: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
+                  model: str = "linear", seed: int = 0, seed_b: int | None = None, **kwargs: Any
+                  ) -> DisagreementResult:
+    """Disagreement of two models on the *same* embedding that differ only in their seed.
+
+    The floor a pair's disagreement should be read against (the reference's ``--seed_test``,
+    which trains the second model with seed + 1000).
+    """
+    return disagreement(emb, emb, task, model, seed, seed_b=seed + 1000 if seed_b is None else seed_b, **kwargs)

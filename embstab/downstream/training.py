@@ -1,0 +1,195 @@
+"""Training loops with dev-set early stopping, seeded so a run is a function of (data, embedding, seed)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from embstab.train.threads import torch_threads
+from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier
+
+__all__ = ["FitResult", "fit_classifier", "fit_tagger", "pad_batch", "torch_threads"]
+
+
+@dataclass
+class FitResult:
+    """Predictions of the dev-selected model and how training went."""
+
+    test_pred: np.ndarray            # classification: (n_test,); tagging: concatenated tokens
+    dev_score: float                 # percent, at the selected epoch
+    best_epoch: int                  # 1-based
+    epochs_run: int
+    seconds: float
+
+
+def pad_batch(seqs: Sequence[np.ndarray], min_len: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad index arrays with 0 into a (batch, max_len) tensor, plus the lengths."""
+    lengths = torch.as_tensor([len(s) for s in seqs], dtype=torch.int64)
+    out = torch.zeros(len(seqs), max(int(lengths.max()) if len(seqs) else 0, min_len), dtype=torch.int64)
+    for i, s in enumerate(seqs):
+        out[i, :len(s)] = torch.as_tensor(s)
+    return out, lengths
+
+
+def _batches(n: int, batch_size: int, gen: torch.Generator, lengths: np.ndarray | None = None
+             ) -> Iterator[np.ndarray]:
+    """Shuffled mini-batches; with ``lengths``, batches of similar length in a shuffled order.
+
+    Length bucketing (as the reference does for SST) cuts padding, which dominates the cost of
+    recurrent models on CPU; ties in length are broken by a seeded permutation.
+    """
+    perm = torch.randperm(n, generator=gen).numpy()
+    if lengths is None:
+        for start in range(0, n, batch_size):
+            yield perm[start:start + batch_size]
+        return
+    order = perm[np.argsort(lengths[perm], kind="stable")]
+    chunks = [order[s:s + batch_size] for s in range(0, n, batch_size)]
+    for c in torch.randperm(len(chunks), generator=gen).tolist():
+        yield chunks[c]
+
+
+def _sorted_chunks(seqs: Sequence[np.ndarray], size: int = 256) -> Iterator[np.ndarray]:
+    """Index chunks of length-sorted sequences (for prediction with little padding)."""
+    order = np.argsort([len(s) for s in seqs], kind="stable")
+    for start in range(0, len(order), size):
+        yield order[start:start + size]
+
+
+def _loop(model: nn.Module, n_train: int, step: Callable[[np.ndarray], torch.Tensor],
+          dev_score: Callable[[], float], epochs: int, patience: int | None, lr: float, batch_size: int,
+          seed: int, progress: bool, desc: str, lengths: np.ndarray | None = None) -> tuple[dict, float, int, int]:
+    gen = torch.Generator().manual_seed(int(seed))  # batch order: local generator, seeded by the model seed
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    best_state, best, best_epoch, stale, ran = copy.deepcopy(model.state_dict()), -1.0, 0, 0, 0
+    for epoch in tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
+        model.train()
+        for idx in _batches(n_train, batch_size, gen, lengths):
+            loss = step(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            score = dev_score()
+        ran = epoch
+        if score > best:  # strict: ties keep the earlier epoch, so selection is deterministic
+            best, best_epoch, stale = score, epoch, 0
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            stale += 1
+            if patience is not None and stale >= patience:
+                break
+    model.load_state_dict(best_state)
+    model.eval()
+    return best_state, best, best_epoch, ran
+
+
+def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
+                   train: tuple[list[np.ndarray], np.ndarray], dev: tuple[list[np.ndarray], np.ndarray],
+                   test: list[np.ndarray], *, seed: int, lr: float, epochs: int, batch_size: int,
+                   patience: int | None, progress: bool = False, threads: int | None = 1,
+                   **model_kwargs) -> FitResult:
+    """Train a sentence classifier ("linear", "cnn" or "lstm") and predict the test set.
+
+    Runs inside ``torch.random.fork_rng`` seeded with ``seed``: parameter initialisation and dropout
+    are reproducible, and the caller's global torch RNG state is restored afterwards.
+    """
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]), torch_threads(threads):
+        torch.manual_seed(int(seed))
+        y_train = torch.as_tensor(train[1])
+        if model_name == "linear":
+            bag = nn.EmbeddingBag.from_pretrained(table, freeze=True, mode="mean", padding_idx=0)
+
+            def features(seqs: list[np.ndarray]) -> torch.Tensor:
+                # Empty texts get the zero vector (EmbeddingBag's mean of nothing).
+                flat = torch.as_tensor(np.concatenate(seqs) if seqs else np.zeros(0, np.int64))
+                offsets = torch.as_tensor(np.concatenate([[0], np.cumsum([len(s) for s in seqs])[:-1]]))
+                with torch.no_grad():
+                    return bag(flat, offsets)
+
+            x_train, x_dev, x_test = features(train[0]), features(dev[0]), features(test)
+            model: nn.Module = LinearBoW(table.shape[1], n_classes, **model_kwargs)
+            step = lambda idx: nn.functional.cross_entropy(model(x_train[idx]), y_train[idx])  # noqa: E731
+            predict = lambda x: model(x).argmax(1).numpy()  # noqa: E731
+            dev_in, test_in = x_dev, x_test
+        else:
+            cls = {"cnn": KimCNN, "lstm": LSTMClassifier}[model_name]
+            model = cls(table, n_classes, **model_kwargs)
+
+            def step(idx: np.ndarray) -> torch.Tensor:
+                ids, lengths = pad_batch([train[0][i] for i in idx])
+                return nn.functional.cross_entropy(model(ids, lengths), y_train[idx])
+
+            def predict(seqs: list[np.ndarray]) -> np.ndarray:
+                out = np.zeros(len(seqs), dtype=np.int64)
+                for idx in _sorted_chunks(seqs):
+                    ids, lengths = pad_batch([seqs[i] for i in idx])
+                    out[idx] = model(ids, lengths).argmax(1).numpy()
+                return out
+
+            dev_in, test_in = dev[0], test
+        dev_y = np.asarray(dev[1])
+        lengths = None if model_name == "linear" else np.asarray([len(x) for x in train[0]])
+        _, best, best_epoch, ran = _loop(model, len(train[1]), step,
+                                         lambda: float(100.0 * np.mean(predict(dev_in) == dev_y)),
+                                         epochs, patience, lr, batch_size, seed, progress, f"{model_name} model",
+                                         lengths)
+        with torch.no_grad():
+            test_pred = predict(test_in)
+    return FitResult(np.asarray(test_pred), best, best_epoch, ran, time.perf_counter() - start)
+
+
+def tagging_score(pred: np.ndarray, gold: np.ndarray, outside: int | None) -> float:
+    """Token accuracy in percent, or, with an outside tag, micro-F1·100 over non-outside tags."""
+    if outside is None:
+        return float(100.0 * np.mean(pred == gold)) if len(gold) else 0.0
+    tp = np.sum((pred == gold) & (gold != outside))
+    n_pred, n_gold = np.sum(pred != outside), np.sum(gold != outside)
+    if n_pred == 0 or n_gold == 0:
+        return 0.0
+    p, r = tp / n_pred, tp / n_gold
+    return float(100.0 * 2 * p * r / (p + r)) if p + r else 0.0
+
+
+def fit_tagger(model_name: str, table: torch.Tensor, n_tags: int,
+               train: tuple[list[np.ndarray], list[np.ndarray]], dev: tuple[list[np.ndarray], list[np.ndarray]],
+               test: list[np.ndarray], *, seed: int, lr: float, epochs: int, batch_size: int,
+               patience: int | None, outside: int | None = None, progress: bool = False,
+               threads: int | None = 1, **model_kwargs) -> FitResult:
+    """Train a BiLSTM ("bilstm") or BiLSTM-CRF ("bilstm_crf") tagger; test predictions are concatenated."""
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]), torch_threads(threads):
+        torch.manual_seed(int(seed))
+        model = BiLSTMTagger(table, n_tags, crf=(model_name == "bilstm_crf"), **model_kwargs)
+
+        def step(idx: np.ndarray) -> torch.Tensor:
+            ids, lengths = pad_batch([train[0][i] for i in idx])
+            tags, _ = pad_batch([train[1][i] for i in idx])
+            return model.loss(ids, lengths, tags)
+
+        def predict(seqs: list[np.ndarray]) -> np.ndarray:
+            out: list[np.ndarray] = [np.zeros(0, np.int64)] * len(seqs)
+            for idx in _sorted_chunks(seqs):
+                ids, lengths = pad_batch([seqs[i] for i in idx])
+                pred = model.predict(ids, lengths).numpy()
+                for row, i in enumerate(idx):
+                    out[i] = pred[row, :len(seqs[i])]
+            return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+        dev_gold = np.concatenate(dev[1]) if dev[1] else np.zeros(0, np.int64)
+        _, best, best_epoch, ran = _loop(model, len(train[0]), step,
+                                         lambda: tagging_score(predict(dev[0]), dev_gold, outside),
+                                         epochs, patience, lr, batch_size, seed, progress, f"{model_name} tagger",
+                                         np.asarray([len(x) for x in train[0]]))
+        with torch.no_grad():
+            test_pred = predict(test)
+    return FitResult(test_pred, best, best_epoch, ran, time.perf_counter() - start)

@@ -1,0 +1,69 @@
+"""word2vec (CBOW, skip-gram) and fastText through gensim, made deterministic."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gensim.models.callbacks import CallbackAny2Vec
+from tqdm.auto import tqdm
+
+__all__ = ["train_gensim", "stable_hash"]
+
+
+def stable_hash(text: str) -> int:
+    """A hash that, unlike ``hash``, does not change with ``PYTHONHASHSEED``.
+
+    gensim seeds some per-word vectors with ``hashfxn(word + str(seed))``; passing this keeps
+    runs reproducible across interpreter launches. Module-level so gensim can pickle it.
+    """
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class _EpochBar(CallbackAny2Vec):
+    def __init__(self, bar: tqdm) -> None:
+        self.bar = bar
+
+    def on_epoch_end(self, model) -> None:  # noqa: D401 - gensim callback
+        self.bar.update(1)
+
+
+def train_gensim(docs: Sequence[Sequence[str]], algo: str, dim: int, seed: int, epochs: int,
+                 min_count: int, window: int, progress: bool, **kwargs: Any
+                 ) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, Any]]:
+    """Train a gensim model; returns words, vectors, counts and the settings used.
+
+    ``workers`` defaults to 1: gensim's multi-threaded training interleaves updates in an order set
+    by the OS scheduler, so only a single worker gives bit-identical vectors for the same seed.
+    Any other gensim keyword (``negative``, ``sample``, ``alpha``, ``min_n``...) passes through.
+    """
+    from gensim.models import FastText, Word2Vec
+
+    settings: dict[str, Any] = {"vector_size": dim, "window": window, "min_count": min_count,
+                                "epochs": epochs, "seed": seed, "workers": 1, "hashfxn": stable_hash}
+    if algo == "w2v_cbow":
+        cls, settings["sg"] = Word2Vec, 0
+    elif algo == "w2v_sg":
+        cls, settings["sg"] = Word2Vec, 1
+    elif algo == "fasttext":
+        cls, settings["sg"] = FastText, 1  # the paper's ft_sg: fastText skip-gram
+    else:  # pragma: no cover - dispatch guards this
+        raise ValueError(algo)
+    if "max_vocab" in kwargs:
+        kwargs["max_final_vocab"] = kwargs.pop("max_vocab")
+    settings.update(kwargs)
+    docs = [list(d) for d in docs]
+    with tqdm(total=epochs, desc=f"training {algo}", unit="epoch", disable=not progress) as bar:
+        start = time.perf_counter()
+        model = cls(sentences=docs, callbacks=[_EpochBar(bar)], **settings)
+        elapsed = time.perf_counter() - start
+    wv = model.wv
+    words = list(wv.index_to_key)
+    counts = np.asarray([wv.get_vecattr(w, "count") for w in words], dtype=np.int64)
+    record = {k: v for k, v in settings.items() if k != "hashfxn"}
+    record.update({"train_seconds": elapsed, "corpus_tokens": int(model.corpus_total_words),
+                   "tokens_per_second": model.corpus_total_words * epochs / max(elapsed, 1e-9)})
+    return words, np.array(wv.vectors, dtype=np.float32), counts, record
