@@ -184,3 +184,14 @@ def test_cli_turns_format_errors_into_one_line(tmp_path):
     assert proc.stdout == ""
     assert proc.stderr.strip() == f"embstab compare: error: {bad}, line 2: non-numeric field 'oops'"
     assert "Traceback" not in proc.stderr
+
+
+def test_saved_files_get_normal_permissions(tmp_path, emb):
+    old = os.umask(0o022)
+    try:
+        emb.save(tmp_path / "e.txt")
+        emb.save(tmp_path / "e.npy")
+    finally:
+        os.umask(old)
+    for name in ("e.txt", "e.npy", "e.vocab"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o644

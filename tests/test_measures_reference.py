@@ -153,3 +153,16 @@ def test_eis_large_singular_values_do_not_overflow_float32():
     ex, ey = anchors(0)
     big = measures.eis(x, y, ex * 1e6, ey * 1e6, dtype="float32")
     assert np.isfinite(big) and big == pytest.approx(measures.eis(x, y, ex, ey), rel=1e-3)
+
+
+def test_ill_conditioned_input_falls_back_to_qr_and_stays_accurate():
+    import sys
+
+    backend = sys.modules["embstab.measures._backend"]
+    x, y = pair(8, n=200, d=6, dy=6)
+    x = x * np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1e-6])  # cond(X) ≈ 1e6: the Gram span is not enough
+    assert backend.span(np, x).method == "qr"
+    assert backend.span(np, y).method == "gram"
+    ex, ey = anchors(8, n=200)
+    close(measures.eis(x, y, ex, ey), ref.eis(x, y, ex, ey), rtol=1e-8)
+    close(measures.eigenspace_overlap(x, y), ref.eigenspace_overlap(x, y), rtol=1e-8)

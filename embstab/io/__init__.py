@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from embstab._fs import publish
 from embstab.embedding import Embedding
 from embstab.errors import EmbeddingFormatError
 from embstab.io.arrays import read_npy, read_npz, vocab_path_for, write_npy, write_npz
@@ -200,7 +201,7 @@ def save(emb: Embedding, path: str | os.PathLike, format: str | None = None, **k
         vocab = vocab_path_for(path)
         with _TempSibling(vocab) as vtmp:
             _atomic(path, lambda tmp: write_npy(tmp, words, vectors, counts, vtmp))
-            os.replace(vtmp, vocab)
+            publish(vtmp, vocab)
     elif fmt == "gensim":
         _save_gensim(emb, path)
     else:
@@ -230,7 +231,7 @@ def _atomic(path: str, write: Callable[[str], None]) -> None:
             write(tmp)
         except EmbeddingFormatError as exc:
             raise EmbeddingFormatError(path, exc.problem, exc.line) from None
-        os.replace(tmp, path)
+        publish(tmp, path)
 
 
 def _save_gensim(emb: Embedding, path: str) -> None:

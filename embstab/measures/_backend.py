@@ -33,9 +33,12 @@ _DTYPES = ("float64", "float32")
 #: Bytes of working-precision data per row block (bounds the transient memory of every measure).
 BLOCK_BYTES = 64 * 2**20
 
-#: Above this many matrix entries the span is found from the Gram matrix (no n×d copy) instead of
-#: a QR factorisation (one n×d copy, but accurate to machine precision for ill-conditioned input).
+#: Above this many matrix entries the span always comes from the Gram matrix (no n×d copy).
 QR_MAX_ENTRIES = 40_000_000
+
+#: ``auto`` keeps the Gram-matrix span when cond(X) is at most this: its relative error is then
+#: about eps·cond² ≲ 1e-10. Worse-conditioned inputs fall back to a Householder QR.
+GRAM_MAX_COND = 1e3
 
 
 _MEMO: ContextVar[dict | None] = ContextVar("embstab_measure_memo", default=None)
@@ -193,9 +196,10 @@ def span(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method
     ----------
     method : {"auto", "qr", "gram"}
         ``qr``: Householder R factor then an SVD of R (backward stable; one n×d working copy).
-        ``gram``: eigen-decomposition of XᵀX accumulated over row blocks (no n×d copy, twice
-        cheaper; directions with s < sqrt(rtol)·s_max cannot be resolved). ``auto`` uses QR up to
-        :data:`QR_MAX_ENTRIES` entries.
+        ``gram``: eigen-decomposition of XᵀX accumulated over row blocks (no n×d copy, half the
+        flops, and shared with PIP; directions with s < sqrt(rtol)·s_max cannot be resolved).
+        ``auto``: the Gram span when X is full-rank with cond(X) ≤ :data:`GRAM_MAX_COND` or too
+        large for a QR copy (:data:`QR_MAX_ENTRIES`), else QR.
     rtol : float, optional
         Singular values below ``rtol · s_max`` count as rank deficiency (default ``max(n, d)·eps``).
 
@@ -207,10 +211,15 @@ def span(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method
 
 def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Span:
     n, d = x.shape
-    if method == "auto":
-        method = "qr" if n * d <= QR_MAX_ENTRIES else "gram"
-    if method not in ("qr", "gram"):
+    if method not in ("auto", "qr", "gram"):
         raise ValueError(f"method must be 'auto', 'qr' or 'gram', got {method!r}")
+    if method == "auto":
+        # The Gram matrix is usually computed anyway (PIP, CKA) and costs half a QR; use it when
+        # it is accurate enough, i.e. for well-conditioned X, or when a QR copy would be too big.
+        sp = _span(xp, x, dtype, rtol, "gram")
+        if n * d > QR_MAX_ENTRIES or n < d or (sp.rank == d and float(sp.s[0]) <= GRAM_MAX_COND * float(sp.s[-1])):
+            return sp
+        method = "qr"
     eps = float(np.finfo(np.float64 if (dtype or "float64") == "float64" else np.float32).eps)
     tol = rtol if rtol is not None else max(n, d) * eps
     if method == "gram" or n < d:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from embstab._fs import publish
 from embstab.measures import REGISTRY
 from embstab.recommend import recommend
 from embstab.report import html as H
@@ -130,7 +131,7 @@ def write_report(results: pd.DataFrame | str | os.PathLike, path: str | os.PathL
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(document)
-        os.replace(tmp, target)
+        publish(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
