@@ -2,4 +2,6 @@ import sys
 
 from embstab.cli import main
 
-sys.exit(main())
+# guarded: Dask's worker processes re-import the main module, which must not run the CLI again
+if __name__ == "__main__":
+    sys.exit(main())

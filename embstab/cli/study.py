@@ -1,0 +1,197 @@
+"""``embstab study``: run (or resume) a study, write its report, print the recommendation.
+
+    embstab study [STUDY.yaml] [--quick] [--scheduler tcp://HOST:PORT] [--store DIR_OR_URL]
+                  [--workers N] [-o report.html]
+    embstab study status [--store DIR_OR_URL] [--db FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from embstab.errors import EmbstabError
+
+__all__ = ["register", "handle", "find_study_file", "main"]
+
+DEFAULT_STUDY = "default.yaml"
+QUICK_STUDY = "quick.yaml"
+
+EPILOG = """\
+examples:
+  embstab study                         # the default study (word2vec CBOW, 25-200 dims, 1-32 bits)
+  embstab study --quick                 # a tiny version (about a minute)
+  embstab study my_study.yaml --scheduler tcp://10.0.0.5:8786 --store s3://bucket/embstab
+  embstab study status                  # what is done, pending and failed
+
+Interrupt it at any time: running the same command again resumes where it stopped, and failed
+rows are retried. Results: STORE/results.sqlite and STORE/<study name>.parquet."""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``study`` sub-command to an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "study", help="run a stability study (train, compress, measure, downstream) and report it",
+        description="Run (or resume) a study: embeddings trained on two versions of a corpus at every "
+                    "dimension, bit width and seed, measured against anchors and used downstream. "
+                    "Writes an HTML report and prints the recommended dimension and precision for "
+                    "each memory budget of the study. `embstab study status` summarises progress.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", nargs="?", metavar="STUDY.yaml|status",
+                   help="study definition (default: pipelines/default.yaml), or 'status'")
+    p.add_argument("--quick", action="store_true", help="run the tiny CI study (pipelines/quick.yaml)")
+    p.add_argument("--scheduler", default="local", metavar="ADDR",
+                   help="'local' (default: a Dask LocalCluster sized to this machine), 'threads', "
+                        "'synchronous', or the address of a running Dask scheduler (tcp://HOST:PORT)")
+    p.add_argument("--store", default=None, metavar="DIR_OR_URL",
+                   help="artifact store: a directory or any fsspec URL (default: ./embstab-study)")
+    p.add_argument("--db", default=None, metavar="FILE",
+                   help="results database (default: STORE/results.sqlite for a local store)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="workers of the local cluster (default: one per core, at most one per 2 GiB)")
+    p.add_argument("-o", "--output", default=None, metavar="report.html",
+                   help="HTML report (default: STORE/<study name>.html)")
+    p.add_argument("--no-report", action="store_true", help="do not write the HTML report")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=handle)
+
+
+def find_study_file(name: str) -> Path:
+    """Locate a bundled study definition (``pipelines/NAME``) from a source checkout or the cwd."""
+    import embstab  # noqa: PLC0415
+
+    candidates = [Path(embstab.__file__).resolve().parents[1] / "pipelines" / name, Path.cwd() / "pipelines" / name]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise EmbstabError(f"cannot find the bundled study pipelines/{name} (looked in "
+                       f"{', '.join(str(c.parent) for c in candidates)}); pass a STUDY.yaml file")
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run the sub-command; returns the exit code (1 if some rows failed)."""
+    from embstab.study import DEFAULT_STORE, ArtifactStore, default_db_path  # noqa: PLC0415
+
+    store_url = args.store or DEFAULT_STORE
+    if args.study == "status":
+        return _status(store_url, args.db)
+    if args.workers is not None and args.workers < 1:
+        raise EmbstabError(f"--workers must be >= 1, got {args.workers}")
+    from embstab.study import load_study, run_study  # noqa: PLC0415
+    from embstab.study.executors import check_scheduler  # noqa: PLC0415
+
+    check_scheduler(args.scheduler)
+    if args.study and args.quick:
+        raise EmbstabError("give either a STUDY.yaml or --quick, not both")
+    path = Path(args.study) if args.study else find_study_file(QUICK_STUDY if args.quick else DEFAULT_STUDY)
+    if not path.is_file():
+        raise EmbstabError(f"study file not found: {path}")
+    spec = load_study(path)
+    store = ArtifactStore(store_url)
+    db_path = args.db or default_db_path(store)
+    if "://" in args.scheduler and store.is_local:
+        print(f"note: workers of {args.scheduler} must see the store directory {store.root} at the same path "
+              "(a shared filesystem); otherwise pass --store with a shared fsspec URL", file=sys.stderr)
+    print(f"study {spec.name!r} from {path}: {spec.n_rows()} rows; store {store.url}; results {db_path}",
+          file=sys.stderr)
+    run = run_study(spec, store, db_path, scheduler=args.scheduler, workers=args.workers,
+                    progress=not args.no_progress)
+    print(f"{len(run.results)}/{run.n_rows} rows done ({run.n_skipped} resumed, {run.n_new} new, "
+          f"{run.n_failed} failed) in {run.wall_s:.1f} s; table: {run.parquet_path}")
+    if run.n_failed or not run.complete:
+        print(f"{run.n_rows - len(run.results)} row(s) missing; see `embstab study status --store {store_url}` "
+              "and re-run this command to retry", file=sys.stderr)
+    if run.results.empty:
+        return 1
+    if not args.no_report:
+        out = args.output or os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.html")
+        _report(run.results, out)
+    _correlations(run.results)
+    _recommend(run.results, spec.budgets)
+    return 0 if run.complete else 1
+
+
+def _status(store_url: str, db: str | None) -> int:
+    from embstab.study import ArtifactStore, default_db_path, format_status, study_status  # noqa: PLC0415
+
+    db_path = db or default_db_path(ArtifactStore(store_url))
+    summary, failures = study_status(db_path)
+    print(f"results database: {db_path}")
+    print(format_status(summary, failures))
+    return 0
+
+
+def _report(results: Any, path: str) -> None:
+    try:
+        from embstab.report import write_report  # noqa: PLC0415
+    except ImportError as exc:
+        print(f"no report written: embstab.report is not available ({exc})", file=sys.stderr)
+        return
+    write_report(results, path)
+    print(f"report: {path}")
+
+
+def _correlations(results: Any) -> None:
+    """Print the paper's correlation table: Spearman ρ of each measure (as a distance) vs disagreement."""
+    try:
+        from embstab.selection import spearman_table, wide  # noqa: PLC0415
+    except ImportError as exc:
+        print(f"no correlation table: embstab.selection is not available ({exc})", file=sys.stderr)
+        return
+    try:
+        table = wide(spearman_table(results), "spearman")
+    except EmbstabError as exc:
+        print(f"no correlation table: {exc}", file=sys.stderr)
+        return
+    print()
+    print("Spearman correlation of each measure (as a distance) with the disagreement (higher is better):")
+    print(table.round(2).to_string())
+
+
+def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
+    try:
+        from embstab.recommend import recommend  # noqa: PLC0415
+    except ImportError as exc:
+        print(f"no recommendation: embstab.recommend is not available ({exc})", file=sys.stderr)
+        return
+    if not budgets:
+        budgets = (int(results["memory"].median()),)
+    for budget in budgets:
+        try:
+            rec = recommend(results, budget, measure="eis" if "eis" in results.columns else _first_measure(results))
+        except EmbstabError as exc:  # e.g. too few rows to fit a trend on a partial study
+            print(f"no recommendation for {budget} bits/word: {exc}", file=sys.stderr)
+            continue
+        print()
+        print(rec)
+
+
+def _first_measure(results: Any) -> str:
+    from embstab.study.results import ROW_COLUMNS  # noqa: PLC0415
+
+    extra = [c for c in results.columns if c not in ROW_COLUMNS]
+    if not extra:
+        raise EmbstabError("the results hold no measure column")
+    return extra[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``embstab study`` on its own (used by ``pipelines/run_study.py``)."""
+    parser = argparse.ArgumentParser(prog="embstab")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["study", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args) or 0)
+    except EmbstabError as exc:
+        print(f"embstab study: error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"embstab study: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover - LocalCluster worker processes need this guard
+    sys.exit(main())

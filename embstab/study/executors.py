@@ -1,0 +1,155 @@
+"""Executing a :class:`~embstab.study.plan.StudyPlan`: in-process, or on Dask distributed.
+
+Both executors yield one :class:`Outcome` per result row as soon as it is known, so the runner can
+store it at once. A failing task fails only the rows that depend on it (with its error); every
+other task still runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from embstab.errors import EmbstabError
+from embstab.study.plan import Ref, StudyPlan
+from embstab.study.steps import StudyTaskError
+
+__all__ = ["Outcome", "run_synchronous", "run_distributed", "make_client", "default_workers", "check_scheduler"]
+
+#: Scheduler names besides addresses: in-process, a LocalCluster of processes, or of threads.
+SCHEDULER_NAMES = ("synchronous", "sync", "local", "threads")
+
+
+def check_scheduler(scheduler: Any) -> None:
+    """Reject a scheduler that is neither a known name, an address nor a client (before any work)."""
+    if not isinstance(scheduler, str):
+        if not hasattr(scheduler, "submit"):
+            raise EmbstabError(f"scheduler must be a name, an address or a distributed.Client, got {scheduler!r}")
+        return
+    if scheduler not in SCHEDULER_NAMES and "://" not in scheduler:
+        raise EmbstabError(f"--scheduler must be 'local', 'threads', 'synchronous' or an address like "
+                           f"tcp://HOST:8786, got {scheduler!r}")
+
+
+@dataclass
+class Outcome:
+    """What became of one result row: its value, or the error of the task that failed."""
+
+    row_id: str
+    value: dict[str, Any] | None = None
+    error: StudyTaskError | None = None
+
+
+def _as_task_error(exc: BaseException) -> StudyTaskError:
+    if isinstance(exc, StudyTaskError):
+        return exc
+    # errors raised outside a guarded task (e.g. a worker died, or a scheduler-side failure)
+    return StudyTaskError("scheduler", f"{type(exc).__name__}: {exc}", "")
+
+
+def run_synchronous(plan: StudyPlan) -> Iterator[Outcome]:
+    """Run every task in this process, in plan order (deterministic; used by tests and debugging)."""
+    values: dict[str, Any] = {}
+    errors: dict[str, StudyTaskError] = {}
+    row_of = {node_key: row_id for row_id, node_key in plan.rows.items()}
+    remaining_users = _count_users(plan)
+    for key, node in plan.nodes.items():
+        failed = next((errors[d] for d in node.deps if d in errors), None)
+        if failed is None:
+            args = [values[a.key] if isinstance(a, Ref) else a for a in node.args]
+            try:
+                values[key] = node.func(*args)
+            except Exception as exc:  # noqa: BLE001 - one failing task must not stop the study
+                failed = _as_task_error(exc)
+        if failed is not None:
+            errors[key] = failed
+        for d in node.deps:  # drop outputs nobody needs any more (row dicts, measure dicts)
+            remaining_users[d] -= 1
+            if remaining_users[d] == 0:
+                values.pop(d, None)
+        if key in row_of:
+            yield Outcome(row_of[key], values.pop(key, None), errors.get(key))
+
+
+def _count_users(plan: StudyPlan) -> dict[str, int]:
+    users = {k: 0 for k in plan.nodes}
+    for node in plan.nodes.values():
+        for d in node.deps:
+            users[d] += 1
+    return users
+
+
+def run_distributed(plan: StudyPlan, client: Any) -> Iterator[Outcome]:
+    """Submit the plan to a Dask distributed ``client`` and yield rows as they complete.
+
+    Task keys are the content-hash node keys, so a task already held by the cluster (for
+    example submitted by another client running the same study) is shared rather than recomputed.
+    """
+    from distributed import as_completed  # noqa: PLC0415
+
+    futures: dict[str, Any] = {}
+    for key, node in plan.nodes.items():
+        args = [futures[a.key] if isinstance(a, Ref) else a for a in node.args]
+        futures[key] = client.submit(node.func, *args, key=key, pure=False, priority=node.priority, retries=0)
+    row_of = {node_key: row_id for row_id, node_key in plan.rows.items()}
+    leaves = [futures[k] for k in row_of]
+    # Only the leaves are kept alive from here on; the cluster frees intermediate results once
+    # their dependants are done.
+    futures.clear()
+    for fut in as_completed(leaves):
+        row_id = row_of[fut.key]
+        if fut.status == "finished":
+            yield Outcome(row_id, fut.result())
+        else:
+            try:
+                exc = fut.exception()
+            except Exception as err:  # noqa: BLE001 - e.g. a cancelled future
+                exc = err
+            yield Outcome(row_id, None, _as_task_error(exc))
+        fut.release()
+
+
+def default_workers() -> int:
+    """Worker processes for a local cluster: one per usable core, at most one per 2 GiB of RAM."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        mem_gib = 2.0 * cores
+    return max(1, min(cores, int(mem_gib // 2)))
+
+
+def make_client(scheduler: str, workers: int | None = None) -> tuple[Any, Any]:
+    """A Dask client for ``scheduler``; returns ``(client, cluster_or_None)``.
+
+    Parameters
+    ----------
+    scheduler : str
+        ``"local"`` (a LocalCluster of worker processes; the calling script must be guarded by
+        ``if __name__ == "__main__":``), ``"threads"`` (a LocalCluster of threads in this process)
+        or a scheduler address such as ``"tcp://HOST:8786"``.
+    workers : int, optional
+        Workers of a local cluster (default :func:`default_workers`); ignored for an address.
+    """
+    try:
+        from distributed import Client, LocalCluster  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - distributed is a hard dependency
+        raise EmbstabError("dask.distributed is required for --scheduler; pip install 'dask[distributed]'") from exc
+    if scheduler in ("local", "threads"):
+        n = workers or default_workers()
+        # one thread per worker: the trainers and BLAS parallelise internally, and processes
+        # sidestep the GIL for the pure-Python parts (tokenised corpora, result assembly)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=scheduler == "local",
+                               dashboard_address=None, silence_logs=40)
+        return Client(cluster), cluster
+    check_scheduler(scheduler)
+    try:
+        client = Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise EmbstabError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    return client, None

@@ -1,0 +1,194 @@
+"""The study's task graph: which tasks exist, what each needs, and the content hash that names it.
+
+Every task is named by the hash of its full configuration, upstream included (a compressed pair's
+configuration holds both trainings', which hold the corpus'), so equal work gets one name in every
+study and on every worker. Rows already in the results database are left out, and so is every
+task that only they needed: a restarted study plans just what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from embstab.study import steps as S
+from embstab.study.schema import DownstreamSpec, StudySpec
+from embstab.study.store import ArtifactStore, config_hash
+
+__all__ = ["Ref", "Node", "StudyPlan", "plan_study", "row_configs", "PLAN_VERSION", "FULL_PRECISION_BITS"]
+
+#: Bumped when the meaning of a configuration changes, so old artifacts are not reused.
+PLAN_VERSION = 1
+#: Bit width of the anchors (full precision: clipping only, no rounding).
+FULL_PRECISION_BITS = 32
+# Higher runs first among ready tasks: finish rows before starting new trainings, so results
+# arrive steadily and an interrupted study has kept as much as possible.
+_PRIORITY = {"corpus": 0, "train": 1, "compress": 2, "measures": 3, "downstream": 3, "row": 4}
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A placeholder argument: the output of the node named ``key``."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Node:
+    """One task: ``func(*args)`` with :class:`Ref` arguments replaced by upstream outputs."""
+
+    key: str
+    stage: str
+    func: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    @property
+    def deps(self) -> tuple[str, ...]:
+        return tuple(a.key for a in self.args if isinstance(a, Ref))
+
+    @property
+    def priority(self) -> int:
+        return _PRIORITY[self.stage]
+
+
+@dataclass
+class StudyPlan:
+    """The graph of a study (nodes in a topological order) and its result rows.
+
+    Attributes
+    ----------
+    spec : StudySpec
+    nodes : dict
+        Node key → :class:`Node`, upstream before downstream.
+    rows : dict
+        Row id → node key of the task that assembles it (only rows still to compute).
+    all_rows : dict
+        Row id → row metadata (algo, seed, dim, bitrate, task, model) for every row of the study.
+    """
+
+    spec: StudySpec
+    nodes: dict[str, Node] = field(default_factory=dict)
+    rows: dict[str, str] = field(default_factory=dict)
+    all_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def stage_counts(self) -> dict[str, int]:
+        """How many tasks of each stage the plan holds."""
+        out: dict[str, int] = {}
+        for node in self.nodes.values():
+            out[node.stage] = out.get(node.stage, 0) + 1
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# configurations (plain dicts: what is hashed is exactly what determines the output)
+
+
+def _corpus_cfg(spec: StudySpec) -> dict[str, Any]:
+    # every configuration nests this one, so a new embstab release never reuses older artifacts
+    import embstab  # noqa: PLC0415 - at call time: embstab/__init__ may itself import this module
+
+    return {"v": PLAN_VERSION, "embstab": embstab.__version__, "stage": "corpus", **asdict(spec.corpus)}
+
+
+def _train_cfg(spec: StudySpec, side: str, algo: str, dim: int, seed: int) -> dict[str, Any]:
+    t = spec.training
+    return {"v": PLAN_VERSION, "stage": "train", "corpus": _corpus_cfg(spec), "side": side, "algo": algo,
+            "dim": dim, "seed": seed, "epochs": t.epochs, "min_count": t.min_count, "window": t.window}
+
+
+def _pair_cfg(spec: StudySpec, algo: str, dim: int, seed: int, bits: int) -> dict[str, Any]:
+    return {"v": PLAN_VERSION, "stage": "compress", "old": _train_cfg(spec, "old", algo, dim, seed),
+            "new": _train_cfg(spec, "new", algo, dim, seed), "bits": bits,
+            "rounding": spec.compression.rounding, "seed": seed}
+
+
+def _measures_cfg(spec: StudySpec, algo: str, dim: int, seed: int, bits: int) -> dict[str, Any]:
+    m = asdict(spec.measures)
+    m["names"] = list(m["names"])
+    return {"v": PLAN_VERSION, "stage": "measures", "pair": _pair_cfg(spec, algo, dim, seed, bits),
+            "anchor": _pair_cfg(spec, algo, spec.anchor_dim, seed, FULL_PRECISION_BITS), "measures": m}
+
+
+def _downstream_cfg(spec: StudySpec, entry: DownstreamSpec, algo: str, dim: int, seed: int,
+                    bits: int) -> dict[str, Any]:
+    # the model seed is the embedding seed (spec §4.3): the two models differ only by embedding
+    return {"v": PLAN_VERSION, "stage": "downstream", "pair": _pair_cfg(spec, algo, dim, seed, bits),
+            "task": entry.task, "model": entry.model, "options": dict(entry.options), "seed": seed}
+
+
+def row_configs(spec: StudySpec) -> Iterable[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Yield ``(row_id, row_meta, row_config)`` for every row of the study, in plan order."""
+    t = spec.training
+    for algo in t.algorithms:
+        for seed in t.seeds:
+            for dim in sorted(t.dimensions, reverse=True):
+                for bits in sorted(spec.compression.bit_widths, reverse=True):
+                    for entry in spec.downstream:
+                        cfg = {"v": PLAN_VERSION, "stage": "row", "label": entry.label,
+                               "measures": _measures_cfg(spec, algo, dim, seed, bits),
+                               "downstream": _downstream_cfg(spec, entry, algo, dim, seed, bits)}
+                        meta = {"algo": algo, "seed": seed, "dim": dim, "bitrate": bits, "task": entry.label,
+                                "model": entry.model}
+                        yield config_hash(cfg), meta, cfg
+
+
+def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iterable[str] = ()) -> StudyPlan:
+    """Build the task graph of the rows of ``spec`` that are not in ``done``.
+
+    Order: per (algorithm, seed), the corpus pair, the anchors (highest dimension, full
+    precision), then per dimension from the largest down, the trainings, each bit width's pair,
+    its measures, its downstream runs and rows. Anchor-first means the measures of every pair can
+    start as soon as the pair exists.
+
+    Parameters
+    ----------
+    spec : StudySpec
+    store : ArtifactStore
+        Passed to every task (tasks read inputs from and write outputs to it).
+    steps : Steps
+        The computations.
+    done : iterable of str
+        Row ids already stored; they and the tasks only they need are left out.
+
+    Returns
+    -------
+    StudyPlan
+    """
+    done = set(done)
+    plan = StudyPlan(spec)
+
+    def add(stage: str, cfg: Mapping[str, Any], func: Callable[..., Any], *args: Any) -> str:
+        key = f"{stage}-{config_hash(cfg)}"
+        if key not in plan.nodes:
+            plan.nodes[key] = Node(key, stage, func, args)
+        return key
+
+    corpus_cfg = _corpus_cfg(spec)
+    for row_id, meta, cfg in row_configs(spec):
+        plan.all_rows[row_id] = meta
+        if row_id in done:
+            continue
+        algo, seed, dim, bits = meta["algo"], meta["seed"], meta["dim"], meta["bitrate"]
+        corpus_key = add("corpus", corpus_cfg, S.run_corpus, store, steps, config_hash(corpus_cfg), corpus_cfg)
+
+        def pair(d: int, b: int, algo: str = algo, seed: int = seed, corpus_key: str = corpus_key) -> str:
+            trained = []
+            for side in ("old", "new"):
+                tcfg = _train_cfg(spec, side, algo, d, seed)
+                trained.append(add("train", tcfg, S.run_train, store, steps, config_hash(tcfg), tcfg, Ref(corpus_key)))
+            pcfg = _pair_cfg(spec, algo, d, seed, b)
+            return add("compress", pcfg, S.run_compress, store, steps, config_hash(pcfg), pcfg,
+                       Ref(trained[0]), Ref(trained[1]))
+
+        anchor_key = pair(spec.anchor_dim, FULL_PRECISION_BITS)
+        pair_key = pair(dim, bits)
+        mcfg = cfg["measures"]
+        measures_key = add("measures", mcfg, S.run_measures, store, steps, config_hash(mcfg), mcfg,
+                           Ref(pair_key), Ref(anchor_key))
+        dcfg = cfg["downstream"]
+        downstream_key = add("downstream", dcfg, S.run_downstream, store, steps, config_hash(dcfg), dcfg,
+                             Ref(pair_key))
+        row_key = add("row", cfg, S.assemble_row, meta, Ref(measures_key), Ref(downstream_key))
+        plan.rows[row_id] = row_key
+    return plan

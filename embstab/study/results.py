@@ -1,0 +1,198 @@
+"""The results database: one SQLite file (WAL mode) holding result rows, failures and study plans.
+
+Only the runner's client process writes result rows (workers return them), each in its own
+transaction keyed by the row's configuration hash, so a row is stored exactly once however often
+a study is restarted. WAL mode lets ``embstab study status`` read while a study writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["ResultDB", "ROW_COLUMNS"]
+
+#: Fixed columns of a result row (the shared result-table convention), before the measure columns.
+ROW_COLUMNS = ("algo", "seed", "dim", "bitrate", "memory", "task", "model", "disagreement", "quality",
+               "quality_old")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS studies (
+    name TEXT NOT NULL, fingerprint TEXT NOT NULL, definition TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (name, fingerprint));
+CREATE TABLE IF NOT EXISTS plan (
+    name TEXT NOT NULL, fingerprint TEXT NOT NULL, row_id TEXT NOT NULL,
+    PRIMARY KEY (name, fingerprint, row_id));
+CREATE TABLE IF NOT EXISTS results (
+    row_id TEXT PRIMARY KEY, algo TEXT, seed INTEGER, dim INTEGER, bitrate INTEGER, memory INTEGER,
+    task TEXT, model TEXT, disagreement REAL, quality REAL, quality_old REAL,
+    measures TEXT NOT NULL, extra TEXT NOT NULL, finished REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS failures (
+    row_id TEXT PRIMARY KEY, stage TEXT, error TEXT NOT NULL, traceback TEXT, attempts INTEGER NOT NULL,
+    failed REAL NOT NULL);
+"""
+
+
+class ResultDB:
+    """A study results database (SQLite, WAL mode).
+
+    Parameters
+    ----------
+    path : path-like
+        The database file (created with its tables if missing). Must be on a local disk: SQLite's
+        locking is unreliable on network filesystems, which is why the artifact store may be remote
+        but the database is not.
+    timeout : float
+        Seconds to wait for another writer's lock before failing.
+    """
+
+    def __init__(self, path: str | os.PathLike, timeout: float = 60.0) -> None:
+        self.path = os.fspath(path)
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL is durable against process kills (SIGKILL) in WAL mode; only a power cut can
+        # lose the last transactions, which a restart then recomputes.
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def __enter__(self) -> ResultDB:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def journal_mode(self) -> str:
+        """The SQLite journal mode in force (``"wal"``)."""
+        return str(self._conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+    # --- plans ---------------------------------------------------------------------------------
+
+    def register_study(self, name: str, fingerprint: str, definition: Mapping[str, Any],
+                       row_ids: Iterable[str]) -> None:
+        """Record a study and the row ids it plans (idempotent)."""
+        with self._tx() as cur:
+            cur.execute("INSERT OR IGNORE INTO studies VALUES (?, ?, ?, ?)",
+                        (name, fingerprint, json.dumps(definition, sort_keys=True), time.time()))
+            cur.executemany("INSERT OR IGNORE INTO plan VALUES (?, ?, ?)",
+                            [(name, fingerprint, r) for r in row_ids])
+
+    def studies(self) -> pd.DataFrame:
+        """One row per registered study: name, fingerprint, created (UTC timestamp), planned rows."""
+        return pd.read_sql_query(
+            "SELECT s.name, s.fingerprint, s.created, COUNT(p.row_id) AS planned FROM studies s "
+            "LEFT JOIN plan p ON p.name = s.name AND p.fingerprint = s.fingerprint "
+            "GROUP BY s.name, s.fingerprint ORDER BY s.created", self._conn)
+
+    def planned(self, name: str, fingerprint: str) -> list[str]:
+        """Row ids planned for a study."""
+        cur = self._conn.execute("SELECT row_id FROM plan WHERE name = ? AND fingerprint = ?", (name, fingerprint))
+        return [r[0] for r in cur.fetchall()]
+
+    # --- rows ----------------------------------------------------------------------------------
+
+    def finished_ids(self) -> set[str]:
+        """Ids of every stored result row."""
+        return {r[0] for r in self._conn.execute("SELECT row_id FROM results")}
+
+    def add_result(self, row_id: str, row: Mapping[str, Any]) -> bool:
+        """Store a result row; return False when it was already stored (it is then left unchanged).
+
+        ``row`` holds the :data:`ROW_COLUMNS` plus ``measures`` (name → raw value) and optionally
+        ``extra`` (anything else worth keeping, e.g. test-set sizes).
+        """
+        values = [row_id, *[_plain(row.get(c)) for c in ROW_COLUMNS],
+                  json.dumps({k: _plain(v) for k, v in dict(row.get("measures", {})).items()}, sort_keys=True),
+                  json.dumps(row.get("extra", {}), sort_keys=True, default=str), time.time()]
+        with self._tx() as cur:
+            cur.execute(f"INSERT OR IGNORE INTO results VALUES ({', '.join('?' * len(values))})", values)
+            inserted = cur.rowcount == 1
+            cur.execute("DELETE FROM failures WHERE row_id = ?", (row_id,))
+        return inserted
+
+    def add_failure(self, row_id: str, stage: str, error: str, traceback: str | None = None) -> None:
+        """Record (or update) the failure of a row; ``attempts`` counts how often it failed."""
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO failures VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(row_id) DO UPDATE SET "
+                "stage = excluded.stage, error = excluded.error, traceback = excluded.traceback, "
+                "attempts = failures.attempts + 1, failed = excluded.failed",
+                (row_id, stage, error, traceback, time.time()))
+
+    def failures(self, row_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """Failed rows (row_id, stage, error, traceback, attempts, failed), optionally restricted."""
+        df = pd.read_sql_query("SELECT * FROM failures ORDER BY failed", self._conn)
+        if row_ids is not None:
+            df = df[df["row_id"].isin(set(row_ids))].reset_index(drop=True)
+        return df
+
+    def results(self, row_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """Result rows as a tidy DataFrame in the shared convention (one column per measure).
+
+        Parameters
+        ----------
+        row_ids : iterable of str, optional
+            Restrict to these rows (a study's plan); all rows when omitted.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``row_id``, :data:`ROW_COLUMNS`, one column per measure (raw value), sorted by
+            algo, task, dim, bitrate, seed.
+        """
+        raw = pd.read_sql_query("SELECT * FROM results", self._conn)
+        if row_ids is not None:
+            raw = raw[raw["row_id"].isin(set(row_ids))]
+        measures = pd.DataFrame([json.loads(m) for m in raw["measures"]], index=raw.index)
+        df = pd.concat([raw[["row_id", *ROW_COLUMNS]], measures], axis=1)
+        for col in ("seed", "dim", "bitrate", "memory"):
+            df[col] = df[col].astype("int64")
+        return df.sort_values(["algo", "task", "dim", "bitrate", "seed"], kind="stable").reset_index(drop=True)
+
+    def export_parquet(self, path: str | os.PathLike, row_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """Write :meth:`results` to a Parquet file (atomically) and return the frame."""
+        df = self.results(row_ids).drop(columns=["row_id"])
+        path = os.fspath(path)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+        return df
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._conn)
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error): takes the write lock up front, so two
+    writers queue instead of failing half-way with SQLITE_BUSY."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Cursor:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn.cursor()
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars → Python scalars (sqlite3 and json accept only the latter)."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return value.item()
+    return value

@@ -1,0 +1,177 @@
+"""Run a study end to end: plan what is missing, execute it, store every row as it arrives."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from embstab.errors import EmbstabError
+from embstab.study.executors import check_scheduler, make_client, run_distributed, run_synchronous
+from embstab.study.plan import StudyPlan, plan_study
+from embstab.study.results import ResultDB
+from embstab.study.schema import StudySpec
+from embstab.study.steps import Steps, default_steps
+from embstab.study.store import ArtifactStore
+
+__all__ = ["StudyRun", "run_study", "default_db_path", "DEFAULT_STORE"]
+
+#: Where artifacts and results go when no ``store`` is given (relative to the working directory).
+DEFAULT_STORE = "embstab-study"
+#: Temporary files this old are left over from killed writers, not writers still at work.
+STALE_TEMP_SECONDS = 600.0
+
+
+@dataclass
+class StudyRun:
+    """What a call to :func:`run_study` did.
+
+    Attributes
+    ----------
+    spec : the study
+    results : every finished row of the study (shared result-table convention)
+    failures : rows whose last attempt failed (row_id, stage, error, traceback, attempts, failed)
+    n_rows : rows in the study
+    n_skipped : rows already stored before this run (resumed)
+    n_new : rows computed and stored by this run
+    n_failed : rows that failed in this run
+    wall_s : seconds this run took
+    db_path : the results database
+    parquet_path : the Parquet export of ``results`` (None if not written)
+    """
+
+    spec: StudySpec
+    results: pd.DataFrame
+    failures: pd.DataFrame
+    n_rows: int
+    n_skipped: int
+    n_new: int
+    n_failed: int
+    wall_s: float
+    db_path: str
+    parquet_path: str | None
+
+    @property
+    def complete(self) -> bool:
+        """Whether every row of the study is stored."""
+        return len(self.results) == self.n_rows
+
+
+def default_db_path(store: ArtifactStore) -> str:
+    """``STORE/results.sqlite`` for a local store; ``./embstab-study/results.sqlite`` otherwise
+    (SQLite needs a local disk)."""
+    if store.is_local:
+        return os.path.join(store.root, "results.sqlite")
+    return os.path.join(DEFAULT_STORE, "results.sqlite")
+
+
+def run_study(
+    spec: StudySpec,
+    store: str | os.PathLike | ArtifactStore = DEFAULT_STORE,
+    db: str | os.PathLike | None = None,
+    *,
+    scheduler: Any = "synchronous",
+    workers: int | None = None,
+    steps: Steps | None = None,
+    progress: bool = True,
+    export: bool = True,
+) -> StudyRun:
+    """Run (or resume) a study and return its results.
+
+    Rows already in the database are skipped, and so is every task whose artifact is already in
+    the store. A failing task is recorded (with its error and traceback) against every row that
+    needs it; the other rows go on. Re-running retries failed rows.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The validated study (:func:`embstab.study.load_study`).
+    store : str, path-like or ArtifactStore
+        Artifact store: a directory or any fsspec URL.
+    db : path-like, optional
+        The SQLite results database (default :func:`default_db_path`).
+    scheduler : str or distributed.Client
+        ``"synchronous"`` (in this process, in order), ``"local"`` (a LocalCluster of worker
+        processes sized by ``workers``; call from an ``if __name__ == "__main__":`` guarded
+        script), ``"threads"`` (a LocalCluster of threads), an address ``"tcp://HOST:PORT"`` of an
+        existing Dask scheduler, or a ``distributed.Client``.
+    workers : int, optional
+        Workers of a local cluster (default: one per core, at most one per 2 GiB of RAM).
+    steps : Steps, optional
+        The computations (default :func:`embstab.study.steps.default_steps`, the real ones).
+    progress : bool
+        Show a progress bar over the rows.
+    export : bool
+        Write ``<db dir>/<study name>.parquet`` at the end.
+
+    Returns
+    -------
+    StudyRun
+    """
+    start = time.perf_counter()
+    check_scheduler(scheduler)
+    store = store if isinstance(store, ArtifactStore) else ArtifactStore(store)
+    db_path = os.fspath(db) if db is not None else default_db_path(store)
+    _check_store_reachable(store, scheduler)
+    steps = steps or default_steps()
+    store.clean_temp(older_than=STALE_TEMP_SECONDS)
+    with ResultDB(db_path) as rdb:
+        done = rdb.finished_ids()
+        plan = plan_study(spec, store, steps, done)
+        rdb.register_study(spec.name, spec.fingerprint(), spec.to_dict(), plan.all_rows)
+        n_skipped = len(plan.all_rows) - len(plan.rows)
+        n_new, n_failed = _execute(plan, rdb, scheduler, workers, progress)
+        results = rdb.results(plan.all_rows)
+        failures = rdb.failures(set(plan.all_rows) - set(results["row_id"]))
+        parquet_path = None
+        if export:
+            parquet_path = os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.parquet")
+            rdb.export_parquet(parquet_path, plan.all_rows)
+    return StudyRun(spec=spec, results=results.drop(columns=["row_id"]), failures=failures,
+                    n_rows=len(plan.all_rows), n_skipped=n_skipped, n_new=n_new, n_failed=n_failed,
+                    wall_s=time.perf_counter() - start, db_path=db_path, parquet_path=parquet_path)
+
+
+def _check_store_reachable(store: ArtifactStore, scheduler: Any) -> None:
+    """Workers in other processes must see the same store: an in-memory one cannot be shared."""
+    in_process = isinstance(scheduler, str) and scheduler in ("synchronous", "sync", "threads")
+    if store.url.startswith("memory://") and not in_process:
+        raise EmbstabError(f"the store {store.url} lives in this process's memory; worker processes cannot "
+                           "see it. Use a directory or a shared fsspec URL, or scheduler='threads'")
+
+
+def _execute(plan: StudyPlan, rdb: ResultDB, scheduler: Any, workers: int | None, progress: bool) -> tuple[int, int]:
+    if not plan.rows:
+        return 0, 0
+    client = cluster = None
+    if isinstance(scheduler, str) and scheduler in ("synchronous", "sync"):
+        outcomes = run_synchronous(plan)
+    elif isinstance(scheduler, str):
+        client, cluster = make_client(scheduler, workers)
+        outcomes = run_distributed(plan, client)
+    else:  # an existing distributed.Client
+        outcomes = run_distributed(plan, scheduler)
+    n_new = n_failed = 0
+    bar = tqdm(total=len(plan.rows), desc=f"study {plan.spec.name}", unit="row", disable=not progress)
+    try:
+        for outcome in outcomes:
+            if outcome.error is None:
+                rdb.add_result(outcome.row_id, outcome.value)
+                n_new += 1
+            else:
+                err = outcome.error
+                rdb.add_failure(outcome.row_id, err.stage, err.message, err.traceback)
+                n_failed += 1
+                bar.set_postfix(failed=n_failed)
+            bar.update(1)
+    finally:
+        bar.close()
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    return n_new, n_failed

@@ -1,0 +1,461 @@
+"""Study definitions: the YAML schema, its validation, and the frozen :class:`StudySpec`.
+
+A study is a grid: corpus pair × algorithms × dimensions × bit widths × seeds, measured with a set
+of stability measures and used downstream on a set of (task, model) pairs, plus the memory budgets
+the recommendation is printed for. Everything is validated before anything runs, and every problem
+is reported with the dotted key that holds it (``training.dimensions[2]``), so a user can fix the
+file without reading code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from embstab.errors import EmbstabError
+
+__all__ = [
+    "StudyDefinitionError",
+    "CorpusSpec",
+    "TrainingSpec",
+    "CompressionSpec",
+    "MeasureSpec",
+    "DownstreamSpec",
+    "StudySpec",
+    "parse_study",
+    "load_study",
+    "KNOWN_ALGORITHMS",
+    "KNOWN_MEASURES",
+    "SENTENCE_TASKS",
+    "TAGGING_TASKS",
+]
+
+#: Algorithms :func:`embstab.train.train_embedding` accepts.
+KNOWN_ALGORITHMS = ("w2v_cbow", "w2v_sg", "fasttext", "glove", "mc")
+#: Measure names of :data:`embstab.measures.REGISTRY`.
+KNOWN_MEASURES = ("eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap",
+                  "fro_distance", "linear_cka", "procrustes_distance")
+#: Sentence-level tasks and the models that classify sentences.
+SENTENCE_TASKS = ("rt_sentiment", "rt_subjectivity", "bbc_topic")
+SENTENCE_MODELS = ("linear", "cnn", "lstm")
+#: Token-level (sequence labelling) tasks and their taggers.
+TAGGING_TASKS = ("brown_pos",)
+TAGGING_MODELS = ("bilstm", "bilstm_crf")
+#: Measures whose value is undefined when fewer words than dimensions are compared (they need a
+#: full-column-rank matrix or a d-dimensional subspace of the compared rows).
+_RANK_MEASURES = ("eis", "eigenspace_overlap", "linear_cka", "semantic_displacement")
+_PAIR_KINDS = ("leave_out", "extend")
+_ROUNDINGS = ("nearest", "stochastic")
+MAX_BITS = 32
+
+
+class StudyDefinitionError(EmbstabError, ValueError):
+    """A study definition is malformed; the message names the offending key.
+
+    Parameters
+    ----------
+    key : str
+        Dotted path of the offending key (``"training.dimensions[1]"``), or ``""`` for the file.
+    problem : str
+        What is wrong, in words.
+    source : str, optional
+        The study file, when the definition came from one.
+    """
+
+    def __init__(self, key: str, problem: str, source: str | None = None):
+        self.key = key
+        self.problem = problem
+        self.source = source
+        where = f"{source}: " if source else ""
+        what = f"key '{key}': " if key else ""
+        super().__init__(f"{where}{what}{problem}")
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """The corpus pair: one corpus from :func:`embstab.data.load_corpus`, split into old/new."""
+
+    name: str
+    pair: str = "leave_out"
+    fraction: float = 0.05
+    seed: int = 0
+    max_docs: int | None = None
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """The embedding grid: every algorithm × dimension × seed is trained on both corpora."""
+
+    algorithms: tuple[str, ...]
+    dimensions: tuple[int, ...]
+    seeds: tuple[int, ...]
+    epochs: int = 5
+    min_count: int = 5
+    window: int = 5
+
+
+@dataclass(frozen=True)
+class CompressionSpec:
+    """Bit widths of the uniform-quantization pair protocol (32 = full precision)."""
+
+    bit_widths: tuple[int, ...]
+    rounding: str = "nearest"
+
+
+@dataclass(frozen=True)
+class MeasureSpec:
+    """Which stability measures to compute on the top-``top_n`` shared words."""
+
+    names: tuple[str, ...]
+    top_n: int = 10000
+    knn_k: int = 5
+    knn_queries: int = 1000
+    eis_alpha: float = 3.0
+
+
+@dataclass(frozen=True)
+class DownstreamSpec:
+    """One downstream task trained on both embeddings of a pair; ``label`` names its rows."""
+
+    task: str
+    model: str = "linear"
+    label: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A validated study definition (see :func:`parse_study` for the YAML layout)."""
+
+    name: str
+    corpus: CorpusSpec
+    training: TrainingSpec
+    compression: CompressionSpec
+    measures: MeasureSpec
+    downstream: tuple[DownstreamSpec, ...]
+    budgets: tuple[int, ...] = ()
+    description: str = ""
+    source: str | None = field(default=None, compare=False)
+
+    @property
+    def anchor_dim(self) -> int:
+        """Dimension of the anchors: the highest dimension of the grid (spec: anchors = max-d, 32-bit)."""
+        return max(self.training.dimensions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The definition as plain data (what :func:`parse_study` accepts), without ``source``."""
+        out = asdict(self)
+        out.pop("source")
+        out["downstream"] = [
+            {"task": d.task, "model": d.model, "label": d.label, **({"options": dict(d.options)} if d.options else {})}
+            for d in self.downstream
+        ]
+        return out
+
+    def fingerprint(self) -> str:
+        """Short hash of the definition (identifies the study in the results database)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=list).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def n_rows(self) -> int:
+        """Number of result rows: one per (algo, seed, dim, bitrate, downstream entry)."""
+        t = self.training
+        grid = len(t.algorithms) * len(t.seeds) * len(t.dimensions) * len(self.compression.bit_widths)
+        return grid * len(self.downstream)
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers: each takes the dotted key so messages can name it
+
+
+class _Validator:
+    def __init__(self, source: str | None):
+        self.source = source
+
+    def fail(self, key: str, problem: str) -> StudyDefinitionError:
+        return StudyDefinitionError(key, problem, self.source)
+
+    def mapping(self, value: Any, key: str, allowed: dict[str, bool]) -> dict[str, Any]:
+        """Check ``value`` is a mapping with only ``allowed`` keys (name → required)."""
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a mapping, got {type(value).__name__}")
+        for k in value:
+            if k not in allowed:
+                near = difflib.get_close_matches(str(k), list(allowed), n=1)
+                hint = f" (did you mean '{near[0]}'?)" if near else f" (allowed: {', '.join(allowed)})"
+                raise self.fail(_join(key, str(k)), f"unknown key{hint}")
+        for k, required in allowed.items():
+            if required and k not in value:
+                raise self.fail(_join(key, k), "is required but missing")
+        return value
+
+    def integer(self, value: Any, key: str, minimum: int | None = None, maximum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"must be an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.fail(key, f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.fail(key, f"must be <= {maximum}, got {value}")
+        return value
+
+    def number(self, value: Any, key: str, low: float, high: float, *, open_low: bool = False,
+               open_high: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"must be a number, got {value!r}")
+        ok = (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
+        if not ok:
+            left, right = "(" if open_low else "[", ")" if open_high else "]"
+            raise self.fail(key, f"must be in {left}{low}, {high}{right}, got {value}")
+        return float(value)
+
+    def string(self, value: Any, key: str, choices: tuple[str, ...] | None = None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, f"must be a non-empty string, got {value!r}")
+        if choices is not None and value not in choices:
+            near = difflib.get_close_matches(value, choices, n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else ""
+            raise self.fail(key, f"unknown value {value!r} (choose from {', '.join(choices)}){hint}")
+        return value
+
+    def int_list(self, value: Any, key: str, minimum: int, maximum: int | None = None) -> tuple[int, ...]:
+        items = self.sequence(value, key)
+        out = tuple(self.integer(v, f"{key}[{i}]", minimum, maximum) for i, v in enumerate(items))
+        self.unique(out, key)
+        return out
+
+    def str_list(self, value: Any, key: str, choices: tuple[str, ...]) -> tuple[str, ...]:
+        items = self.sequence(value, key)
+        out = tuple(self.string(v, f"{key}[{i}]", choices) for i, v in enumerate(items))
+        self.unique(out, key)
+        return out
+
+    def sequence(self, value: Any, key: str) -> list[Any]:
+        if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple)):
+            raise self.fail(key, f"must be a list, got {type(value).__name__}")
+        if not value:
+            raise self.fail(key, "must not be empty")
+        return list(value)
+
+    def unique(self, values: tuple[Any, ...], key: str) -> None:
+        seen: set[Any] = set()
+        for i, v in enumerate(values):
+            if v in seen:
+                raise self.fail(f"{key}[{i}]", f"duplicate value {v!r}")
+            seen.add(v)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _task_kinds() -> tuple[dict[str, str], dict[str, str]]:
+    """Task name → kind and model name → kind ("classification" or "tagging")."""
+    try:  # the downstream package is optional at validation time; the documented names then apply
+        from embstab.downstream import MODELS, TASKS  # noqa: PLC0415
+    except ImportError:
+        tasks = {t: "classification" for t in SENTENCE_TASKS} | {t: "tagging" for t in TAGGING_TASKS}
+        models = {m: "classification" for m in SENTENCE_MODELS} | {m: "tagging" for m in TAGGING_MODELS}
+        return tasks, models
+    return {t: v[0] for t, v in TASKS.items()}, {m: v[0] for m, v in MODELS.items()}
+
+
+def _available_algorithms() -> tuple[str, ...]:
+    try:
+        from embstab.train import ALGOS  # noqa: PLC0415
+    except ImportError:
+        return KNOWN_ALGORITHMS
+    return tuple(ALGOS)
+
+
+def _available_measures() -> tuple[str, ...]:
+    try:
+        from embstab.measures import REGISTRY  # noqa: PLC0415
+    except ImportError:
+        return KNOWN_MEASURES
+    return tuple(REGISTRY)
+
+
+def _corpus_name(v: _Validator, value: Any) -> str:
+    name = v.string(value, "corpus.name")
+    try:
+        from embstab.data import corpus_names  # noqa: PLC0415
+    except ImportError:  # without the data package the loader reports unknown names at run time
+        return name
+    known = tuple(corpus_names())
+    for part in name.split("+"):
+        if part not in known:
+            near = difflib.get_close_matches(part, known, n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else ""
+            raise v.fail("corpus.name", f"unknown corpus {part!r} (choose from {', '.join(known)}, "
+                                        f"or join several with '+'){hint}")
+    return name
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def parse_study(data: Any, source: str | None = None) -> StudySpec:
+    """Validate a study definition given as plain data and return a :class:`StudySpec`.
+
+    Layout (keys marked * are required)::
+
+        name*: default                  # identifies the study in the results database
+        description: free text
+        corpus*:   {name*, pair: leave_out|extend, fraction: 0.05, seed: 0, max_docs: null}
+        training*: {algorithms*: [w2v_cbow], dimensions*: [25, 50], seeds*: [1234, 1235],
+                    epochs: 5, min_count: 5, window: 5}
+        compression*: {bit_widths*: [1, 2, 4, 8, 16, 32], rounding: nearest|stochastic}
+        measures*: {names*: [eis, knn, ...], top_n: 10000, knn_k: 5, knn_queries: 1000, eis_alpha: 3.0}
+        downstream*: [{task*: rt_sentiment, model: linear, label: rt_sentiment, options: {...}}]
+        budgets: [100, 400]             # memory budgets (bits per word) to recommend for
+
+    Parameters
+    ----------
+    data : mapping
+        The parsed YAML document.
+    source : str, optional
+        File name used in error messages.
+
+    Returns
+    -------
+    StudySpec
+
+    Raises
+    ------
+    StudyDefinitionError
+        On an unknown key, a bad value or an impossible combination; the message names the key.
+    """
+    v = _Validator(source)
+    top = v.mapping(data, "", {"name": True, "description": False, "corpus": True, "training": True,
+                               "compression": True, "measures": True, "downstream": True, "budgets": False})
+    name = v.string(top["name"], "name")
+    if any(c in name for c in "/\\\0"):
+        raise v.fail("name", f"must not contain path separators, got {name!r}")
+    description = top.get("description", "")
+    if not isinstance(description, str):
+        raise v.fail("description", "must be a string")
+
+    c = v.mapping(top["corpus"], "corpus", {"name": True, "pair": False, "fraction": False, "seed": False,
+                                            "max_docs": False})
+    corpus = CorpusSpec(
+        name=_corpus_name(v, c["name"]),
+        pair=v.string(c.get("pair", "leave_out"), "corpus.pair", _PAIR_KINDS),
+        fraction=v.number(c.get("fraction", 0.05), "corpus.fraction", 0.0,
+                          0.5 if c.get("pair", "leave_out") == "leave_out" else 1.0, open_low=True, open_high=True),
+        seed=v.integer(c.get("seed", 0), "corpus.seed", 0),
+        max_docs=None if c.get("max_docs") is None else v.integer(c["max_docs"], "corpus.max_docs", 2),
+    )
+
+    t = v.mapping(top["training"], "training", {"algorithms": True, "dimensions": True, "seeds": True,
+                                                "epochs": False, "min_count": False, "window": False})
+    training = TrainingSpec(
+        algorithms=v.str_list(t["algorithms"], "training.algorithms", _available_algorithms()),
+        dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
+        seeds=v.int_list(t["seeds"], "training.seeds", 0, 2**32 - 1),
+        epochs=v.integer(t.get("epochs", 5), "training.epochs", 1, 10_000),
+        min_count=v.integer(t.get("min_count", 5), "training.min_count", 1),
+        window=v.integer(t.get("window", 5), "training.window", 1, 1000),
+    )
+
+    k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False})
+    compression = CompressionSpec(
+        bit_widths=v.int_list(k["bit_widths"], "compression.bit_widths", 1, MAX_BITS),
+        rounding=v.string(k.get("rounding", "nearest"), "compression.rounding", _ROUNDINGS),
+    )
+
+    m = v.mapping(top["measures"], "measures", {"names": True, "top_n": False, "knn_k": False,
+                                                "knn_queries": False, "eis_alpha": False})
+    measures = MeasureSpec(
+        names=v.str_list(m["names"], "measures.names", _available_measures()),
+        top_n=v.integer(m.get("top_n", 10000), "measures.top_n", 2),
+        knn_k=v.integer(m.get("knn_k", 5), "measures.knn_k", 1),
+        knn_queries=v.integer(m.get("knn_queries", 1000), "measures.knn_queries", 1),
+        eis_alpha=v.number(m.get("eis_alpha", 3.0), "measures.eis_alpha", 0.0, 100.0),
+    )
+
+    task_kinds, model_kinds = _task_kinds()
+    entries = v.sequence(top["downstream"], "downstream")
+    downstream: list[DownstreamSpec] = []
+    for i, entry in enumerate(entries):
+        key = f"downstream[{i}]"
+        e = v.mapping(entry, key, {"task": True, "model": False, "label": False, "options": False})
+        task = v.string(e["task"], f"{key}.task", tuple(task_kinds))
+        model = v.string(e.get("model", "linear"), f"{key}.model", tuple(model_kinds))
+        allowed = tuple(m for m, kind in model_kinds.items() if kind == task_kinds[task])
+        if model not in allowed:
+            raise v.fail(f"{key}.model", f"model {model!r} cannot be used for task {task!r} "
+                                         f"(choose from {', '.join(allowed)})")
+        label = v.string(e.get("label", task), f"{key}.label")
+        options = e.get("options", {}) or {}
+        if not isinstance(options, dict) or not all(isinstance(o, str) for o in options):
+            raise v.fail(f"{key}.options", "must be a mapping of keyword arguments")
+        downstream.append(DownstreamSpec(task, model, label, tuple(sorted(options.items()))))
+    labels = tuple(d.label for d in downstream)
+    for i, lab in enumerate(labels):
+        if lab in labels[:i]:
+            raise v.fail(f"downstream[{i}].label", f"duplicate label {lab!r}: give each (task, model) entry "
+                                                   "its own label; it becomes the 'task' column of the results")
+
+    budgets: tuple[int, ...] = ()
+    if top.get("budgets") is not None:
+        budgets = v.int_list(top["budgets"], "budgets", 1)
+
+    # impossible combinations: checked after each part is valid on its own
+    if measures.knn_k >= measures.top_n and "knn" in measures.names:
+        raise v.fail("measures.knn_k", f"k = {measures.knn_k} neighbours need more than top_n = "
+                                       f"{measures.top_n} compared words")
+    rank_needing = [n for n in measures.names if n in _RANK_MEASURES]
+    if rank_needing and measures.top_n <= max(training.dimensions):
+        raise v.fail("measures.top_n", f"top_n = {measures.top_n} words cannot span the "
+                                       f"{max(training.dimensions)}-dimensional embeddings that "
+                                       f"{', '.join(rank_needing)} compare; use top_n > max(training.dimensions)")
+    smallest = min(training.dimensions) * min(compression.bit_widths)
+    for i, b in enumerate(budgets):
+        if b < smallest:
+            raise v.fail(f"budgets[{i}]", f"budget {b} bits/word is below the smallest configuration of the "
+                                          f"grid ({min(training.dimensions)} dims x {min(compression.bit_widths)} "
+                                          f"bits = {smallest}); nothing fits")
+    if corpus.pair == "leave_out" and corpus.max_docs is not None and corpus.max_docs * corpus.fraction < 1:
+        raise v.fail("corpus.fraction", f"leaving out {corpus.fraction:g} of {corpus.max_docs} documents "
+                                        "removes no document; the two corpora would be identical")
+
+    return StudySpec(name=name, description=description, corpus=corpus, training=training,
+                     compression=compression, measures=measures, downstream=tuple(downstream),
+                     budgets=budgets, source=source)
+
+
+def load_study(path: str | os.PathLike) -> StudySpec:
+    """Read and validate a study YAML file.
+
+    Parameters
+    ----------
+    path : path-like
+        The study definition (YAML).
+
+    Returns
+    -------
+    StudySpec
+
+    Raises
+    ------
+    StudyDefinitionError
+        If the file is not valid YAML or the definition is invalid (the message names the key).
+    FileNotFoundError
+        If the file does not exist.
+    """
+    import yaml  # noqa: PLC0415  (only needed when reading files)
+
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise StudyDefinitionError("", f"not valid YAML: {exc}", path) from None
+    if data is None:
+        raise StudyDefinitionError("", "the file is empty", path)
+    return parse_study(data, source=path)

@@ -1,0 +1,257 @@
+"""The study's task functions: corpus pair → train → compress (pair protocol) → measure / downstream.
+
+Each task reads its inputs from the artifact store and writes its output there under the hash of
+its configuration, and first checks whether that output already exists (so a restarted study, or
+a second worker given the same task, skips the work). The computations themselves come from a
+:class:`Steps` bundle, by default the real :mod:`embstab.data`, :mod:`embstab.train`,
+:mod:`embstab.compress`, :mod:`embstab.measures` and :mod:`embstab.downstream` functions; the
+runner's graph logic never depends on which functions they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import traceback as tb
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from embstab.embedding import Embedding, shared_vocabulary
+from embstab.errors import EmbstabError
+from embstab.study.store import ArtifactStore
+
+__all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_corpus", "run_train",
+           "run_compress", "run_measures", "run_downstream", "assemble_row"]
+
+#: Downstream training seeds torch's process-global RNG (``fork_rng`` + ``manual_seed``), which two
+#: threads of one worker would share; serialising downstream tasks per process keeps each model a
+#: function of its seed on multi-threaded Dask workers too.
+_GLOBAL_RNG_LOCK = threading.Lock()
+
+#: Seed of the k-NN query draw, as in the paper's experiments (independent of the embedding seed).
+KNN_SEED = 1234
+
+
+class StudyTaskError(EmbstabError, RuntimeError):
+    """A study task failed; names the stage and keeps the original error and traceback.
+
+    Parameters
+    ----------
+    stage : str
+        ``corpus``, ``train``, ``compress``, ``measures``, ``downstream`` or ``row``.
+    message : str
+        ``"ExceptionType: message"`` of the original error.
+    traceback : str
+        The formatted traceback of the original error (kept as text: it must cross processes).
+    """
+
+    def __init__(self, stage: str, message: str, traceback: str = "") -> None:
+        self.stage = stage
+        self.message = message
+        self.traceback = traceback
+        super().__init__(f"{stage} failed: {message}")
+
+    def __reduce__(self):  # keep the fields when dask pickles the exception between processes
+        return (StudyTaskError, (self.stage, self.message, self.traceback))
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The computations a study runs; every field is a plain (picklable, module-level) function.
+
+    Attributes
+    ----------
+    load_corpus : ``(name) -> list[list[str]]``
+    make_corpus_pair : ``(docs, kind, fraction, seed) -> (old_docs, new_docs)``
+    train_embedding : ``(docs, algo, dim, seed, epochs, min_count, window, progress) -> Embedding``
+    compress_pair : ``(old, new, bits, rounding, seed) -> (old_q, new_q)``
+    measure_pair : ``(new, old, anchor_new, anchor_old, measures_config) -> {name: value}``
+    disagreement : ``(emb_a, emb_b, task, model, seed, **options) -> result`` with attributes
+        ``disagreement``, ``quality_a``, ``quality_b`` (percent)
+    """
+
+    load_corpus: Callable[..., Any]
+    make_corpus_pair: Callable[..., Any]
+    train_embedding: Callable[..., Any]
+    compress_pair: Callable[..., Any]
+    measure_pair: Callable[..., Any]
+    disagreement: Callable[..., Any]
+
+
+def default_steps() -> Steps:
+    """The real embstab functions.
+
+    Raises
+    ------
+    EmbstabError
+        If one of the packages the study needs is missing from this installation.
+    """
+    try:
+        from embstab.compress import compress_pair  # noqa: PLC0415
+        from embstab.data import load_corpus, make_corpus_pair  # noqa: PLC0415
+        from embstab.downstream import disagreement  # noqa: PLC0415
+        from embstab.train import train_embedding  # noqa: PLC0415
+    except ImportError as exc:
+        raise EmbstabError(f"the study runner needs {exc.name or exc}, which is not importable: {exc}") from exc
+    return Steps(load_corpus=load_corpus, make_corpus_pair=make_corpus_pair, train_embedding=train_embedding,
+                 compress_pair=compress_pair, measure_pair=measure_pair, disagreement=disagreement)
+
+
+def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_old: Embedding,
+                 config: Mapping[str, Any]) -> dict[str, float]:
+    """Every requested measure of one pair, with the paper's orientation (new = caller).
+
+    Parameters
+    ----------
+    new, old : Embedding
+        The compressed pair (new embedding first: its frequency order picks the top-n words).
+    anchor_new, anchor_old : Embedding
+        The anchors (highest-dimension, full-precision pair of the same algorithm and seed).
+    config : mapping
+        ``names``, ``top_n``, ``knn_k``, ``knn_queries``, ``eis_alpha`` (see
+        :class:`embstab.study.schema.MeasureSpec`).
+
+    Returns
+    -------
+    dict
+        Measure name → raw value, plus ``"n_words"``: how many words were compared.
+    """
+    from embstab.measures import REGISTRY  # noqa: PLC0415
+
+    words = shared_vocabulary(new, old, top_n=None, rank_by="a")
+    # anchors come from the same corpora, but a different dimension may in principle keep other
+    # words (trainers can drop rare words differently); compare only what all four share.
+    anchor_words = set(anchor_new.words) & set(anchor_old.words)
+    words = [w for w in words if w in anchor_words][: int(config["top_n"])]
+    x, y = new.subset(words).vectors, old.subset(words).vectors
+    out: dict[str, float] = {"n_words": float(len(words))}
+    for name in config["names"]:
+        info = REGISTRY[name]
+        if name == "eis":
+            value = info.func(x, y, anchor_new.subset(words).vectors, anchor_old.subset(words).vectors,
+                              alpha=float(config["eis_alpha"]))
+        elif name == "knn":
+            value = info.func(x, y, k=int(config["knn_k"]), n_queries=min(int(config["knn_queries"]), len(words)),
+                              seed=KNN_SEED)
+        else:
+            value = info.func(x, y)
+        out[name] = float(value)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# task functions: (store, steps, configs...) -> small value; the heavy data stays in the store
+
+
+def _guard(stage: str):
+    """Turn any exception into a picklable :class:`StudyTaskError` naming the stage."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except StudyTaskError:
+                raise  # an upstream failure passed through; keep its stage
+            except Exception as exc:  # noqa: BLE001 - recorded per task, the study goes on
+                raise StudyTaskError(stage, f"{type(exc).__name__}: {exc}", tb.format_exc()) from None
+
+        return inner
+
+    return wrap
+
+
+@_guard("corpus")
+def run_corpus(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
+    """Load the corpus and split it into the old/new pair (artifacts ``corpus_old``/``corpus_new``)."""
+    if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
+        return key
+    docs = steps.load_corpus(config["name"])
+    if config.get("max_docs"):
+        docs = docs[: int(config["max_docs"])]
+    old, new = steps.make_corpus_pair(docs, kind=config["pair"], fraction=config["fraction"], seed=config["seed"])
+    store.put_docs("corpus_old", key, old, config)
+    store.put_docs("corpus_new", key, new, config)
+    return key
+
+
+@functools.lru_cache(maxsize=2)
+def _docs(store: ArtifactStore, kind: str, key: str) -> list[list[str]]:
+    # both trainings of a worker in a row usually read the same corpus; keep the last two
+    return store.get_docs(kind, key)
+
+
+@functools.lru_cache(maxsize=8)
+def _embedding(store: ArtifactStore, kind: str, key: str) -> Embedding:
+    # anchors are read by every measure task of their (algo, seed); cache a few per process
+    return store.get_embedding(kind, key)
+
+
+@_guard("train")
+def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], corpus_key: str) -> str:
+    """Train one embedding on one side of the corpus pair (artifact ``embedding``)."""
+    if store.has_embedding("embedding", key):
+        return key
+    docs = _docs(store, f"corpus_{config['side']}", corpus_key)
+    emb = steps.train_embedding(docs, algo=config["algo"], dim=config["dim"], seed=config["seed"],
+                                epochs=config["epochs"], min_count=config["min_count"], window=config["window"],
+                                progress=False)
+    store.put_embedding("embedding", key, emb, config)
+    return key
+
+
+@_guard("compress")
+def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
+                 new_key: str) -> str:
+    """Compress a pair with the pair protocol (artifacts ``pair_old``/``pair_new``)."""
+    if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
+        return key
+    old, new = _embedding(store, "embedding", old_key), _embedding(store, "embedding", new_key)
+    seed = config["seed"] if config["rounding"] == "stochastic" else None
+    old_q, new_q = steps.compress_pair(old, new, config["bits"], rounding=config["rounding"], seed=seed)
+    # old first, new last: a pair counts as present only once its second half exists
+    store.put_embedding("pair_old", key, old_q, config)
+    store.put_embedding("pair_new", key, new_q, config)
+    return key
+
+
+@_guard("measures")
+def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], pair_key: str,
+                 anchor_key: str) -> dict[str, float]:
+    """All measures of one pair against its anchors (artifact ``measures``, JSON)."""
+    if store.has_json("measures", key):
+        return store.get_json("measures", key)
+    new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
+    anchor_new, anchor_old = _embedding(store, "pair_new", anchor_key), _embedding(store, "pair_old", anchor_key)
+    values = steps.measure_pair(new, old, anchor_new, anchor_old, config["measures"])
+    values = {k: float(v) for k, v in values.items()}
+    store.put_json("measures", key, values, config)
+    return values
+
+
+@_guard("downstream")
+def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
+                   pair_key: str) -> dict[str, Any]:
+    """Train the task model on both embeddings of a pair (same seed) and compare predictions."""
+    if store.has_json("downstream", key):
+        return store.get_json("downstream", key)
+    new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
+    with _GLOBAL_RNG_LOCK:
+        result = steps.disagreement(new, old, task=config["task"], model=config["model"], seed=config["seed"],
+                                    **dict(config.get("options", {})))
+    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
+             "quality_b": float(result.quality_b), "n_test": int(getattr(result, "n_test", 0) or 0)}
+    store.put_json("downstream", key, value, config)
+    return value
+
+
+@_guard("row")
+def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
+                 downstream: Mapping[str, Any]) -> dict[str, Any]:
+    """One result row in the shared convention (new embedding's quality as ``quality``)."""
+    measure_values = {k: v for k, v in measures.items() if k != "n_words"}
+    return {**meta, "memory": int(meta["dim"]) * int(meta["bitrate"]),
+            "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],
+            "quality_old": downstream["quality_b"], "measures": measure_values,
+            "extra": {"n_words": int(measures.get("n_words", 0)), "n_test": downstream.get("n_test", 0)}}

@@ -1,0 +1,98 @@
+"""``embstab study``: argument handling, bad study files, status, and the --quick end-to-end run."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from embstab.cli import study as study_cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(argv: list[str]) -> int:
+    return study_cli.main(argv)
+
+
+def test_register_adds_the_sub_command():
+    parser = argparse.ArgumentParser(prog="embstab")
+    study_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["study", "x.yaml", "--scheduler", "tcp://10.0.0.1:8786", "--store", "memory://s",
+                              "--workers", "3", "-o", "r.html"])
+    assert (args.study, args.scheduler, args.store, args.workers, args.output) == (
+        "x.yaml", "tcp://10.0.0.1:8786", "memory://s", 3, "r.html")
+    assert args.func is study_cli.handle
+    assert parser.parse_args(["study", "status"]).study == "status"
+
+
+def test_bad_study_file_exits_2_naming_the_key(tmp_path, capsys):
+    bad = yaml.safe_load((REPO / "pipelines" / "quick.yaml").read_text())
+    bad["training"]["dimensons"] = [10]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    assert _run([str(path), "--store", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "training.dimensons" in err and "did you mean 'dimensions'" in err
+    assert not (tmp_path / "s" / "results.sqlite").exists()  # rejected before anything ran
+
+
+def test_usage_errors(tmp_path, capsys):
+    assert _run([str(tmp_path / "missing.yaml"), "--store", str(tmp_path)]) == 2
+    assert "not found" in capsys.readouterr().err
+    assert _run(["x.yaml", "--quick"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert _run(["--quick", "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
+    assert _run(["--quick", "--scheduler", "nonsense", "--store", str(tmp_path)]) == 2
+    assert "tcp://HOST" in capsys.readouterr().err
+
+
+def test_status_without_a_database_says_what_to_do(tmp_path, capsys):
+    assert _run(["status", "--store", str(tmp_path)]) == 2
+    assert "run `embstab study` first" in capsys.readouterr().err
+
+
+def test_find_bundled_studies():
+    assert study_cli.find_study_file("quick.yaml") == REPO / "pipelines" / "quick.yaml"
+    with pytest.raises(Exception, match="pass a STUDY.yaml"):
+        study_cli.find_study_file("nope.yaml")
+
+
+def test_quick_study_end_to_end(tmp_path):
+    """`embstab study --quick` on a LocalCluster: rows, report, recommendation; then status and resume."""
+    store = tmp_path / "store"
+    cmd = [sys.executable, str(REPO / "pipelines" / "run_study.py"), "--quick", "--store", str(store),
+           "--workers", "2", "-o", str(tmp_path / "report.html")]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "24/24 rows done" in done.stdout
+    assert "ship w2v_cbow" in done.stdout
+    assert "Spearman correlation" in done.stdout
+    assert (tmp_path / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
+    status = subprocess.run([*cmd[:2], "status", "--store", str(store)], capture_output=True, text=True)
+    assert status.returncode == 0 and "quick" in status.stdout
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert "24 resumed, 0 new" in again.stdout
+
+
+def test_status_summarises_a_database(tmp_path, capsys):
+    from embstab.study import ResultDB
+
+    db_path = tmp_path / "store" / "results.sqlite"
+    row = {"algo": "w2v_cbow", "seed": 1, "dim": 25, "bitrate": 4, "memory": 100, "task": "rt_sentiment",
+           "model": "linear", "disagreement": 5.0, "quality": 70.0, "quality_old": 71.0, "measures": {"eis": 0.1}}
+    with ResultDB(db_path) as db:
+        db.register_study("demo", "abc123", {"name": "demo"}, ["r1", "r2", "r3", "r4"])
+        db.add_result("r1", row)
+        db.add_failure("r2", "downstream", "ValueError: Invalid learning rate: -1.0", "Traceback ...")
+        db.add_failure("r3", "downstream", "ValueError: Invalid learning rate: -1.0", "Traceback ...")
+    assert _run(["status", "--store", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("demo"))
+    assert line.split()[-4:] == ["4", "1", "2", "1"]  # planned, done, failed, pending
+    assert "2 x [downstream] ValueError: Invalid learning rate" in out
