@@ -180,17 +180,9 @@ def _first_measure(results: Any) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``embstab study`` on its own (used by ``pipelines/run_study.py``)."""
-    parser = argparse.ArgumentParser(prog="embstab")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["study", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.func(args) or 0)
-    except EmbstabError as exc:
-        print(f"embstab study: error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"embstab study: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
-        return 2
+    from embstab.cli import main as cli_main  # noqa: PLC0415 (the CLI root imports this module)
+
+    return cli_main(["study", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover - LocalCluster worker processes need this guard

@@ -1,6 +1,6 @@
 """Real data that works offline: corpora, downstream tasks, pretrained vectors, and their fetching.
 
-Everything here comes from packages on PyPI, Debian or npm (see ``../shared/specs/data.md``); the
+Everything here comes from packages on PyPI, Debian or npm (see the project's data specification); the
 standard research sources (text8, SST-2, MR, Subj, MPQA, CoNLL-2003) have download-and-parse code
 in :mod:`embstab.data.standard`. ``embstab data fetch NAME`` gets a package into the cache directory
 (``$EMBSTAB_DATA`` or the user cache); a loader whose files are missing raises
