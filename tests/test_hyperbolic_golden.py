@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-from embstab.hyperbolic import embed_combinatorial, evaluate, load_edgelist
+from embstab.hyperbolic import embed_combinatorial, evaluate
 
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
-
-
-def _graph(name):
-    path = GRAPHS / f"{name}.edges"
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
-    return load_edgelist(path)
+from _graphs import shared_graph as _graph
 
 
 def _check(res, map_, d_avg, d_wc, map_tol=5e-5):

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from embstab.errors import ShapeError
-from embstab.hyperbolic import HyperbolicError, PrecisionError, evaluate, load_edgelist
+from embstab.hyperbolic import HyperbolicError, PrecisionError, evaluate
 from embstab.hyperbolic.geometry import hyperboloid_distance
 from embstab.hyperbolic.hmds import hmds, karcher_mean, pga_refine
 
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
-
-
-def _graph(name):
-    path = GRAPHS / f"{name}.edges"
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
-    return load_edgelist(path)
+from _graphs import shared_graph as _graph
 
 
 def _random_hyperboloid(rng, n, r, spread=1.0):

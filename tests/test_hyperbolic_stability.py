@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from embstab.hyperbolic import GraphError, embed_combinatorial, load_edgelist
+from embstab import lowprec
+from embstab.hyperbolic import GraphError, embed_combinatorial
 from embstab.hyperbolic.hmds import hmds
 from embstab.hyperbolic.stability import (bits_sweep, distance_distortion, embedding_instability,
                                           format_resolution_bits, knn_overlap, perturb_graph,
                                           quantize_embedding, stability_study)
 
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
-lowprec = pytest.importorskip("embstab.lowprec")
-
-
-def _graph(name):
-    path = GRAPHS / f"{name}.edges"
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
-    return load_edgelist(path)
+from _graphs import shared_graph as _graph
 
 
 def test_perturb_graph_keeps_connectivity_and_is_seeded():

@@ -6,20 +6,7 @@ import pytest
 
 from embstab.hyperbolic import PrecisionError, embed_combinatorial, tree_from_graph
 from embstab.hyperbolic.tau import bits_needed, check_precision, choose_tau, tau_for_bits, tau_for_eps
-
-
-from pathlib import Path
-
-from embstab.hyperbolic import load_edgelist
-
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
-
-
-def _graph(name):
-    path = GRAPHS / f"{name}.edges"
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
-    return load_edgelist(path)
+from _graphs import shared_graph as _graph
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import numpy as np
 from embstab.data.errors import DataNotFoundError, UnknownDatasetError
 from embstab.data.parsers import (iter_dictd_entries, read_brown_file, read_nlp_corpus_file,
                                   read_wiki_summaries, read_wikipedia_xml)
-from embstab.data.registry import DATASETS, POOLED, dataset_info
+from embstab.data.registry import DATASETS, POOLED, dataset_root
 from embstab.data.sources import SOURCES, source_path
 from embstab.data.tokenize import tokenize
 
@@ -19,21 +19,13 @@ __all__ = ["load_corpus", "load_texts", "make_corpus_pair", "corpus_names"]
 _MIN_TOKENS = 3  # documents shorter than this carry no co-occurrence signal
 
 
-def _root(name: str) -> Path:
-    info = dataset_info(name)
-    root = source_path(SOURCES[info.source])
-    if root is None:
-        raise DataNotFoundError(name, f"package {info.source} not found")
-    return root
-
-
 def _dictd(name: str, filename: str) -> list[str]:
-    path = _root(name) / "usr" / "share" / "dictd" / filename
+    path = dataset_root(name) / "usr" / "share" / "dictd" / filename
     return list(iter_dictd_entries(path))
 
 
 def _wiki_vital() -> list[str]:
-    return read_wiki_summaries(_root("wiki_vital") / "data" / "summaries_en-us.json")
+    return read_wiki_summaries(dataset_root("wiki_vital") / "data" / "summaries_en-us.json")
 
 
 def _bbc_news() -> list[str]:
@@ -43,13 +35,13 @@ def _bbc_news() -> list[str]:
 
 
 def _nlp_corpus() -> list[str]:
-    files = sorted((_root("nlp_corpus") / "builds").glob("doc-*.json"),
+    files = sorted((dataset_root("nlp_corpus") / "builds").glob("doc-*.json"),
                    key=lambda p: int(p.stem.split("-")[1]))
     return [s for f in files for s in read_nlp_corpus_file(f)]
 
 
 def _brown() -> list[str]:
-    root = _root("brown")
+    root = dataset_root("brown")
     files = sorted(p for p in root.iterdir() if len(p.name) == 4 and p.name[0] == "c" and p.name[2:].isdigit())
     # One document per file; words only (the tags are for the brown_pos task).
     return [" ".join(w for sent in read_brown_file(f) for w, _ in sent) for f in files]

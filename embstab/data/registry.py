@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from embstab.data.sources import SOURCES, source_path
-from embstab.data.errors import UnknownDatasetError
+from embstab.data.errors import DataNotFoundError, UnknownDatasetError
 
 __all__ = ["DatasetInfo", "DATASETS", "POOLED", "dataset_info", "list_datasets"]
 
@@ -99,3 +100,15 @@ def list_datasets() -> pd.DataFrame:
                      "version": src.version, "available": source_path(src) is not None,
                      "size": info.size, "licence": info.licence, "description": info.description})
     return pd.DataFrame(rows)
+
+
+def dataset_root(name: str) -> Path:
+    """Directory of the package that holds dataset ``name`` (installed, or fetched into the cache).
+
+    Raises :class:`DataNotFoundError`, which names the ``embstab data fetch`` command to run.
+    """
+    info = dataset_info(name)
+    root = source_path(SOURCES[info.source])
+    if root is None:
+        raise DataNotFoundError(name, f"package {info.source} not found")
+    return root

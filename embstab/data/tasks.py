@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from embstab.data.errors import DataNotFoundError, UnknownDatasetError
 from embstab.data.parsers import read_brown_file, simplify_brown_tag
-from embstab.data.registry import dataset_info
-from embstab.data.sources import SOURCES, source_path
+from embstab.data.registry import dataset_info, dataset_root
 from embstab.data.tokenize import tokenize
 
 __all__ = ["ClassificationData", "TaggingData", "load_classification", "load_tagging", "bbc_documents",
@@ -58,14 +56,6 @@ class TaggingData:
     info: dict = field(default_factory=dict)
 
 
-def _root(name: str) -> Path:
-    info = dataset_info(name)
-    root = source_path(SOURCES[info.source])
-    if root is None:
-        raise DataNotFoundError(name, f"package {info.source} not found")
-    return root
-
-
 def split_indices(n: int, seed: int = 0, dev: float = 0.1, test: float = 0.1
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A fixed random train/dev/test split of ``n`` items (sorted index arrays).
@@ -89,7 +79,7 @@ def _make_classification(name: str, texts: list[list[str]], labels: list[str], l
 def _rotten_tomatoes():
     import pandas as pd
 
-    path = _root("rt_sentiment") / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
+    path = dataset_root("rt_sentiment") / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
     df = pd.read_csv(path)
     df = df.dropna(subset=["text", "category"])
     df["tokens"] = [tokenize(str(t)) for t in df["text"]]
@@ -100,7 +90,7 @@ def _rotten_tomatoes():
 
 def bbc_documents() -> list[tuple[str, str]]:
     """All BBC News documents as ``(text, topic)``, topics in :data:`BBC_TOPICS` order, files sorted."""
-    root = _root("bbc_topic") / "bbcnews" / "data"
+    root = dataset_root("bbc_topic") / "bbcnews" / "data"
     out = []
     for topic in BBC_TOPICS:
         for f in sorted((root / topic).glob("*.txt")):
@@ -166,7 +156,7 @@ def load_tagging(name: str = "brown_pos", split_seed: int = 0, max_sentences: in
     """
     if name != "brown_pos":
         raise UnknownDatasetError(f"unknown tagging task {name!r}; known: brown_pos")
-    root = _root("brown_pos")
+    root = dataset_root("brown_pos")
     files = sorted(p for p in root.iterdir() if len(p.name) == 4 and p.name[0] == "c" and p.name[2:].isdigit())
     sents = [s for f in files for s in read_brown_file(f)]
     if max_sentences is not None and max_sentences < len(sents):
