@@ -27,21 +27,24 @@ __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache"]
 
 @dataclass(frozen=True)
 class AnchorFactors:
-    """What EIS needs of an anchor E (n×k): ``G = V (R / r_max)^α = E @ m`` and ``log r_max``.
+    """What EIS needs of an anchor E (n×k): a k×k matrix ``k_mat`` and two scalars.
 
-    ``m`` is k×r, so no n-sized array beyond the anchor itself is kept. Singular values are
-    divided by their maximum before the power (α = 3 means r⁶, which overflows float32 for
-    unnormalised embeddings); the scale is restored in log space when two anchors are combined,
-    so EIS is unchanged.
+    With ``c`` the anchor's scale, ``(E Eᵀ)^α = c^{2α} · E k_mat Eᵀ`` and
+    ``tr((E Eᵀ)^α) = c^{2α} · weight``. The scale is kept in log space (``log_scale``) and
+    restored only as a ratio when two anchors are combined, so α = 3 (r⁶) neither overflows nor
+    underflows. No n-sized array beyond the anchor itself is kept.
+
+    For integer α ≥ 1, ``k_mat = (EᵀE / c²)^{α−1} / c²`` with c² = ‖EᵀE‖_F: two k×k products, no
+    eigendecomposition. Otherwise ``k_mat = M Mᵀ`` with ``M = W (s / s_max)^α`` from the span of E
+    (V R^α = E M), and c = s_max.
     """
 
     anchor: Any
-    m: Any
-    weight: float  # ‖G‖²_F = Σ (r / r_max)^{2α}
-    log_rmax: float
+    k_mat: Any
+    weight: float
+    log_scale: float
     alpha: float
     n_rows: int
-    rank: int
 
 
 _CACHE: dict[int, tuple[weakref.ref, tuple, AnchorFactors]] = {}
@@ -70,8 +73,9 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
     cache : bool
         Reuse the factors of an identical anchor array seen before in this process.
     method : {"auto", "qr", "gram"}
-        How the anchor's singular vectors are found (see :func:`embstab.measures._backend.span`);
-        ``auto`` uses the Gram matrix when ``alpha >= 1``.
+        ``auto``: for integer α ≥ 1 the Gram matrix to the power α − 1 (no eigendecomposition);
+        otherwise the anchor's singular vectors from its Gram matrix (α ≥ 1) or a QR (α < 1).
+        ``qr``/``gram`` force the singular-vector route (see :func:`embstab.measures._backend.span`).
     """
     if not (alpha >= 0 and math.isfinite(alpha)):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
@@ -85,17 +89,17 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
             hit = _CACHE.get(key)
         if hit is not None and hit[0]() is anchor and hit[1] == fp:
             return replace(hit[2], anchor=anchor)
-    if method == "auto" and alpha >= 1:
-        # directions the Gram matrix resolves poorly carry weight (s/s_max)^(2α) ≈ 0, so the
-        # cheaper Gram path (no n×k copy, ~4× fewer flops than QR) loses nothing here
-        method = "gram"
-    sp = span(xp, anchor, dtype, method=method)
-    if sp.rank == 0:
-        raise ShapeError("anchor is all zeros")
-    rmax = float(sp.s[0])
-    scaled = (sp.s / rmax) ** alpha
-    factors = AnchorFactors(anchor=anchor, m=sp.w * scaled, weight=float(xp.sum(scaled * scaled)),
-                            log_rmax=math.log(rmax), alpha=float(alpha), n_rows=int(anchor.shape[0]), rank=sp.rank)
+    if float(alpha).is_integer() and 1 <= alpha <= 64 and method == "auto":
+        factors = _power_factors(xp, anchor, int(alpha), dtype)
+    else:
+        sp = span(xp, anchor, dtype, method="gram" if method == "auto" and alpha >= 1 else method)
+        if sp.rank == 0:
+            raise ShapeError("anchor is all zeros")
+        rmax = float(sp.s[0])
+        scaled = (sp.s / rmax) ** alpha
+        m = sp.w * scaled
+        factors = AnchorFactors(anchor=anchor, k_mat=m @ m.T, weight=float(xp.sum(scaled * scaled)),
+                                log_scale=math.log(rmax), alpha=float(alpha), n_rows=int(anchor.shape[0]))
     if cache:
         try:
             ref = weakref.ref(anchor, lambda _r, k=key: _CACHE.pop(k, None))
@@ -104,6 +108,22 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
         with _CACHE_LOCK:  # stored without the array itself, so the cache never keeps an anchor alive
             _CACHE[key] = (ref, fp, replace(factors, anchor=None))
     return factors
+
+
+def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
+    # (E Eᵀ)^α = E (EᵀE)^{α−1} Eᵀ: the k×k Gram matrix to a power replaces the eigendecomposition
+    gram = cross(xp, anchor, anchor, dtype)
+    biggest = float(xp.max(xp.abs(gram)))
+    if biggest == 0.0:
+        raise ShapeError("anchor is all zeros")
+    c2 = biggest * math.sqrt(float(sq_norm(xp, gram / biggest)))  # ‖EᵀE‖_F without overflowing float32
+    normalized = gram / c2
+    power = xp.eye(gram.shape[0], dtype=gram.dtype, device=array_api_compat.device(gram))
+    for _ in range(alpha - 1):
+        power = power @ normalized
+    weight = float(xp.sum(power * normalized))  # tr(N^α); N and its powers are symmetric
+    return AnchorFactors(anchor=anchor, k_mat=power / c2, weight=weight, log_scale=0.5 * math.log(c2),
+                         alpha=float(alpha), n_rows=int(anchor.shape[0]))
 
 
 def clear_anchor_cache() -> None:
@@ -168,14 +188,16 @@ def eis(
     sv = span(xp, Y, dtype, rtol, method)
     c = su.w.T @ cross(xp, X, Y, dtype) @ sv.w  # UᵀŨ
     # put both anchors on a common scale (the larger r_max) so the weights stay comparable
-    common = max(fx.log_rmax, fy.log_rmax)
+    common = max(fx.log_scale, fy.log_scale)
     num = 0.0
     den = 0.0
     for f in (fx, fy):
-        w = math.exp(2 * f.alpha * (f.log_rmax - common))
-        a = su.w.T @ cross(xp, X, f.anchor, dtype) @ f.m  # UᵀG
-        b = sv.w.T @ cross(xp, Y, f.anchor, dtype) @ f.m  # ŨᵀG
-        num += w * float(sq_norm(xp, a) + sq_norm(xp, b) - 2 * xp.sum(a * (c @ b)))
+        w = math.exp(2 * f.alpha * (f.log_scale - common))
+        a = su.w.T @ cross(xp, X, f.anchor, dtype)  # UᵀE
+        b = sv.w.T @ cross(xp, Y, f.anchor, dtype)  # ŨᵀE
+        ak, bk = a @ f.k_mat, b @ f.k_mat
+        # tr((P − P̃) E K Eᵀ (P − P̃)) = tr(A K Aᵀ) + tr(B K Bᵀ) − 2 tr(Aᵀ C B K)
+        num += w * float(xp.sum(ak * a) + xp.sum(bk * b) - 2 * xp.sum(a * (c @ bk)))
         den += w * f.weight
     value = num / den
     # round-off can leave tiny negatives or overshoot; the quantity is a ratio in [0, 1]
