@@ -24,13 +24,16 @@ def _device_array(x: np.ndarray, device: str | None):
 
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise EmbstabError(f"device {device!r} was requested but torch sees no CUDA device; use --device cpu")
-    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+    return torch.from_numpy(np.array(x)).to(device)  # a writable copy: torch refuses read-only arrays
 
 
 def aligned_matrices(a: Embedding, b: Embedding, words: Sequence[str], anchors=None, device: str | None = None):
-    """Row-aligned float64 matrices (and anchors) of ``a`` and ``b`` on ``words``."""
-    x = _device_array(a.subset(words).vectors.astype(np.float64), device)
-    y = _device_array(b.subset(words).vectors.astype(np.float64), device)
+    """Row-aligned matrices (and anchors) of ``a`` and ``b`` on ``words``, in their stored dtype.
+
+    The measures cast row blocks to float64 themselves, so float32 embeddings are not copied.
+    """
+    x = _device_array(a.subset(words).vectors, device)
+    y = _device_array(b.subset(words).vectors, device)
     if anchors is None:
         return x, y, None
     ea, eb = anchors
@@ -39,13 +42,11 @@ def aligned_matrices(a: Embedding, b: Embedding, words: Sequence[str], anchors=N
         if absent:
             raise VocabularyError(f"the anchor of side {side} lacks {len(absent)} of the compared words, e.g. "
                                   f"{', '.join(repr(w) for w in absent[:5])}; anchors must cover the shared vocabulary")
-    return x, y, (_device_array(ea.subset(words).vectors.astype(np.float64), device),
-                  _device_array(eb.subset(words).vectors.astype(np.float64), device))
+    return x, y, (_device_array(ea.subset(words).vectors, device), _device_array(eb.subset(words).vectors, device))
 
 
 def _select_words(a: Embedding, b: Embedding, top_n: int | None, rank_by: str, anchors) -> list[str]:
-    pool_a, pool_b = a, b
-    words = shared_vocabulary(pool_a, pool_b, rank_by=rank_by)
+    words = shared_vocabulary(a, b, rank_by=rank_by)
     if anchors is not None:
         words = [w for w in words if w in anchors[0] and w in anchors[1]]
     if not words:

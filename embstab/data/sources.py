@@ -110,39 +110,38 @@ def _newest(folder: Path, pattern: str) -> Path:
     return found[-1]
 
 
-def unpack_wheel(wheel: Path, dest: Path) -> Path:
-    """Unzip a wheel into ``dest`` (replacing it) and return ``dest``."""
+def _unpack(dest: Path, extract: Callable[[Path], None]) -> Path:
+    """Run ``extract(tmp)`` into a temporary sibling of ``dest``, then swap it in as ``dest``."""
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".unpack-"))
     try:
-        with zipfile.ZipFile(wheel) as zf:
-            zf.extractall(tmp)
+        extract(tmp)
         _replace(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def unpack_wheel(wheel: Path, dest: Path) -> Path:
+    """Unzip a wheel into ``dest`` (replacing it) and return ``dest``."""
+    def extract(tmp: Path) -> None:
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(tmp)
+
+    return _unpack(dest, extract)
 
 
 def unpack_deb(deb: Path, dest: Path) -> Path:
     """Extract a ``.deb``'s data files into ``dest`` with ``dpkg-deb -x`` (no install, no scripts)."""
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".unpack-"))
-    try:
-        _run(["dpkg-deb", "-x", str(deb), str(tmp)], cwd=dest.parent)
-        _replace(tmp, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+    return _unpack(dest, lambda tmp: _run(["dpkg-deb", "-x", str(deb), str(tmp)], cwd=dest.parent))
 
 
 def unpack_npm(tgz: Path, dest: Path) -> Path:
     """Untar an ``npm pack`` tarball into ``dest`` (files land in ``dest/package``)."""
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".unpack-"))
-    try:
+    def extract(tmp: Path) -> None:
         with tarfile.open(tgz, "r:gz") as tf:
             tf.extractall(tmp, filter="data")  # "data" refuses absolute paths and links outside
-        _replace(tmp, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+
+    return _unpack(dest, extract)
 
 
 def _replace(src: Path, dest: Path) -> None:

@@ -116,13 +116,13 @@ def check_pair(x: Any, y: Any, names: tuple[str, str] = ("X", "Y"), same_dim: bo
     return xp
 
 
-def row_blocks(*arrays: Any, cols: int | None = None):
+def row_blocks(*arrays: Any):
     """Row slices of the arrays (same rows) small enough for :data:`BLOCK_BYTES` in float64.
 
     Yields one slice, or a tuple of slices when several arrays are given.
     """
     n = arrays[0].shape[0]
-    width = cols or sum(a.shape[1] for a in arrays)
+    width = sum(a.shape[1] for a in arrays)
     rows = max(1, BLOCK_BYTES // (8 * max(width, 1)))
     for start in range(0, n, rows):
         stop = min(n, start + rows)
