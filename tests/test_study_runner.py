@@ -179,8 +179,9 @@ def test_dask_cluster_over_tcp_gives_the_same_results(finished, tmp_path):
     """An existing Dask cluster reached by its tcp:// address computes exactly what the synchronous run did."""
     distributed = pytest.importorskip("distributed")
     _, reference = finished
+    # memory_limit=0: in-process workers would measure the whole test process against their share
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
-                                  dashboard_address=None) as cluster:
+                                  memory_limit=0, dashboard_address=None) as cluster:
         assert cluster.scheduler_address.startswith("tcp://")
         run = run_study(tiny_spec(), tmp_path / "store", scheduler=cluster.scheduler_address, progress=False)
     assert run.complete and run.n_failed == 0
@@ -215,3 +216,24 @@ def test_fsspec_store_on_a_threaded_cluster(finished, tmp_path):
     finally:
         store.fs.rm(store.root, recursive=True)
     pd.testing.assert_frame_equal(run.results, reference.results)
+
+
+def test_threaded_workers_never_pause_for_the_callers_memory():
+    """In-process workers share the caller's memory; Dask must not pause them for it (a silent hang).
+
+    With a pause threshold far below this process's resident size, workers with a memory limit
+    stop taking tasks for good; ours must still run one.
+    """
+    import dask
+
+    from embstab.study.executors import make_client
+
+    with dask.config.set({"distributed.worker.memory.pause": 0.001,
+                          "distributed.worker.memory.monitor-interval": "10ms"}):
+        client, cluster = make_client("threads", workers=2)
+        try:
+            assert all(w["memory_limit"] == 0 for w in client.scheduler_info()["workers"].values())
+            assert client.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
+        finally:
+            client.close()
+            cluster.close()

@@ -144,8 +144,13 @@ def make_client(scheduler: str, workers: int | None = None) -> tuple[Any, Any]:
         n = workers or default_workers()
         # one thread per worker: the trainers and BLAS parallelise internally, and processes
         # sidestep the GIL for the pure-Python parts (tokenised corpora, result assembly)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=scheduler == "local",
-                               dashboard_address=None, silence_logs=40)
+        in_process = scheduler == "threads"
+        # Threads share this process, whose resident memory (the caller's arrays included) Dask
+        # would compare against each worker's share of RAM, pausing every worker for good once it
+        # passed 80%: a silent hang. The memory is the caller's to manage, so no limit there.
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=not in_process,
+                               memory_limit=0 if in_process else "auto", dashboard_address=None,
+                               silence_logs=40)
         return Client(cluster), cluster
     check_scheduler(scheduler)
     try:
