@@ -157,7 +157,7 @@ def test_bad_arguments_raise_clear_errors():
 
 
 # ---------------------------------------------------------------- properties over random formats
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 formats = st.builds(lambda e, m, sp, sub: FloatFormat(e, m, sp, subnormals=sub),
@@ -168,6 +168,10 @@ finite32 = st.floats(allow_nan=False, allow_infinity=False, width=32)
 
 @settings(max_examples=50, deadline=None)
 @given(formats, st.lists(finite32, min_size=2, max_size=64))
+# found by hypothesis: fn without mantissa bits has no finite top binade (1.0 became NaN)
+@example(FloatFormat(2, 0, "fn", overflow="nan", subnormals=False), [0.0, 0.75])
+# the 0 / min_normal tie of an m=0 format whose emin is float32's goes to even 0
+@example(FloatFormat(8, 0, "fn"), [2.0**-127, -(2.0**-127), 3 * 2.0**-128])
 def test_nearest_is_idempotent_monotone_and_matches_reference(fmt, values):
     x = torch.tensor(values, dtype=torch.float32)
     q = quantize(x, fmt)

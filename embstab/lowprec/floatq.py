@@ -31,8 +31,10 @@ _SOURCE = {torch.float32: (torch.int32, 23, -126), torch.float64: (torch.int64, 
 
 def _fix_threshold(fmt: FloatFormat, src_emin: int) -> float | None:
     """Magnitude below which the bit trick is not exact (None when it is exact everywhere)."""
-    if fmt.emin == src_emin and fmt.subnormals:
+    if fmt.emin == src_emin and fmt.subnormals and fmt.man_bits > 0:
         return None  # same subnormal grid as the source: the bit trick already handles it
+    # (without mantissa bits the format has no subnormals, and the bit trick's ties-away rule
+    # for its normal range must not decide the 0 / min_normal tie, which goes to even 0)
     return math.ldexp(1.0, max(fmt.emin, src_emin))
 
 

@@ -109,12 +109,15 @@ class FloatFormat:
     def emax(self) -> int:
         """Exponent of the largest finite binade."""
         top = 2 ** self.exp_bits - 1
-        return (top - 1 if self.specials == "ieee" else top) - self.bias
+        # ieee reserves the all-ones exponent; so does fn without mantissa bits, where that
+        # binade's only code is the NaN
+        reserved = self.specials == "ieee" or (self.specials == "fn" and self.man_bits == 0)
+        return (top - 1 if reserved else top) - self.bias
 
     @property
     def max(self) -> float:
         """Largest finite value."""
-        if self.specials == "fn":  # the all-ones code is NaN, so the top binade loses one step
+        if self.specials == "fn" and self.man_bits > 0:  # the all-ones code is NaN: the top binade loses one step
             return math.ldexp(2.0 - 2.0 ** (1 - self.man_bits), self.emax)
         return math.ldexp(2.0 - 2.0 ** (-self.man_bits), self.emax)
 
