@@ -153,3 +153,35 @@ def test_bad_factors_and_blocks_are_refused():
         ProductEmbedding([good], "E2", combine="max")
     with pytest.raises(HyperbolicError, match="combine"):
         fit_product_sgd(_cycle(5), "H2", combine="max", progress=False)
+
+
+def test_cli_embeds_a_product_and_evaluates_it(tmp_path, capsys):
+    import argparse
+    import json
+
+    from embstab.cli import hyperbolic as cli
+    from embstab.errors import EmbstabError
+
+    def run(argv):
+        parser = argparse.ArgumentParser(prog="embstab")
+        cli.register(parser.add_subparsers(dest="command"))
+        args = parser.parse_args(argv)
+        return args.func(args)
+
+    edges = tmp_path / "c.edges"
+    edges.write_text("".join(f"{k} {(k + 1) % 12}\n" for k in range(12)))
+    out = tmp_path / "c.emb"
+    assert run(["hyperbolic", "embed", str(edges), "--method", "sgd", "--manifold", "product",
+                "--factors", "H2,S1", "--sigma", str(2 * math.pi / 12), "--epochs", "200",
+                "--lr", "0.05", "--batch-size", "16", "-o", str(out), "--quiet"]) == 0
+    assert "in H2,S1 by sgd" in capsys.readouterr().out
+    assert isinstance(load_embedding(out), ProductEmbedding)
+    assert run(["hyperbolic", "eval", str(edges), str(out), "--json", "--quiet"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["map"] == 1.0 and res["d_avg"] < 0.2  # the fit itself is tested above
+    with pytest.raises(EmbstabError, match="--init"):
+        run(["hyperbolic", "embed", str(edges), "--method", "sgd", "--manifold", "product",
+             "--init", "hmds", "-o", str(out), "--quiet"])
+    with pytest.raises(EmbstabError, match="bad factor"):
+        run(["hyperbolic", "embed", str(edges), "--method", "sgd", "--manifold", "product",
+             "--factors", "Q3", "-o", str(out), "--quiet"])

@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--root", default="max_degree",
                    help="max_degree (default), center, first, or a node label")
     g.add_argument("--placement", choices=("codes", "sphere"), default="codes")
+    g.add_argument("--tree", choices=("bfs", "steiner"), default="bfs",
+                   help="tree to embed: BFS tree (default) or the Gromov-product Steiner "
+                   "tree (graphs up to 5000 nodes; only graph nodes are written)")
     g.add_argument("--forest", action="store_true",
                    help="accept a disconnected graph: embed each component around its centre")
     h = e.add_argument_group("hmds")
@@ -49,8 +52,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     h.add_argument("--selection", choices=("positive", "magnitude"), default="positive")
     h.add_argument("--pga", action="store_true", help="refine by hyperbolic PGA")
     s = e.add_argument_group("sgd")
-    s.add_argument("--init", choices=("none", "comb", "hmds"), default="hmds")
-    s.add_argument("--manifold", choices=("poincare", "lorentz"), default="lorentz")
+    s.add_argument("--init", choices=("none", "comb", "hmds"), default=None,
+                   help="warm start (default hmds; products start near the origin)")
+    s.add_argument("--manifold", choices=("poincare", "lorentz", "product"), default="lorentz")
+    s.add_argument("--factors", default="H2,H2",
+                   help="with --manifold product: factors such as H2,H2,S1 (H Poincaré ball, "
+                   "L hyperboloid, E Euclidean, S sphere; --dim is ignored)")
+    s.add_argument("--combine", choices=("l2", "l1"), default="l2",
+                   help="product distance: sqrt of the sum of squares (the product metric) or sum")
+    s.add_argument("--sigma", type=float, default=1.0,
+                   help="product: target scale, fitting d = sigma * graph distance (default 1)")
     s.add_argument("--loss", default="rel2", help="rel2, sym, abs, square, log or mse")
     s.add_argument("--epochs", type=int, default=100)
     s.add_argument("--lr", type=float, default=0.01)
@@ -74,8 +85,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_embed(args: argparse.Namespace) -> int:
     """Handler of ``embstab hyperbolic embed``."""
-    from embstab.hyperbolic import (PrecisionError, embed_combinatorial, load_edgelist,
-                                    tree_from_graph)
+    from embstab.hyperbolic import (HyperbolicError, PrecisionError, embed_combinatorial,
+                                    load_edgelist, tree_from_graph)
+    from embstab.hyperbolic.steiner import steiner_tree
     from embstab.hyperbolic.tau import GUARD_BITS, bits_needed, choose_tau
 
     graph = load_edgelist(args.graph)
@@ -83,6 +95,9 @@ def run_embed(args: argparse.Namespace) -> int:
     if args.method == "comb":
         prec = args.precision_bits
         forest = args.forest and graph.n_components() > 1
+        if forest and args.tree == "steiner":
+            raise HyperbolicError("--tree steiner does not support --forest on a disconnected "
+                                  "graph; embed each component separately or use --tree bfs")
         if prec is None and forest:
             prec = 256
             while True:  # the forest's reach depends on τ and the centre spacing: probe
@@ -97,36 +112,53 @@ def run_embed(args: argparse.Namespace) -> int:
                         raise exc
                     prec *= 2
         else:
+            source = graph
+            if args.tree == "steiner":  # build it once: for τ/precision and for the embedding
+                source = steiner_tree(graph, args.root, progress=not args.quiet)
             if prec is None:  # enough for the chosen τ, never below the original default
-                tree = tree_from_graph(graph, args.root)
+                tree = (source.tree if args.tree == "steiner"
+                        else tree_from_graph(graph, args.root))
                 t = choose_tau(tree, eps=args.eps, bits=args.bits, tau=args.tau)
                 prec = max(256, args.bits or 0, bits_needed(t, tree.height, GUARD_BITS))
-            emb = embed_combinatorial(graph, dim=args.dim, eps=args.eps, tau=args.tau,
+            emb = embed_combinatorial(source, dim=args.dim, eps=args.eps, tau=args.tau,
                                       bits=args.bits, precision_bits=prec, root=args.root,
                                       placement=args.placement, forest=args.forest,
-                                      progress=not args.quiet)
+                                      tree=args.tree, progress=not args.quiet)
     elif args.method == "hmds":
         from embstab.hyperbolic.hmds import hmds
 
         scale = args.scale if args.scale == "auto" else float(args.scale)
         emb = hmds(graph, args.dim, scale=scale, selection=args.selection, pga=args.pga)
+    elif args.manifold == "product":
+        from embstab.hyperbolic.sgd import fit_product_sgd
+
+        if args.init not in (None, "none"):
+            raise HyperbolicError("--init applies to poincare/lorentz; a product starts near "
+                                  "the origin of each factor")
+        emb = fit_product_sgd(graph, args.factors, combine=args.combine, loss=args.loss,
+                              scale=args.sigma, epochs=args.epochs, lr=args.lr,
+                              batch_size=args.batch_size, seed=args.seed,
+                              progress=not args.quiet)
     else:
         from embstab.hyperbolic.sgd import fit_sgd
 
-        emb = fit_sgd(graph, args.dim, manifold=args.manifold, loss=args.loss,
-                      init=None if args.init == "none" else args.init, epochs=args.epochs,
-                      lr=args.lr, batch_size=args.batch_size, seed=args.seed,
-                      progress=not args.quiet)
+        init = "hmds" if args.init is None else None if args.init == "none" else args.init
+        emb = fit_sgd(graph, args.dim, manifold=args.manifold, loss=args.loss, init=init,
+                      epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
+                      seed=args.seed, progress=not args.quiet)
     emb.save(args.output)
     m = emb.metadata
     extra = ""
     if args.method == "comb":
         where = (f"{m['components']} components" if m.get("forest") else f"root {m['root']}")
         extra = f", {emb.precision_bits} bits (needs {m['bits_needed']}), {where}"
+        if m.get("tree") == "steiner":
+            extra += f", Steiner tree (+{m['n_steiner']} Steiner nodes)"
     elif args.method == "hmds":
         extra = (f", kept {m['dims_kept']} of {m['dims_requested']} dims "
                  f"({m['n_positive']} positive / {m['n_negative']} negative eigenvalues)")
-    print(f"wrote {args.output}: {len(emb)} nodes in H^{emb.dim} by {args.method}, "
+    space = emb.signature if hasattr(emb, "signature") else f"H^{emb.dim}"
+    print(f"wrote {args.output}: {len(emb)} nodes in {space} by {args.method}, "
           f"scale {emb.scale:.6g}{extra}, {time.perf_counter() - t0:.2f} s")
     return 0
 

@@ -3,6 +3,7 @@
 Spec: ``shared/specs/hyperbolic.md``. The pieces, in pipeline order:
 
 * :mod:`~embstab.hyperbolic.graph` — edge lists, BFS trees, root choice;
+* :func:`steiner_tree` — the Gromov-product Steiner tree (``embed_combinatorial(tree="steiner")``);
 * :mod:`~embstab.hyperbolic.geometry` — Poincaré/hyperboloid primitives (float64 and mpmath);
 * :mod:`~embstab.hyperbolic.tau` — the scale τ and the bits it needs;
 * :func:`embed_combinatorial` — the 2-D / r-D combinatorial construction (multiprecision);
@@ -28,14 +29,15 @@ from embstab.hyperbolic.product import ProductEmbedding, load_product_embedding
 from embstab.hyperbolic.sgd import fit_product_sgd, fit_sgd
 from embstab.hyperbolic.stability import (bits_sweep, embedding_instability, perturb_graph,
                                           quantize_embedding, stability_study)
+from embstab.hyperbolic.steiner import SteinerTree, steiner_tree
 from embstab.hyperbolic.tau import bits_needed, choose_tau
 from embstab.hyperbolic.wordnet import wordnet_closure, wordnet_nouns
 
 __all__ = [
     "Graph", "GraphError", "HyperbolicEmbedding", "HyperbolicError", "OptionalDependencyError",
-    "PrecisionError", "ProductEmbedding", "RootedTree", "bits_needed", "bits_sweep", "choose_tau",
+    "PrecisionError", "ProductEmbedding", "RootedTree", "SteinerTree", "bits_needed", "bits_sweep", "choose_tau",
     "closure_weighted_tree",
     "embed_combinatorial", "embedding_instability", "evaluate", "fit_product_sgd", "fit_sgd", "hmds",
     "load_edgelist", "load_embedding", "load_product_embedding", "perturb_graph", "quantize_embedding",
-    "stability_study", "tree_from_graph", "wordnet_closure", "wordnet_nouns",
+    "stability_study", "steiner_tree", "tree_from_graph", "wordnet_closure", "wordnet_nouns",
 ]

@@ -21,24 +21,28 @@ from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.errors import HyperbolicError
 from embstab.hyperbolic.geometry import mp_norm2, mp_reflect_to_origin
 from embstab.hyperbolic.graph import Graph, RootedTree, tree_from_graph
+from embstab.hyperbolic.steiner import SteinerTree, steiner_tree
 from embstab.hyperbolic.tau import GUARD_BITS, bits_needed, check_precision, choose_tau
 
 __all__ = ["embed_combinatorial", "sarkar_2d", "combinatorial_rd", "simplex_codewords",
            "sphere_points"]
 
 
-def embed_combinatorial(graph: Graph | RootedTree, dim: int = 2, eps: float | None = None,
-                        tau: float | None = None, precision_bits: int = 256,
-                        root: Any = "max_degree", *, bits: int | None = None,
-                        placement: str = "codes", seed: int = 0, forest: bool = False,
+def embed_combinatorial(graph: Graph | RootedTree | SteinerTree, dim: int = 2,
+                        eps: float | None = None, tau: float | None = None,
+                        precision_bits: int = 256, root: Any = "max_degree", *,
+                        bits: int | None = None, placement: str = "codes", seed: int = 0,
+                        forest: bool = False, tree: str = "bfs",
                         progress: bool = False) -> HyperbolicEmbedding:
-    """Embed a graph's BFS tree in the Poincaré ball H^dim with the combinatorial construction.
+    """Embed a graph's BFS (or Steiner) tree in the Poincaré ball H^dim with the combinatorial
+    construction.
 
     Parameters
     ----------
-    graph : Graph or RootedTree
-        A connected graph (its BFS tree from ``root`` is embedded; metrics should still be
-        computed against the graph) or a ready rooted tree.
+    graph : Graph, RootedTree or SteinerTree
+        A connected graph (its BFS or Steiner tree from ``root`` is embedded; metrics should
+        still be computed against the graph), a ready rooted tree, or a ready
+        :class:`~embstab.hyperbolic.steiner.SteinerTree` (embedded as with ``tree="steiner"``).
     dim : int, default 2
         Dimension of the hyperbolic space (≥ 2).
     eps : float, optional
@@ -60,6 +64,11 @@ def embed_combinatorial(graph: Graph | RootedTree, dim: int = 2, eps: float | No
     forest : bool, default False
         Accept a disconnected graph: embed each component separately around its own centre
         (:func:`embstab.hyperbolic.forest.embed_forest`). Otherwise it is refused.
+    tree : {"bfs", "steiner"}, default "bfs"
+        Which tree of a :class:`Graph` to embed: its BFS tree, or the Gromov-product Steiner
+        tree of :func:`~embstab.hyperbolic.steiner.steiner_tree` (graphs up to
+        :data:`~embstab.hyperbolic.steiner.MAX_NODES` nodes). The Steiner nodes are embedded
+        too but dropped from the result, which holds only the graph's nodes, in graph order.
     progress : bool, default False
         Show a tqdm bar.
 
@@ -67,34 +76,65 @@ def embed_combinatorial(graph: Graph | RootedTree, dim: int = 2, eps: float | No
     -------
     HyperbolicEmbedding
         Multiprecision Poincaré coordinates with ``scale = τ``; ``metadata`` records the rule,
-        root, Δ, height and bits needed.
+        root, Δ, height, bits needed, the tree kind and (Steiner) the number of Steiner nodes.
     """
     if dim < 2:
         raise HyperbolicError(f"dim must be ≥ 2, got {dim}")
+    if tree not in ("bfs", "steiner"):
+        raise HyperbolicError(f"tree must be 'bfs' or 'steiner', got {tree!r}")
+    if isinstance(graph, SteinerTree) or tree == "steiner":
+        return _embed_steiner(graph, dim, eps=eps, tau=tau, precision_bits=precision_bits,
+                              root=root, bits=bits, placement=placement, seed=seed,
+                              forest=forest, progress=progress)
     if forest and isinstance(graph, Graph) and graph.n_components() > 1:
         from embstab.hyperbolic.forest import embed_forest
 
         return embed_forest(graph, dim, eps=eps, tau=tau, precision_bits=precision_bits,
                             root=root, bits=bits, placement=placement, seed=seed)
-    tree = graph if isinstance(graph, RootedTree) else tree_from_graph(graph, root)
-    if tree.n_nodes < 2:
+    rooted = graph if isinstance(graph, RootedTree) else tree_from_graph(graph, root)
+    if rooted.n_nodes < 2:
         raise HyperbolicError("the graph needs at least two nodes")
-    t = choose_tau(tree, eps=eps, bits=bits, tau=tau)
-    check_precision(t, tree.height, int(precision_bits))
+    t = choose_tau(rooted, eps=eps, bits=bits, tau=tau)
+    check_precision(t, rooted.height, int(precision_bits))
     rule = "tau" if tau is not None else "bits" if bits is not None else "eps"
     if dim == 2:
-        coords = sarkar_2d(tree, t, precision_bits, progress=progress)
+        coords = sarkar_2d(rooted, t, precision_bits, progress=progress)
     else:
-        coords = combinatorial_rd(tree, t, dim, precision_bits, placement=placement, seed=seed,
+        coords = combinatorial_rd(rooted, t, dim, precision_bits, placement=placement, seed=seed,
                                   progress=progress)
     meta = {"method": "combinatorial", "tau": t, "tau_rule": rule,
             "eps": (0.1 if eps is None else eps) if rule == "eps" else None,
-            "root": tree.graph.labels.tolist()[tree.root],
-            "max_degree": tree.max_degree, "height": tree.height,
-            "bits_needed": bits_needed(t, tree.height), "guard_bits": GUARD_BITS,
-            "placement": placement if dim > 2 else "circle"}
-    return HyperbolicEmbedding(coords, scale=t, nodes=tree.graph.labels,
+            "root": rooted.graph.labels.tolist()[rooted.root],
+            "max_degree": rooted.max_degree, "height": rooted.height,
+            "bits_needed": bits_needed(t, rooted.height), "guard_bits": GUARD_BITS,
+            "placement": placement if dim > 2 else "circle",
+            "tree": "given" if isinstance(graph, RootedTree) else "bfs"}
+    return HyperbolicEmbedding(coords, scale=t, nodes=rooted.graph.labels,
                                precision_bits=int(precision_bits), metadata=meta)
+
+
+def _embed_steiner(graph: Graph | RootedTree | SteinerTree, dim: int, *, eps: float | None,
+                   tau: float | None, precision_bits: int, root: Any, bits: int | None,
+                   placement: str, seed: int, forest: bool,
+                   progress: bool) -> HyperbolicEmbedding:
+    """``embed_combinatorial(..., tree="steiner")``: embed the Steiner tree, keep graph nodes."""
+    if isinstance(graph, RootedTree):
+        raise HyperbolicError("tree='steiner' needs a Graph (or a SteinerTree), not a ready "
+                              "RootedTree")
+    if isinstance(graph, Graph) and forest and graph.n_components() > 1:
+        raise HyperbolicError("tree='steiner' does not support forests (forest=True on a "
+                              "disconnected graph); embed each component separately or use "
+                              "tree='bfs'")
+    st = graph if isinstance(graph, SteinerTree) else steiner_tree(graph, root,
+                                                                   progress=progress)
+    n = st.n_original
+    emb = embed_combinatorial(st.tree, dim, eps=eps, tau=tau, precision_bits=precision_bits,
+                              bits=bits, placement=placement, seed=seed, progress=progress)
+    meta = dict(emb.metadata, tree="steiner", n_steiner=st.n_steiner,
+                root=st.graph.labels.tolist()[st.root])
+    # Steiner nodes only shape the tree; rows 0..n-1 are the graph's nodes in graph order
+    return HyperbolicEmbedding(emb.coords[:n], scale=emb.scale, nodes=st.graph.labels,
+                               precision_bits=emb.precision_bits, metadata=meta)
 
 
 @lru_cache(maxsize=4096)
