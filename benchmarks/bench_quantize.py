@@ -25,15 +25,25 @@ import torch
 from embstab.lowprec import FloatFormat, quantize
 
 
+#: Set by ``--cache cold``: a buffer larger than any L3 cache, rewritten before each timed call.
+_EVICT: torch.Tensor | None = None
+
+
 def timeit(fn, repeat: int) -> float:
     """Median seconds per call over ``repeat`` calls after one warm-up call.
 
     The median, not the best: on a shared machine the 16 MB input sometimes stays in a large L3
     cache and sometimes does not, and best-of times then reflect cache luck more than the code.
+    With ``--cache cold`` the caches are flushed before every call (outside the timing), so every
+    implementation reads its input from memory; with ``warm`` (default) whatever the previous
+    call left in cache stays there, which favours operations with small outputs (a bf16 cast
+    writes half the bytes of a float32 result).
     """
     fn()
     times = []
     for _ in range(repeat):
+        if _EVICT is not None:
+            _EVICT.add_(1.0)
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
@@ -46,8 +56,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    ap.add_argument("--cache", choices=("warm", "cold"), default="warm",
+                    help="cold: flush the CPU caches (write 512 MB) before every timed call")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    global _EVICT
+    if args.cache == "cold":
+        _EVICT = torch.zeros(128 * 2**20)
     x = torch.randn(args.n, generator=torch.Generator().manual_seed(0))
     gen = torch.Generator().manual_seed(1)
 
@@ -88,7 +103,7 @@ def main() -> None:
     base = rows[0][2]
     qt_sr = {r[1].split()[0]: r[2] for r in rows if r[0].startswith("qtorch") and r[1].endswith("stochastic")}
     print(f"# {args.n:,} float32 elements, {args.threads} threads, torch {torch.__version__}, "
-          f"{platform.processor() or platform.machine()}, median of {args.repeat}")
+          f"{platform.processor() or platform.machine()}, median of {args.repeat}, {args.cache} cache")
     print(f"{'implementation':<18} {'operation':<44} {'ms':>8} {'Melem/s':>9} {'vs bf16 cast':>13} {'vs qtorch SR':>13}")
     for impl, op, t in rows:
         vs_qt = ""

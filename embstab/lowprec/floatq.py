@@ -88,12 +88,14 @@ def _bit_round(x: torch.Tensor, fmt: FloatFormat, rounding: str, r: torch.Tensor
     elif policy in ("saturate", "saturate_finite"):
         y = y.clamp(-vmax, vmax)
         if fmt.has_inf:
-            y = torch.where(torch.isinf(x), x, y)
+            y = torch.where(x.abs() == math.inf, x, y)  # (vectorised, unlike isinf)
     elif policy == "inf":
         y = torch.where(y.abs() > vmax, torch.copysign(torch.full_like(y, math.inf), y), y)
     else:  # "nan": overflow and infinite inputs become NaN
         y = torch.where(y.abs() > vmax, torch.full_like(y, math.nan), y)
-    y = torch.where(torch.isnan(x), x, y)  # NaN patterns may carry into other codes; keep them NaN
+    # NaN patterns may carry into other codes; keep them NaN (x != x, not isnan: inductor
+    # vectorises the comparison but runs isnan element by element)
+    y = torch.where(x != x, x, y)
     thr = _fix_threshold(fmt, src_emin)
     fix = None
     if thr is not None:
