@@ -140,19 +140,11 @@ def fit_sgd(graph: Graph | np.ndarray, dim: int = 2, *, manifold: str = "poincar
 
     if manifold not in ("poincare", "lorentz"):
         raise HyperbolicError(f"manifold must be 'poincare' or 'lorentz', got {manifold!r}")
-    if loss not in LOSSES:
-        raise HyperbolicError(f"loss must be one of {LOSSES}, got {loss!r}")
-    if optimizer not in ("adam", "sgd"):
-        raise HyperbolicError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
-    if epochs < 1 or batch_size < 1 or not lr > 0:
-        raise HyperbolicError("epochs and batch_size must be ≥ 1 and lr > 0")
-    rng = np.random.default_rng(seed)
+    _check_options(loss, optimizer, epochs, batch_size, lr)
     gen = torch.Generator().manual_seed(int(seed))
+    i, j, dij, n = _training_pairs(graph, subsample, seed)
     if isinstance(graph, Graph) and nodes is None:
         nodes = graph.labels
-    i, j, dij, n = _pairs(graph, subsample, rng)
-    if np.any(dij <= 0):
-        raise HyperbolicError("training pairs need positive distances (duplicate nodes?)")
 
     start = _initial_embedding(graph, init, dim, n)
     sigma = float(scale) if scale is not None else (start.scale if start is not None else 1.0)
@@ -177,8 +169,7 @@ def fit_sgd(graph: Graph | np.ndarray, dim: int = 2, *, manifold: str = "poincar
     groups = [{"params": [x], "lr": lr}]
     if learn_scale:
         groups.append({"params": [theta], "lr": lr * 1e-2})
-    opt = (geoopt.optim.RiemannianAdam(groups) if optimizer == "adam"
-           else geoopt.optim.RiemannianSGD(groups, lr=lr, stabilize=10))
+    opt = _optimizer(groups, optimizer, lr)
     dist = lambda a, b: man.dist(x[a], x[b])
     history = _train(dist, opt, theta, i, j, dij, sigma, loss, weighting, epochs, batch_size, gen,
                      desc=f"sgd ({manifold})", progress=progress)
@@ -234,21 +225,13 @@ def fit_product_sgd(graph: Graph | np.ndarray, factors: str | Sequence[Any] = "H
     spec = parse_factors(factors)
     if combine not in ("l2", "l1"):
         raise HyperbolicError(f"combine must be 'l2' or 'l1', got {combine!r}")
-    if loss not in LOSSES:
-        raise HyperbolicError(f"loss must be one of {LOSSES}, got {loss!r}")
-    if optimizer not in ("adam", "sgd"):
-        raise HyperbolicError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
-    if epochs < 1 or batch_size < 1 or not lr > 0:
-        raise HyperbolicError("epochs and batch_size must be ≥ 1 and lr > 0")
     if not scale > 0:
         raise HyperbolicError(f"scale must be positive, got {scale}")
-    rng = np.random.default_rng(seed)
+    _check_options(loss, optimizer, epochs, batch_size, lr)
     gen = torch.Generator().manual_seed(int(seed))
+    i, j, dij, n = _training_pairs(graph, subsample, seed)
     if isinstance(graph, Graph) and nodes is None:
         nodes = graph.labels
-    i, j, dij, n = _pairs(graph, subsample, rng)
-    if np.any(dij <= 0):
-        raise HyperbolicError("training pairs need positive distances (duplicate nodes?)")
     params, mans = [], []
     for kind, dim in spec:
         if kind == "sphere":
@@ -269,8 +252,7 @@ def fit_product_sgd(graph: Graph | np.ndarray, factors: str | Sequence[Any] = "H
     groups = [{"params": params, "lr": lr}]
     if learn_scale:
         groups.append({"params": [theta], "lr": lr * 1e-2})
-    opt = (geoopt.optim.RiemannianAdam(groups) if optimizer == "adam"
-           else geoopt.optim.RiemannianSGD(groups, lr=lr, stabilize=10))
+    opt = _optimizer(groups, optimizer, lr)
 
     def factor_dist(kind: str, man: Any, a: Any, b: Any) -> Any:
         if kind in ("poincare", "lorentz"):
@@ -294,6 +276,31 @@ def fit_product_sgd(graph: Graph | np.ndarray, factors: str | Sequence[Any] = "H
             "combine": combine, "loss_history": history}
     return ProductEmbedding([p.detach().numpy().copy() for p in params], spec, combine=combine,
                             scale=float(scale) / math.exp(theta_v), nodes=nodes, metadata=meta)
+
+
+def _check_options(loss: str, optimizer: str, epochs: int, batch_size: int, lr: float) -> None:
+    if loss not in LOSSES:
+        raise HyperbolicError(f"loss must be one of {LOSSES}, got {loss!r}")
+    if optimizer not in ("adam", "sgd"):
+        raise HyperbolicError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    if epochs < 1 or batch_size < 1 or not lr > 0:
+        raise HyperbolicError("epochs and batch_size must be ≥ 1 and lr > 0")
+
+
+def _training_pairs(graph: Graph | np.ndarray, subsample: int | None,
+                    seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`_pairs` from a NumPy generator seeded by ``seed``, refusing zero distances."""
+    i, j, dij, n = _pairs(graph, subsample, np.random.default_rng(seed))
+    if np.any(dij <= 0):
+        raise HyperbolicError("training pairs need positive distances (duplicate nodes?)")
+    return i, j, dij, n
+
+
+def _optimizer(groups: list, optimizer: str, lr: float) -> Any:
+    import geoopt
+
+    return (geoopt.optim.RiemannianAdam(groups) if optimizer == "adam"
+            else geoopt.optim.RiemannianSGD(groups, lr=lr, stabilize=10))
 
 
 def _train(dist: Any, opt: Any, theta: Any, i: np.ndarray, j: np.ndarray, dij: np.ndarray,
