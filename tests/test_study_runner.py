@@ -237,3 +237,48 @@ def test_threaded_workers_never_pause_for_the_callers_memory():
         finally:
             client.close()
             cluster.close()
+
+
+def test_separate_process_cluster_gives_the_same_results(finished, tmp_path):
+    """A real cluster: a `dask scheduler` process and two `dask worker` processes on 127.0.0.1,
+    reached by address, sharing the store directory; same rows as the synchronous run."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    distributed = pytest.importorskip("distributed")
+    from embstab.study.executors import make_client
+
+    _, reference = finished
+    info = tmp_path / "scheduler.json"
+    common = {"cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
+                               "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
+                               str(info)], **common)]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists() or not info.read_text().strip():
+            assert procs[0].poll() is None, "the scheduler exited"
+            assert time.monotonic() < deadline, "no scheduler file after 60 s"
+            time.sleep(0.2)
+        address = json.loads(info.read_text())["address"]
+        with pytest.warns(UserWarning, match="no workers yet"):
+            make_client(address)[0].close()
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                       "--nworkers", "2", "--nthreads", "1", "--no-dashboard",
+                                       "--local-directory", str(tmp_path / "workers")], **common))
+        with distributed.Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=120)  # a worker that cannot start fails here, not by hanging
+        run = run_study(tiny_spec(), tmp_path / "store", scheduler=address, progress=False)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    assert address.startswith("tcp://127.0.0.1:")
+    assert run.complete and run.n_failed == 0
+    pd.testing.assert_frame_equal(run.results, reference.results)

@@ -8,6 +8,7 @@ other task still runs.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -157,4 +158,9 @@ def make_client(scheduler: str, workers: int | None = None) -> tuple[Any, Any]:
         client = Client(scheduler, timeout="10s")
     except (OSError, TimeoutError) as exc:
         raise EmbstabError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    if not client.scheduler_info().get("workers"):
+        # otherwise the study would just sit there with no sign of why
+        warnings.warn(f"the Dask scheduler at {scheduler} has no workers yet; the study's tasks "
+                      "wait until one connects (start them with `dask worker " + scheduler + "`)",
+                      stacklevel=2)
     return client, None
