@@ -199,3 +199,18 @@ def test_cli_through_main_turns_bad_input_into_exit_code_2(tmp_path, monkeypatch
     assert cli.main(["compress", str(tmp_path / "bad.esq"), str(tmp_path / "b.esq"), "--bits", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "truncated" in err[0]
+
+
+def test_cli_few_bit_stochastic_rounding(tmp_path, capsys):
+    old = _emb(80, 12, seed=1, name="old")
+    old.save(tmp_path / "old.txt")
+    args = [str(tmp_path / "old.txt"), str(tmp_path / "sr.npz"), "--bits", "4", "--rounding", "sr:3",
+            "--seed", "5", "--output-format", "npz", "--quiet"]
+    assert _cli(args) == 0
+    expected = compress_embedding(embstab.load(tmp_path / "old.txt"), 4, rounding="stochastic:3", seed=5)
+    assert np.array_equal(embstab.load(tmp_path / "sr.npz").vectors, expected.vectors)
+    nearest = compress_embedding(embstab.load(tmp_path / "old.txt"), 4).vectors
+    assert not np.array_equal(expected.vectors, nearest)
+    with pytest.raises(SystemExit):
+        _cli(args[:5] + ["stochastic:99"] + args[6:])
+    assert "1 <= K <= 52" in capsys.readouterr().err

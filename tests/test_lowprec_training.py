@@ -65,6 +65,20 @@ def test_bf16_least_squares_nearest_stalls_stochastic_and_kahan_do_not():
     assert rn_small_lr > rn  # a smaller step is cancelled more often
 
 
+def test_few_bit_stochastic_updates_stall_once_steps_fall_below_2_to_the_minus_k():
+    """Hardware-like SR keeps exact SR's accuracy with enough bits and stalls like nearest with
+    too few: an update smaller than 2**-K of the grid step never rounds up."""
+    sr = _least_squares("stochastic", 1e-2, 1500)
+    sr8 = _least_squares("stochastic:8", 1e-2, 1500)
+    sr1 = _least_squares("sr:1", 1e-2, 1500)
+    rn = _least_squares("nearest", 1e-2, 1500)
+    assert sr8 < 2 * sr + 1e-3, (sr8, sr)
+    assert sr1 > 5 * sr8, (sr1, sr8)
+    assert sr1 > 0.5 * rn  # one random bit is little better than no randomness here
+    with pytest.raises(ValueError, match="stochastic:K"):
+        LowPrecisionOptimizer(torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1), update="toward_zero")
+
+
 def test_state_gradient_and_memory_accounting():
     w = torch.nn.Parameter(torch.randn(64))
     opt = LowPrecisionOptimizer(torch.optim.Adam([w], lr=1e-2), weight=FP16, grad=FP16, state=BF16,

@@ -80,6 +80,8 @@ def test_fingerprint_is_stable_and_changes_with_content():
     ("compression.bit_widths", [1, 33], "compression.bit_widths[1]"),
     ("compression.bit_widths", [0], "compression.bit_widths[0]"),
     ("compression.rounding", "up", "compression.rounding"),
+    ("compression.rounding", "toward_zero", "compression.rounding"),  # a mode, but not a study's
+    ("compression.rounding", "stochastic:0", "compression.rounding"),
     ("measures.names", ["eis", "cosine"], "measures.names[1]"),
     ("corpus.fraction", 0.7, "corpus.fraction"),
     ("corpus.pair", "shuffle", "corpus.pair"),
@@ -147,3 +149,8 @@ def test_default_study_matches_the_issue():
     assert min(spec.compression.bit_widths) == 1 and max(spec.compression.bit_widths) == 32
     assert len(spec.training.seeds) >= 2
     assert len(spec.downstream) >= 2
+
+
+def test_few_bit_stochastic_rounding_is_accepted_and_canonicalised():
+    assert parse_study(_with("compression.rounding", "sr:8")).compression.rounding == "stochastic:8"
+    assert parse_study(_with("compression.rounding", "stochastic")).compression.rounding == "stochastic"

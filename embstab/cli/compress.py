@@ -24,6 +24,16 @@ word plus the vocabulary), which `embstab.load` and every embstab command read. 
 --output-format to write dequantized floats in another format (word2vec, glove, npz, ...)."""
 
 
+def _rounding(text: str) -> str:
+    """argparse type: a rounding mode of :func:`embstab.lowprec.quantize`, canonicalised."""
+    from embstab.lowprec._core import check_rounding
+
+    try:
+        return check_rounding(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("compress", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -34,8 +44,9 @@ def register(subparsers) -> None:
     p.add_argument("--format", default="uniform", metavar="FMT",
                    help="number format: uniform (default, needs --bits) or a preset such as fp8, fp4, bfp8, mxfp4")
     p.add_argument("--like", metavar="OLD", help="align IN to OLD and use OLD's clip (the pair protocol)")
-    p.add_argument("--rounding", choices=["nearest", "stochastic"], default="nearest",
-                   help="rounding of the entries (default nearest; the clip search always rounds to nearest)")
+    p.add_argument("--rounding", type=_rounding, default="nearest", metavar="MODE",
+                   help="rounding of the entries: nearest (default), stochastic, or stochastic:K "
+                   "(hardware-like, K random bits); the clip search always rounds to nearest")
     p.add_argument("--seed", type=int, default=None, help="seed for stochastic rounding")
     from embstab.io import FORMATS
 

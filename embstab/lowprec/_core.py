@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ROUNDINGS", "check_rounding", "as_generator", "round_integer", "uniform_bits", "scale_pow2"]
+__all__ = ["MAX_SR_BITS", "ROUNDINGS", "check_rounding", "sr_bits", "as_generator", "round_integer", "uniform_bits", "scale_pow2"]
 
 #: Rounding modes. "nearest" is round-half-to-even (IEEE default); "nearest_away" sends ties away
 #: from zero (QPyTorch's float "nearest"); "nearest_up" sends ties toward +inf (QPyTorch's block
@@ -24,14 +24,49 @@ _ALIASES = {"rne": "nearest", "nearest_even": "nearest", "rna": "nearest_away", 
             "sr": "stochastic", "truncate": "toward_zero"}
 
 
+#: Largest number of random bits ``"stochastic:K"`` may use (float64 grid fractions have 52).
+MAX_SR_BITS = 52
+
+
 def check_rounding(rounding: str) -> str:
-    """Canonical name of a rounding mode; raises ValueError naming the valid ones."""
+    """Canonical name of a rounding mode; raises ValueError naming the valid ones.
+
+    Besides :data:`ROUNDINGS` (and aliases such as ``"rne"``, ``"sr"``), ``"stochastic:K"`` (also
+    ``"sr:K"``, ``"sr_bits(K)"``) is stochastic rounding with only K random bits, as hardware
+    does it: K random bits are added to the first K discarded bits and the sum truncated, so the
+    probability of rounding up is the fraction truncated to K bits (biased toward zero by less
+    than 2**-K of a grid step).
+    """
     if not isinstance(rounding, str):
         raise TypeError(f"rounding must be a string, got {type(rounding).__name__}")
-    key = _ALIASES.get(rounding.lower(), rounding.lower())
+    name = rounding.lower().strip()
+    bits = _sr_bits(name)
+    if bits is not None:
+        if not 1 <= bits <= MAX_SR_BITS:
+            raise ValueError(f"stochastic rounding with K random bits needs 1 <= K <= {MAX_SR_BITS}, got {rounding!r}")
+        return f"stochastic:{bits}"
+    key = _ALIASES.get(name, name)
     if key not in ROUNDINGS:
-        raise ValueError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDINGS)}")
+        raise ValueError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDINGS)} "
+                         "or 'stochastic:K' (K random bits)")
     return key
+
+
+def _sr_bits(name: str) -> int | None:
+    """K of a few-random-bits stochastic rounding name, else None (ValueError if K is not an int)."""
+    for prefix, suffix in (("stochastic:", ""), ("sr:", ""), ("sr_bits(", ")")):
+        if name.startswith(prefix) and name.endswith(suffix):
+            text = name[len(prefix):len(name) - len(suffix)]
+            try:
+                return int(text)
+            except ValueError:
+                raise ValueError(f"rounding {name!r}: K must be an integer number of random bits") from None
+    return None
+
+
+def sr_bits(rounding: str) -> int | None:
+    """K of a canonical ``"stochastic:K"`` rounding (None for every other mode)."""
+    return int(rounding.split(":", 1)[1]) if rounding.startswith("stochastic:") else None
 
 
 def as_generator(generator: Any, device: torch.device) -> torch.Generator | None:
@@ -102,4 +137,14 @@ def round_integer(y: torch.Tensor, rounding: str, generator: torch.Generator | N
         gdev = generator.device if generator is not None else y.device
         u = torch.rand(y.shape, generator=generator, device=gdev, dtype=torch.float64).to(y.device)
         return torch.copysign(fa + (u < frac), y)
+    k = sr_bits(rounding)
+    if k is not None:
+        # hardware adds K random bits to the first K bits of the fraction and truncates: up with
+        # probability floor(frac * 2**K) / 2**K, which is what r < floor(frac * 2**K) draws
+        a = y.abs()
+        fa = torch.floor(a)
+        kept = torch.floor(scale_pow2(a - fa, k))  # exact: a power-of-two scaling, then floor
+        gdev = generator.device if generator is not None else y.device
+        r = torch.randint(0, 2**k, y.shape, generator=generator, device=gdev, dtype=torch.int64).to(y.device)
+        return torch.copysign(fa + (r.double() < kept), y)
     raise ValueError(f"unknown rounding {rounding!r}")

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import torch
 
-from embstab.lowprec._core import round_integer, scale_pow2, uniform_bits
+from embstab.lowprec._core import round_integer, scale_pow2, sr_bits, uniform_bits
 from embstab.lowprec.formats import FloatFormat
 
 __all__ = ["quantize_float", "quantize_float_reference"]
@@ -198,6 +198,10 @@ def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: 
     if x.dtype not in _SOURCE:
         raise TypeError(f"quantize_float needs float32 or float64, got {x.dtype}")
     src_man = _SOURCE[x.dtype][1]
+    if sr_bits(rounding) is not None:
+        # few-bit stochastic rounding is a study tool, not a hot path: the exact scaled path
+        # serves every format and exponent (compiled is ignored)
+        return quantize_float_reference(x, fmt, rounding, generator)
     if fmt.man_bits >= src_man and fmt.emin <= _SOURCE[x.dtype][2] and fmt.emax >= (127 if x.dtype == torch.float32 else 1023) \
             and fmt.specials == "ieee" and fmt.subnormals:
         return x.clone()  # the format contains every value of the source dtype

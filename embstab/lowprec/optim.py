@@ -40,10 +40,12 @@ class LowPrecisionOptimizer:
         e.g. bf16 parameters are kept in bf16).
     grad_scale : float
         Multiplies gradients before they are quantized (a loss scale) and is divided back out.
-    update : {"nearest", "stochastic", "kahan"}
+    update : {"nearest", "stochastic", "stochastic:K", "kahan"}
         How the new weight is rounded into the weight format: nearest (small updates are
-        cancelled — the baseline that stalls), exact stochastic rounding (unbiased), or nearest
-        with a Kahan compensation buffer kept in the weight format.
+        cancelled — the baseline that stalls), exact stochastic rounding (unbiased), stochastic
+        rounding with K random bits as hardware does it (updates below 2**-K of a weight's grid
+        step are cancelled again), or nearest with a Kahan compensation buffer kept in the
+        weight format.
     rounding : str
         Rounding for gradients, state and accumulator.
     generator : torch.Generator or int, optional
@@ -55,8 +57,7 @@ class LowPrecisionOptimizer:
                  update: str = "nearest", rounding: str = "nearest", generator: torch.Generator | int | None = None) -> None:
         if not isinstance(base, torch.optim.Optimizer):
             raise TypeError(f"base must be a torch.optim.Optimizer, got {type(base).__name__}")
-        if update not in _UPDATES:
-            raise ValueError(f"update must be one of {_UPDATES}, got {update!r}")
+        update = _check_update(update)
         if not (grad_scale > 0):
             raise ValueError(f"grad_scale must be positive, got {grad_scale!r}")
         self.base = base
@@ -195,3 +196,16 @@ class LowPrecisionOptimizer:
         }
         out["total"] = sum(out.values())
         return out
+
+
+def _check_update(update: str) -> str:
+    """The canonical update rule: one of :data:`_UPDATES` or ``"stochastic:K"``."""
+    if update == "kahan":
+        return update
+    try:
+        canonical = check_rounding(update)
+    except (TypeError, ValueError):
+        canonical = None
+    if canonical not in ("nearest", "stochastic") and not (canonical or "").startswith("stochastic:"):
+        raise ValueError(f"update must be one of {_UPDATES} or 'stochastic:K', got {update!r}")
+    return canonical

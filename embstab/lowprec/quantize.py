@@ -58,10 +58,13 @@ def quantize(x: Any, fmt: Format | str, rounding: str = "nearest", generator: to
     fmt : Format or str
         A :class:`FloatFormat`, :class:`FixedFormat`, :class:`BlockFloatFormat`, :class:`MXFormat`,
         :class:`UniformFormat`, or a preset name (``"bf16"``, ``"fp8_e4m3fn"``, ``"mxfp4"``, ...).
-    rounding : {"nearest", "nearest_away", "nearest_up", "toward_zero", "stochastic"}
+    rounding : {"nearest", "nearest_away", "nearest_up", "toward_zero", "stochastic", "stochastic:K"}
         ``"nearest"`` is round-half-to-even. ``"stochastic"`` rounds up with probability equal to
         the distance to the lower grid point over the gap (unbiased at every exponent, subnormals
-        included), except where saturation at ±max biases it toward zero.
+        included), except where saturation at ±max biases it toward zero. ``"stochastic:K"``
+        uses only K random bits, like hardware stochastic rounding: the probability is that
+        distance truncated to K bits, so results are biased toward zero by less than 2**-K of a
+        grid step (exact scaled path; slower than ``"stochastic"``).
     generator : torch.Generator or int, optional
         Source of randomness for stochastic rounding; an int is a seed for a fresh generator.
         ``None`` uses torch's default generator. Draws happen on the generator's device, so a seed

@@ -49,7 +49,7 @@ TAGGING_MODELS = ("bilstm", "bilstm_crf")
 #: full-column-rank matrix or a d-dimensional subspace of the compared rows).
 _RANK_MEASURES = ("eis", "eigenspace_overlap", "linear_cka", "semantic_displacement")
 _PAIR_KINDS = ("leave_out", "extend")
-_ROUNDINGS = ("nearest", "stochastic")
+_ROUNDINGS = ("nearest", "stochastic", "stochastic:K")
 MAX_BITS = 32
 
 
@@ -298,6 +298,22 @@ def _corpus_name(v: _Validator, value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _study_rounding(v: Any, value: Any) -> str:
+    """``compression.rounding``: nearest, stochastic or stochastic:K (K random bits), canonicalised."""
+    from embstab.lowprec._core import check_rounding
+
+    text = v.string(value, "compression.rounding")
+    try:
+        canonical = check_rounding(text)
+    except ValueError as exc:
+        if ":" in text or "(" in text:  # a malformed stochastic:K; say what is wrong with K
+            raise v.fail("compression.rounding", str(exc)) from None
+        canonical = None
+    if canonical is None or (canonical != "nearest" and not canonical.startswith("stochastic")):
+        return v.string(text, "compression.rounding", _ROUNDINGS)  # raises, with a did-you-mean hint
+    return canonical
+
+
 def parse_study(data: Any, source: str | None = None) -> StudySpec:
     """Validate a study definition given as plain data and return a :class:`StudySpec`.
 
@@ -308,7 +324,7 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         corpus*:   {name*, pair: leave_out|extend, fraction: 0.05, seed: 0, max_docs: null}
         training*: {algorithms*: [w2v_cbow], dimensions*: [25, 50], seeds*: [1234, 1235],
                     epochs: 5, min_count: 5, window: 5}
-        compression*: {bit_widths*: [1, 2, 4, 8, 16, 32], rounding: nearest|stochastic}
+        compression*: {bit_widths*: [1, 2, 4, 8, 16, 32], rounding: nearest|stochastic|stochastic:K}
         measures*: {names*: [eis, knn, ...], top_n: 10000, knn_k: 5, knn_queries: 1000, eis_alpha: 3.0}
         downstream*: [{task*: rt_sentiment, model: linear, label: rt_sentiment, options: {...}}]
         budgets: [100, 400]             # memory budgets (bits per word) to recommend for
@@ -364,7 +380,7 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
     k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False})
     compression = CompressionSpec(
         bit_widths=v.int_list(k["bit_widths"], "compression.bit_widths", 1, MAX_BITS),
-        rounding=v.string(k.get("rounding", "nearest"), "compression.rounding", _ROUNDINGS),
+        rounding=_study_rounding(v, k.get("rounding", "nearest")),
     )
 
     m = v.mapping(top["measures"], "measures", {"names": True, "top_n": False, "knn_k": False,

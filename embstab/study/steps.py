@@ -208,7 +208,7 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
         return key
     old, new = _embedding(store, "embedding", old_key), _embedding(store, "embedding", new_key)
-    seed = config["seed"] if config["rounding"] == "stochastic" else None
+    seed = config["seed"] if config["rounding"].startswith("stochastic") else None
     old_q, new_q = steps.compress_pair(old, new, config["bits"], rounding=config["rounding"], seed=seed)
     # old first, new last: a pair counts as present only once its second half exists
     store.put_embedding("pair_old", key, old_q, config)
