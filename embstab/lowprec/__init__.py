@@ -5,7 +5,8 @@
   named presets (:data:`PRESETS`, :func:`get_format`);
 - :func:`quantize` (torch or numpy, CPU or CUDA; nearest-even, nearest-away, toward zero and exact
   stochastic rounding from an explicit ``torch.Generator``), :func:`encode`/:func:`decode`;
-- :class:`Quantizer` / :func:`quantizer` (straight-through autograd) and
+- :class:`Quantizer` / :func:`quantizer` (straight-through autograd), :func:`lower` (a quantizer
+  after every layer of chosen kinds, as QPyTorch's ``sequential_lower``) and
   :class:`LowPrecisionOptimizer` (quantized weights, gradients, state; nearest, stochastic or
   Kahan-compensated updates);
 - :mod:`embstab.lowprec.qtorch`: QPyTorch-compatible numerics; :mod:`embstab.lowprec.gpu`: CUDA
@@ -23,14 +24,16 @@ from embstab.lowprec.formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E3M
                                      MXFP6_E3M2, MXFP8_E4M3, MXFP8_E5M2, MXINT8, PRESETS, TF32, BlockFloatFormat,
                                      FixedFormat, FloatFormat, Format, MXFormat, UniformFormat, get_format,
                                      qtorch_float)
+from embstab.lowprec.lowering import LAYER_GROUPS, lower
 from embstab.lowprec.optim import LowPrecisionOptimizer
 from embstab.lowprec.quantize import quantize
 
 __all__ = [
     "BF16", "FP16", "TF32", "FP32", "FP8_E4M3FN", "FP8_E4M3", "FP8_E4M3FNUZ", "FP8_E5M2", "FP8_E5M2FNUZ",
     "FP8_E3M4", "FP6_E3M2", "FP6_E2M3", "FP4_E2M1", "MXFP8_E4M3", "MXFP8_E5M2", "MXFP6_E3M2", "MXFP6_E2M3",
-    "MXFP4", "MXINT8", "PRESETS", "ROUNDINGS",
+    "LAYER_GROUPS", "MXFP4", "MXINT8", "PRESETS", "ROUNDINGS",
     "BlockCodes", "BlockFloatFormat", "CodeError", "FixedFormat", "FloatFormat", "Format", "MXFormat",
     "UniformFormat", "LowPrecisionOptimizer", "Quantizer",
-    "decode", "encode", "float_code_table", "get_format", "gpu", "qtorch", "qtorch_float", "quantize", "quantizer",
+    "decode", "encode", "float_code_table", "get_format", "gpu", "lower", "qtorch", "qtorch_float", "quantize",
+    "quantizer",
 ]
