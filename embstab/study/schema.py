@@ -298,7 +298,7 @@ def _corpus_name(v: _Validator, value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _study_rounding(v: Any, value: Any) -> str:
+def _study_rounding(v: _Validator, value: Any) -> str:
     """``compression.rounding``: nearest, stochastic or stochastic:K (K random bits), canonicalised."""
     from embstab.lowprec._core import check_rounding
 
