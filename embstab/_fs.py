@@ -1,10 +1,37 @@
-"""File-system helpers shared by the writers (embedding files, reports)."""
+"""File-system helpers shared by every writer: one atomic write, one input/output guard, one JSON.
+
+Every file embstab writes (embedding files, compressed files, reports, study artifacts, Parquet
+tables) goes through :func:`atomic_write`, so the rules below hold everywhere:
+
+* a regular file (or a new path) is written to a temporary file next to it and renamed into place,
+  so a crash never leaves half a file and never clobbers the old one with a partial one;
+* a target that exists and is *not* a regular file (``/dev/null``, ``/dev/stdout``, a symlink to
+  ``/proc/self/fd/1``, a named pipe, a terminal) is written into directly: renaming over it would
+  replace the device node or the pipe, and nothing would reach its reader;
+* a symlink to a regular file keeps being a symlink: the file it points to is replaced.
+
+:func:`check_outputs` refuses an output that is one of the command's inputs (same file after
+resolving symlinks, or another hard link of it). :func:`to_json` is the one JSON encoding (sorted
+keys, compact, numpy values as numbers) used for configuration hashes and file metadata.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from typing import IO, Any
 
-__all__ = ["publish"]
+from embstab.errors import EmbstabError
+
+__all__ = ["atomic_write", "is_special", "check_outputs", "OutputClashError", "to_json", "json_safe", "publish"]
+
+
+class OutputClashError(EmbstabError, ValueError):
+    """An output path would overwrite one of the command's inputs (or another output)."""
 
 
 def _umask() -> int:
@@ -13,11 +40,184 @@ def _umask() -> int:
     return mask
 
 
-def publish(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
+def publish(tmp: str | os.PathLike, target: str | os.PathLike, mode: int | None = None) -> None:
     """Atomically move a finished temporary file into place, with normal permissions.
 
-    ``tempfile.mkstemp`` creates files readable by the owner only (0600); a saved embedding or
-    report should get the permissions of any file the user creates (0666 minus the umask).
+    ``tempfile.mkstemp`` creates files readable by the owner only (0600); a saved file should get
+    the permissions of the file it replaces, or those of any new file (0666 minus the umask).
     """
-    os.chmod(tmp, 0o666 & ~_umask())
+    os.chmod(tmp, (0o666 & ~_umask()) if mode is None else mode)
     os.replace(tmp, target)
+
+
+def _through_special_dir(path: str) -> bool:
+    """Whether ``path`` or a symlink on its way lands in ``/dev`` or ``/proc`` (``/dev/stdout`` idioms)."""
+    p = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on symlink hops
+        if p == "/dev" or p.startswith(("/dev/", "/proc/")):
+            return True
+        if not os.path.islink(p):
+            return False
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return False
+
+
+def is_special(path: str | os.PathLike) -> bool:
+    """Whether ``path`` exists and is not a regular file (device, FIFO, socket, terminal, fd link).
+
+    Such a target is written into, never replaced (see the module docstring).
+    """
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        return False
+    # a regular file reached through /dev or /proc (``/dev/stdout`` redirected to a file) is held
+    # open by the shell: renaming over it would detach the output from what the shell writes
+    return not stat.S_ISREG(st.st_mode) or _through_special_dir(path)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None,
+                 newline: str | None = None, fsync: bool = True) -> Iterator[IO[Any]]:
+    """Open ``path`` for writing so that readers see the old file or the whole new one.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target. Its directory must exist.
+    mode : {"wb", "w"}
+        Binary or text.
+    encoding, newline : str, optional
+        For text mode (``encoding`` defaults to UTF-8).
+    fsync : bool
+        Flush the data to disk before the rename, so that after a power cut the name never points
+        at a file whose blocks were not written.
+
+    Yields
+    ------
+    file object
+        Write the content into it; on a clean exit it is renamed over ``path``, on an exception
+        it is deleted and ``path`` is untouched.
+
+    Raises
+    ------
+    IsADirectoryError
+        ``path`` is a directory.
+    OSError
+        The directory is not writable, the disk is full, ...
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_write mode must be 'wb' or 'w', got {mode!r}")
+    path = os.fspath(path)
+    text = {"encoding": encoding or "utf-8", "newline": newline} if mode == "w" else {}
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "is a directory, not a file", path)
+    if is_special(path):
+        # stream into the device / pipe / terminal: replacing it would destroy it
+        with open(path, mode, **text) as fh:
+            yield fh
+        return
+    target = os.path.realpath(path)  # a symlink stays a symlink; the file behind it is replaced
+    directory = os.path.dirname(target) or "."
+    try:
+        old_mode = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        old_mode = None
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, mode, **text) as fh:
+            yield fh
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        publish(tmp, target, old_mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)  # same inode: symlinks and hard links included
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outputs(outputs: Iterable[tuple[str, str | os.PathLike]],
+                  inputs: Iterable[tuple[str, str | os.PathLike]] = ()) -> None:
+    """Refuse an output that is one of the inputs, or that is given twice.
+
+    Parameters
+    ----------
+    outputs, inputs : iterable of (label, path)
+        ``label`` is what the user typed the path as (``"OUT"``, ``"--like"``); it appears in
+        the message. Inputs that are not existing files (``builtin:NAME``, dataset names) and
+        special files (``/dev/null``) are ignored.
+
+    Raises
+    ------
+    OutputClashError
+        Naming both arguments.
+    """
+    outs = [(label, os.fspath(p)) for label, p in outputs if p is not None]
+    ins = [(label, os.fspath(p)) for label, p in inputs if p is not None and os.path.isfile(os.fspath(p))]
+    for i, (olabel, out) in enumerate(outs):
+        if is_special(out):
+            continue
+        for ilabel, inp in ins:
+            if _same_file(out, inp):
+                raise OutputClashError(f"{olabel} {out} is the same file as the input {ilabel} {inp}; "
+                                       "refusing to overwrite an input, write to another path")
+        for olabel2, out2 in outs[:i]:
+            if _same_file(out, out2):
+                raise OutputClashError(f"{olabel} {out} and {olabel2} {out2} are the same file; give distinct outputs")
+
+
+# ------------------------------------------------------------------------------------------ JSON
+def _encode(obj: Any) -> Any:
+    import numpy as np  # noqa: PLC0415 (keep this module cheap to import)
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    raise TypeError(f"value {obj!r} of type {type(obj).__name__} is not JSON-serialisable")
+
+
+def to_json(value: Any) -> str:
+    """The one JSON encoding: sorted keys, no white space, ASCII, numpy values as Python values.
+
+    Deterministic, so it serves as the canonical form that configuration hashes are taken of.
+
+    Raises
+    ------
+    TypeError
+        A value that has no JSON form (an object, a function, ...).
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=_encode)
+
+
+def json_safe(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``mapping`` that :func:`to_json` can encode (nested mappings filtered alike).
+
+    Free-form metadata (training settings, the clip value, ...) goes into files this way: what has
+    no JSON form (arrays of objects, live objects) is left out rather than written as text.
+    """
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, Mapping):
+            out[str(key)] = json_safe(value)
+            continue
+        try:
+            out[str(key)] = json.loads(to_json(value))
+        except (TypeError, ValueError):
+            continue
+    return out

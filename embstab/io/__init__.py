@@ -16,30 +16,47 @@ name                      what                                                  
 ========================  ==========================================================  ==========
 
 Every problem with a file raises :class:`~embstab.errors.EmbeddingFormatError` naming the file,
-the line and the problem. Writes are atomic (a temporary file renamed into place), so a failed
-save leaves nothing behind and never clobbers an existing file with half a file.
+the line and the problem. Sizes declared in headers are checked against the file size before
+anything is allocated, so a tiny hostile file cannot ask for terabytes.
+
+Pickles are never loaded on detection: unpickling runs code, so a file that starts with pickle
+bytes (a gensim ``KeyedVectors.save`` file) is refused unless the caller asks for it with
+``format="gensim"`` or ``trust_pickle=True`` (``--trust-pickle`` on the command line). Load
+pickles only from sources you trust.
+
+Writes go through :func:`embstab._fs.atomic_write`: a temporary file renamed into place for
+regular files (a failed save leaves nothing behind and never clobbers an existing file with half a
+file), streamed into devices, pipes and ``/dev/stdout``, which are never replaced.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Callable
 
 import numpy as np
 
-from embstab._fs import publish
+from embstab._fs import atomic_write
 from embstab.embedding import Embedding
-from embstab.errors import EmbeddingFormatError
+from embstab.errors import EmbeddingFormatError, lookup
 from embstab.io.arrays import read_npy, read_npz, vocab_path_for, write_npy, write_npz
 from embstab.io.binary import read_word2vec_binary, write_word2vec_binary
-from embstab.io.text import parse_header, read_text, write_text
+from embstab.io.text import BOM, parse_header, read_text, write_text
 
-__all__ = ["FORMATS", "detect_format", "load", "save"]
+__all__ = ["FORMATS", "PICKLE_RISK", "detect_format", "is_pickle", "load", "save"]
 
 FORMATS = ("word2vec", "vec", "glove", "word2vec_binary", "npz", "npy", "gensim", "embstab")
 _SUFFIXES = {".txt": "word2vec", ".w2v": "word2vec", ".vec": "vec", ".glove": "glove", ".bin": "word2vec_binary",
              ".npz": "npz", ".npy": "npy", ".kv": "gensim", ".esq": "embstab"}
+
+
+#: What ``--trust-pickle`` risks, for help texts and errors.
+PICKLE_RISK = ("unpickling runs code stored in the file: trust a pickled gensim file only if you made it "
+               "or trust its source")
+
+
+def is_pickle(head: bytes) -> bool:
+    """Whether bytes start like a pickle of protocol 2-5 (what gensim ``.save()`` writes)."""
+    return head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
 
 
 def _compressed_module():
@@ -50,7 +67,16 @@ def _compressed_module():
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """Guess the format of an existing file from its first bytes (the suffix is not trusted)."""
+    """Guess the format of an existing file from its first bytes (the suffix is not trusted).
+
+    Detection only reads bytes: a file that looks like a pickle is reported as ``"gensim"``
+    but is never unpickled here (:func:`load` refuses it unless asked).
+
+    Raises
+    ------
+    EmbeddingFormatError
+        The path is a directory, the file is empty.
+    """
     path = os.fspath(path)
     if os.path.isdir(path):
         raise EmbeddingFormatError(path, "is a directory, not an embedding file")
@@ -58,18 +84,16 @@ def detect_format(path: str | os.PathLike) -> str:
         head = f.read(1 << 16)
     if not head:
         raise EmbeddingFormatError(path, "the file is empty")
-    try:
-        magic = _compressed_module().MAGIC
-    except ImportError:
-        magic = None
-    if magic and head.startswith(magic):
+    if head.startswith(_compressed_module().MAGIC):
         return "embstab"
     if head.startswith(b"PK\x03\x04"):
         return "npz"
     if head.startswith(b"\x93NUMPY"):
         return "npy"
-    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):  # a pickle: gensim .save()
+    if is_pickle(head):
         return "gensim"
+    if head.startswith(BOM):
+        head = head[len(BOM):]
     newline = head.find(b"\n")
     first = head[: newline if newline >= 0 else len(head)]
     try:
@@ -97,45 +121,67 @@ def load(
     name: str | None = None,
     vocab: str | os.PathLike | None = None,
     progress: bool | None = None,
+    trust_pickle: bool = False,
 ) -> Embedding:
     """Load an embedding file into an :class:`~embstab.Embedding`.
 
     Parameters
     ----------
-    path : path of the file
-    format : one of :data:`FORMATS`; detected from the content when omitted
-    dtype : numpy dtype of the matrix (float64 by default; float32 halves the memory)
+    path : str or os.PathLike
+        The file.
+    format : str, optional
+        One of :data:`FORMATS`; detected from the content when omitted. ``"gensim"`` unpickles
+        the file (see ``trust_pickle``).
+    dtype : numpy dtype
+        Dtype of the matrix (float64 by default; float32 halves the memory).
     duplicates : {"error", "first"}
         A word that occurs twice is an error, or the first occurrence is kept with a warning.
-    name : name of the embedding (default: the file name without its suffix)
-    vocab : vocabulary file of a ``.npy`` matrix (default: the same name with ``.vocab``)
-    progress : progress bar for large files (default: on above 20 MB)
+    name : str, optional
+        Name of the embedding (default: the name stored in the file, else the file name).
+    vocab : str or os.PathLike, optional
+        Vocabulary file of a ``.npy`` matrix (default: the same name with ``.vocab``).
+    progress : bool, optional
+        Progress bar for large files (default: on above 20 MB).
+    trust_pickle : bool
+        Load a file that turns out to be a pickle (a gensim ``KeyedVectors.save`` file). Off by
+        default because unpickling runs code from the file; ``format="gensim"`` also opts in.
+
+    Returns
+    -------
+    Embedding
 
     Raises
     ------
     EmbeddingFormatError
         Malformed file: inconsistent width, non-numeric field, NaN or Inf, header/row count
-        mismatch, duplicate word, empty file, binary garbage, undecodable text.
+        mismatch, duplicate word, empty file, binary garbage, undecodable text, sizes that do not
+        fit the file, or a pickle that was not trusted.
+    UnknownNameError
+        ``format`` or ``duplicates`` is not a known value.
     FileNotFoundError
         The file does not exist.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(2, "no such embedding file", path)
+    if format is not None:
+        lookup(dict.fromkeys(FORMATS), format, "embedding format")
+    lookup(dict.fromkeys(("error", "first")), duplicates, "duplicates policy")
     fmt = format or detect_format(path)
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-    if duplicates not in ("error", "first"):
-        raise ValueError(f"duplicates must be 'error' or 'first', got {duplicates!r}")
+    if fmt == "gensim" and format is None and not trust_pickle:
+        raise EmbeddingFormatError(path, "the file is a pickle (a gensim KeyedVectors file?), which embstab does "
+                                   "not load unless asked because " + PICKLE_RISK + "; to load it anyway pass "
+                                   "--trust-pickle (Python: embstab.load(path, format='gensim'))")
     counts = None
     lines = None
+    meta: dict = {}
     if fmt in ("word2vec", "vec", "glove"):
         words, vectors, declared, lines = read_text(path, dtype=dtype, header=False if fmt == "glove" else None,
                                                     progress=progress)
     elif fmt == "word2vec_binary":
         words, vectors = read_word2vec_binary(path, dtype=dtype, progress=progress)
     elif fmt == "npz":
-        words, vectors, counts = read_npz(path)
+        words, vectors, counts, meta = read_npz(path)
     elif fmt == "npy":
         words, vectors, counts = read_npy(path, os.fspath(vocab) if vocab else None)
     elif fmt == "gensim":
@@ -153,9 +199,10 @@ def load(
                 where = lines[i] if lines is not None else i + 1
                 first = f"line {lines[j]}" if lines is not None else f"record {j + 1}"
                 raise EmbeddingFormatError(path, f"duplicate word {w!r} (first seen on {first}); "
-                                           "pass duplicates='first' to keep the first occurrence", where)
-    return Embedding(words, np.asarray(vectors, dtype=dtype), counts, name=name or _stem(path), source=path,
-                     duplicates=duplicates, copy=False)
+                                           "keep the first occurrence with --duplicates first "
+                                           "(Python: duplicates='first')", where)
+    return Embedding(words, np.asarray(vectors, dtype=dtype), counts, name=name or meta.get("name") or _stem(path),
+                     source=path, metadata=meta.get("metadata") or None, duplicates=duplicates, copy=False)
 
 
 def _stem(path: str) -> str:
@@ -163,8 +210,12 @@ def _stem(path: str) -> str:
 
 
 def _load_gensim(path: str, dtype, name: str | None) -> Embedding:
-    from gensim.models import KeyedVectors
+    try:
+        from gensim.models import KeyedVectors
+    except ImportError:
+        from embstab.errors import OptionalDependencyError
 
+        raise OptionalDependencyError("gensim", "reading gensim KeyedVectors files") from None
     try:
         obj = KeyedVectors.load(path)
     except Exception as exc:  # unpickling errors come in many types
@@ -178,70 +229,45 @@ def _load_gensim(path: str, dtype, name: str | None) -> Embedding:
 
 
 def save(emb: Embedding, path: str | os.PathLike, format: str | None = None, **kwargs) -> None:
-    """Write ``emb`` to ``path`` atomically.
+    """Write ``emb`` to ``path`` safely (see :func:`embstab._fs.atomic_write`).
 
-    The format is taken from ``format`` or the suffix (see the module table; unknown suffixes
-    give word2vec text). An embedding made by :mod:`embstab.compress` is saved as ``.esq`` with
-    its exact codes; any other embedding as raw float32. To quantize while saving, use
-    :func:`embstab.compress.save_compressed` (``bits=``, ``format=``); passing such options
-    here raises a ``TypeError`` that says so.
+    Parameters
+    ----------
+    emb : Embedding
+        What to write.
+    path : str or os.PathLike
+        The target; a device, pipe or ``/dev/stdout`` is written into, never replaced.
+    format : str, optional
+        One of :data:`FORMATS`; taken from the suffix when omitted (see the module table;
+        unknown suffixes give word2vec text). An embedding made by :mod:`embstab.compress` is
+        saved as ``.esq`` with its exact codes; any other embedding as raw float32. To quantize
+        while saving, use :func:`embstab.compress.save_compressed` (``bits=``, ``format=``);
+        passing such options here raises a ``TypeError`` that says so.
+
+    Raises
+    ------
+    EmbeddingFormatError
+        A word cannot be stored in the chosen format.
+    UnknownNameError
+        ``format`` is not one of :data:`FORMATS`.
+    OSError
+        The target cannot be written (a directory, no permission, disk full).
     """
     path = os.fspath(path)
     fmt = format or _SUFFIXES.get(os.path.splitext(path)[1].lower(), "word2vec")
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    lookup(dict.fromkeys(FORMATS), fmt, "embedding format")
     words, vectors, counts = emb.words, emb.vectors, emb.counts
     if fmt in ("word2vec", "vec", "glove"):
-        _atomic(path, lambda tmp: write_text(tmp, words, vectors, header=fmt != "glove"))
+        write_text(path, words, vectors, header=fmt != "glove")
     elif fmt == "word2vec_binary":
-        _atomic(path, lambda tmp: write_word2vec_binary(tmp, words, vectors))
+        write_word2vec_binary(path, words, vectors)
     elif fmt == "npz":
-        _atomic(path, lambda tmp: write_npz(tmp, words, vectors, counts))
+        write_npz(path, emb)
     elif fmt == "npy":
-        vocab = vocab_path_for(path)
-        with _TempSibling(vocab) as vtmp:
-            _atomic(path, lambda tmp: write_npy(tmp, words, vectors, counts, vtmp))
-            publish(vtmp, vocab)
+        write_npy(path, words, vectors, counts, vocab_path_for(path))
     elif fmt == "gensim":
-        _save_gensim(emb, path)
+        kv = emb.to_keyedvectors()
+        with atomic_write(path) as fh:
+            kv.save(fh)  # a file handle makes gensim write one self-contained file, no side files
     else:
-        _atomic(path, lambda tmp: _compressed_module().write_compressed(emb, tmp, **kwargs))
-
-
-class _TempSibling:
-    """A temporary path next to ``target`` (same file system, so ``os.replace`` is atomic)."""
-
-    def __init__(self, target: str):
-        self.target = target
-
-    def __enter__(self) -> str:
-        directory = os.path.dirname(os.path.abspath(self.target))
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.target)}.", suffix=".tmp", dir=directory)
-        os.close(fd)
-        return self.tmp
-
-    def __exit__(self, *exc) -> None:
-        if os.path.exists(self.tmp):
-            os.remove(self.tmp)
-
-
-def _atomic(path: str, write: Callable[[str], None]) -> None:
-    with _TempSibling(path) as tmp:
-        try:
-            write(tmp)
-        except EmbeddingFormatError as exc:
-            raise EmbeddingFormatError(path, exc.problem, exc.line) from None
-        publish(tmp, path)
-
-
-def _save_gensim(emb: Embedding, path: str) -> None:
-    directory = tempfile.mkdtemp(prefix=".embstab-", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        staged = os.path.join(directory, os.path.basename(path))
-        emb.to_keyedvectors().save(staged)
-        for name in os.listdir(directory):  # gensim may add side files such as X.vectors.npy
-            os.replace(os.path.join(directory, name), os.path.join(os.path.dirname(os.path.abspath(path)), name))
-    finally:
-        for name in os.listdir(directory):
-            os.remove(os.path.join(directory, name))
-        os.rmdir(directory)
+        _compressed_module().write_compressed(emb, path, **kwargs)

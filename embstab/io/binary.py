@@ -7,6 +7,7 @@ import os
 import numpy as np
 from tqdm.auto import tqdm
 
+from embstab._fs import atomic_write
 from embstab.errors import EmbeddingFormatError
 from embstab.io.text import PROGRESS_MIN_BYTES, parse_header
 
@@ -36,8 +37,12 @@ def read_word2vec_binary(path: str | os.PathLike, *, dtype=np.float64, progress:
     if d == 0:
         raise EmbeddingFormatError(path, "the header declares dimension 0", 1)
     pos = end + 1
+    # Every record takes at least a one-byte word, a space and 4*d bytes, so the file bounds the
+    # rows it can hold: allocate no more than that (a 17 KB file can declare terabytes). A header
+    # that declares more is then reported at the exact record where the data runs out.
+    rows = min(n, (len(buf) - pos) // (4 * d + 2))
     words: list[str] = []
-    vectors = np.empty((n, d), dtype=dtype)
+    vectors = np.empty((rows, d), dtype=dtype)
     width = 4 * d
     size = len(buf)
     show = size >= PROGRESS_MIN_BYTES if progress is None else progress
@@ -56,7 +61,7 @@ def read_word2vec_binary(path: str | os.PathLike, *, dtype=np.float64, progress:
             except UnicodeDecodeError:
                 raise EmbeddingFormatError(path, f"undecodable word bytes {raw[:40]!r}", i + 1) from None
             pos += space + 1
-            if pos + width > size:
+            if pos + width > size or i >= rows:
                 raise EmbeddingFormatError(path, f"the file ends inside the vector of {word!r} (truncated)", i + 1)
             vec = np.frombuffer(buf[pos:pos + width], dtype="<f4")
             if not np.isfinite(vec).all():
@@ -79,7 +84,7 @@ def write_word2vec_binary(path: str | os.PathLike, words: list[str], vectors: np
             raise EmbeddingFormatError(path, f"word {w!r} cannot be stored in word2vec binary (empty or holds "
                                        "white space)")
     data = np.ascontiguousarray(vectors, dtype="<f4")
-    with open(path, "wb") as f:
+    with atomic_write(path) as f:
         f.write(f"{len(words)} {data.shape[1]}\n".encode("ascii"))
         for w, row in zip(words, data):
             f.write(w.encode("utf-8") + b" ")

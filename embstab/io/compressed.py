@@ -8,11 +8,13 @@ embedding therefore takes 150 bytes per word plus its vocabulary.
 
 Layout (little-endian)::
 
-    MAGIC (16 bytes) | u32 header length | header (UTF-8 JSON) | body
+    MAGIC (16 bytes) | u32 header length | header (ASCII JSON) | u32 CRC-32 of the header | body
 
 and the body is, in order: u32 word lengths[n] | UTF-8 words | float64 table | int16 scale
 exponents[n, n_blocks] | int64 counts[n] | packed codes. The header records every section's size
-and a CRC-32 of the body, so truncated or corrupted files are reported, not misread.
+and a CRC-32 of the body, and is itself checksummed, so truncated, corrupted or edited files are
+reported, not misread; the sizes the header declares are checked against the file before
+anything is allocated. (Version 1 files, without the header checksum, are still read.)
 
 This module depends only on numpy and :mod:`embstab.embedding`/:mod:`embstab.errors`, so
 :mod:`embstab.io` never imports the compression code; :mod:`embstab.compress` builds
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab._fs import atomic_write, json_safe, to_json
 from embstab.embedding import Embedding
 from embstab.errors import EmbeddingFormatError
 
@@ -37,7 +40,9 @@ __all__ = ["MAGIC", "VERSION", "CompressedData", "read_compressed", "read_compre
 
 #: First bytes of every compressed file (PNG-style: the \r\n and \x1a catch text-mode mangling).
 MAGIC = b"\x89EMBSTAB-Q\r\n\x1a\n\x00\x00"
-VERSION = 1
+VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+_MAX_HEADER = 1 << 26  # 64 MiB of JSON is far beyond any real header (metadata is small)
 _CHUNK = 1 << 20  # codes packed per step: bounds the temporary bit matrix to a few MB
 
 
@@ -170,22 +175,11 @@ def _from_embedding(emb: Embedding) -> CompressedData:
     # no (or stale) codes: store the float32 values themselves, which loses nothing for float32 data
     meta = {k: v for k, v in emb.metadata.items() if k != "compressed_codes"}
     return CompressedData(emb.words, np.asarray(emb.vectors, np.float32), 32, counts=emb.counts, name=emb.name,
-                          metadata=_jsonable(meta))
-
-
-def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in meta.items():
-        try:
-            json.dumps(v)
-        except (TypeError, ValueError):
-            continue  # arrays, objects: not part of the file's description
-        out[k] = v
-    return out
+                          metadata=json_safe(meta))
 
 
 def write_compressed(data: CompressedData | Embedding, path: str | os.PathLike, **options: Any) -> None:
-    """Write ``data`` to ``path``.
+    """Write ``data`` to ``path`` through :func:`embstab._fs.atomic_write`.
 
     An :class:`Embedding` made by :mod:`embstab.compress` is written with its exact codes; any
     other Embedding is stored as raw float32 (``bits == 32``). Quantizing while saving is
@@ -223,13 +217,14 @@ def write_compressed(data: CompressedData | Embedding, path: str | os.PathLike, 
         "version": VERSION, "n_words": len(words), "dim": data.dim, "bits": data.bits,
         "words_bytes": len(parts[1]), "table_len": table_len, "n_blocks": n_blocks,
         "block_size": data.block_size, "has_counts": data.counts is not None, "crc32": crc,
-        "body_bytes": sum(len(p) for p in parts), "name": data.name, "metadata": _jsonable(data.metadata),
+        "body_bytes": sum(len(p) for p in parts), "name": data.name, "metadata": json_safe(data.metadata),
     }
-    head = json.dumps(header, ensure_ascii=True).encode("ascii")
-    with open(path, "wb") as f:
+    head = to_json(header).encode("ascii")
+    with atomic_write(path) as f:
         f.write(MAGIC)
         f.write(len(head).to_bytes(4, "little"))
         f.write(head)
+        f.write(zlib.crc32(head).to_bytes(4, "little"))
         for p in parts:
             f.write(p)
 
@@ -253,22 +248,44 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
         raise EmbeddingFormatError(path, "truncated: the header length is missing")
     hlen = int.from_bytes(blob[pos:pos + 4], "little")
     pos += 4
-    if len(blob) < pos + hlen:
-        raise EmbeddingFormatError(path, f"truncated: the header needs {hlen} bytes, {len(blob) - pos} present")
+    if len(blob) < pos + hlen or hlen > _MAX_HEADER:
+        raise EmbeddingFormatError(path, f"truncated or corrupt: the header declares {hlen} bytes, "
+                                   f"{len(blob) - pos} present")
+    head = blob[pos:pos + hlen]
+    pos += hlen
     try:
-        h = json.loads(blob[pos:pos + hlen].decode("ascii"))
-        n, dim, bits = int(h["n_words"]), int(h["dim"]), int(h["bits"])
-        body_bytes = int(h["body_bytes"])
+        h = json.loads(head.decode("ascii"))
+        version = h["version"]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise EmbeddingFormatError(path, f"corrupt header ({type(exc).__name__}: {exc})") from None
-    if h.get("version") != VERSION:
-        raise EmbeddingFormatError(path, f"unsupported compressed-file version {h.get('version')!r} (this embstab reads {VERSION})")
-    pos += hlen
+    if version not in _READABLE_VERSIONS:
+        raise EmbeddingFormatError(path, f"unsupported compressed-file version {version!r} "
+                                   f"(this embstab reads {', '.join(map(str, _READABLE_VERSIONS))})")
+    if version >= 2:
+        if len(blob) < pos + 4 or int.from_bytes(blob[pos:pos + 4], "little") != zlib.crc32(head):
+            raise EmbeddingFormatError(path, "header checksum mismatch: the header was corrupted or edited")
+        pos += 4
+    try:
+        n, dim, bits = int(h["n_words"]), int(h["dim"]), int(h["bits"])
+        body_bytes, words_bytes = int(h["body_bytes"]), int(h["words_bytes"])
+        table_len, n_blocks, has_counts = int(h["table_len"]), int(h["n_blocks"]), bool(h["has_counts"])
+        crc = int(h["crc32"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise EmbeddingFormatError(path, f"corrupt header ({type(exc).__name__}: {exc})") from None
+    if min(n, dim, words_bytes, table_len, n_blocks) < 0 or not (1 <= bits <= 16 or bits == 32):
+        raise EmbeddingFormatError(path, "corrupt header: negative sizes or bits outside 1-16 and 32")
     body = memoryview(blob)[pos:]
     if len(body) != body_bytes:
         what = "truncated" if len(body) < body_bytes else "has trailing bytes"
         raise EmbeddingFormatError(path, f"{what}: expected {body_bytes} body bytes, found {len(body)}")
-    if zlib.crc32(body) != h["crc32"]:
+    # the sections the header declares must add up to the body before any array is allocated
+    code_bytes = 4 * n * dim if bits == 32 else (n * dim * bits + 7) // 8
+    declared = (4 * n + words_bytes + (8 * table_len if bits != 32 else 0) + 2 * n * n_blocks
+                + (8 * n if has_counts else 0) + code_bytes)
+    if declared != body_bytes:
+        raise EmbeddingFormatError(path, f"corrupt header: its sections add up to {declared} bytes, "
+                                   f"the body holds {body_bytes}")
+    if zlib.crc32(body) != crc:
         raise EmbeddingFormatError(path, "checksum mismatch: the file is corrupted")
     off = 0
 
@@ -279,7 +296,7 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
         return chunk
 
     lengths = np.frombuffer(take(4 * n), "<u4")
-    wbytes = bytes(take(int(h["words_bytes"])))
+    wbytes = bytes(take(words_bytes))
     if int(lengths.sum()) != len(wbytes):
         raise EmbeddingFormatError(path, "corrupt vocabulary section")
     try:
@@ -287,11 +304,11 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
         words = [wbytes[e - k:e].decode("utf-8") for e, k in zip(ends.tolist(), lengths.tolist())]
     except UnicodeDecodeError as exc:
         raise EmbeddingFormatError(path, f"vocabulary is not valid UTF-8 ({exc})") from None
-    table = np.frombuffer(take(8 * int(h["table_len"])), "<f8").copy() if bits != 32 else None
+    table = np.frombuffer(take(8 * table_len), "<f8").copy() if bits != 32 else None
     scales = None
-    if int(h["n_blocks"]):
-        scales = np.frombuffer(take(2 * n * int(h["n_blocks"])), "<i2").reshape(n, int(h["n_blocks"])).copy()
-    counts = np.frombuffer(take(8 * n), "<i8").copy() if h["has_counts"] else None
+    if n_blocks:
+        scales = np.frombuffer(take(2 * n * n_blocks), "<i2").reshape(n, n_blocks).copy()
+    counts = np.frombuffer(take(8 * n), "<i8").copy() if has_counts else None
     if bits == 32:
         codes = np.frombuffer(take(4 * n * dim), "<f4").reshape(n, dim).copy()
     else:
@@ -299,7 +316,7 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
     try:
         return CompressedData(words, codes, bits, table, scales, h.get("block_size"), counts, h.get("name"),
                               dict(h.get("metadata") or {}))
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise EmbeddingFormatError(path, f"inconsistent contents: {exc}") from None
 
 

@@ -15,9 +15,13 @@ from collections.abc import Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
+from embstab._fs import atomic_write
 from embstab.errors import EmbeddingFormatError
 
-__all__ = ["read_text", "write_text", "parse_header"]
+__all__ = ["read_text", "write_text", "parse_header", "BOM"]
+
+#: The UTF-8 byte-order mark some editors put at the start of a file; it is not part of a word.
+BOM = b"\xef\xbb\xbf"
 
 CHUNK_LINES = 20_000
 PROGRESS_MIN_BYTES = 20 * 2**20
@@ -26,7 +30,7 @@ PROGRESS_MIN_BYTES = 20 * 2**20
 def parse_header(line: str) -> tuple[int, int] | None:
     """``(n, d)`` if ``line`` is a word2vec/fastText header (exactly two positive integers)."""
     parts = line.split()
-    if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+    if len(parts) == 2 and all(p.isascii() and p.isdigit() for p in parts):
         return int(parts[0]), int(parts[1])
     return None
 
@@ -87,6 +91,8 @@ def _lines(path: str, bar) -> Iterator[tuple[int, str]]:
                                            f"{exc.start}", lineno) from None
             if "\x00" in text:
                 raise EmbeddingFormatError(path, "binary data (NUL bytes) in a text embedding file", lineno)
+            if lineno == 1:
+                text = text.removeprefix("\ufeff")
             yield lineno, text
 
 
@@ -141,9 +147,12 @@ def _read(path: str, dtype, header: bool | None, bar):
             raise EmbeddingFormatError(path, "the header declares dimension 0", lineno)
     else:
         pending.append((lineno, text))
-    capacity = _count_lines(path)  # an upper bound on the rows: preallocate once
     if dim is None:
         dim = _headerless_dim(path, pending[0][0])
+    # An upper bound on the rows, to preallocate once. Lines can be blank, so the line count alone
+    # is no bound (a file of newlines would ask for rows x dim); every real row holds at least
+    # `dim` numbers plus separators, i.e. 2 * dim bytes.
+    capacity = min(_count_lines(path), os.path.getsize(path) // (2 * dim) + 1)
     matrix = None
     filled = 0
     chunk_words: list[str] = []
@@ -219,7 +228,7 @@ def write_text(path: str | os.PathLike, words: list[str], vectors: np.ndarray, h
         if not w.strip() or any(c in w for c in "\n\r\t") or w != w.strip():
             raise EmbeddingFormatError(path, f"word {w!r} cannot be written to a text embedding file "
                                        "(empty, or holds a tab, newline or edge space)")
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_write(path, "w", encoding="utf-8", newline="\n") as f:
         if header:
             f.write(f"{len(words)} {vectors.shape[1]}\n")
         for start in range(0, len(words), CHUNK_LINES):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from embstab._fs import publish
+from embstab._fs import atomic_write
 from embstab.measures import REGISTRY
 from embstab.recommend import recommend
 from embstab.report import html as H
@@ -126,15 +125,9 @@ def write_report(results: pd.DataFrame | str | os.PathLike, path: str | os.PathL
     document = build_report(results, **kwargs)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Write next to the target and rename, so a crash never leaves half a report behind.
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(document)
-        publish(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # a crash never leaves half a report behind; /dev/stdout and pipes are written into
+    with atomic_write(target, "w", encoding="utf-8") as fh:
+        fh.write(document)
     return target
 
 

@@ -16,7 +16,14 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["ResultDB", "ROW_COLUMNS"]
+from embstab._fs import atomic_write
+from embstab.errors import EmbstabError
+
+__all__ = ["ResultDB", "ResultDBError", "ROW_COLUMNS"]
+
+
+class ResultDBError(EmbstabError):
+    """The results database cannot be opened or read (not SQLite, damaged, wrong tables)."""
 
 #: Fixed columns of a result row (the shared result-table convention), before the measure columns.
 ROW_COLUMNS = ("algo", "seed", "dim", "bitrate", "memory", "task", "model", "disagreement", "quality",
@@ -56,12 +63,18 @@ class ResultDB:
         self.path = os.fspath(path)
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        # NORMAL is durable against process kills (SIGKILL) in WAL mode; only a power cut can
-        # lose the last transactions, which a restart then recomputes.
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
+        if os.path.isdir(self.path):
+            raise ResultDBError(f"results database {self.path} is a directory, not a file")
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL is durable against process kills (SIGKILL) in WAL mode; only a power cut can
+            # lose the last transactions, which a restart then recomputes.
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise ResultDBError(f"results database {self.path} cannot be used ({exc}); move it away or pass "
+                                "another --db") from None
 
     def close(self) -> None:
         """Close the connection."""
@@ -165,9 +178,8 @@ class ResultDB:
         """Write :meth:`results` to a Parquet file (atomically) and return the frame."""
         df = self.results(row_ids).drop(columns=["row_id"])
         path = os.fspath(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
+        with atomic_write(path) as fh:
+            df.to_parquet(fh, index=False)
         return df
 
     # --- internals -----------------------------------------------------------------------------

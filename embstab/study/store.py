@@ -11,37 +11,55 @@ complete file over the same name (the content is identical, because the configur
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import time
 import uuid
-import zipfile
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import fsspec
-import numpy as np
 
+from embstab._fs import atomic_write, to_json
 from embstab.embedding import Embedding
+from embstab.errors import EmbeddingFormatError, EmbstabError
+from embstab.io.arrays import npz_bytes, read_npz
 
-__all__ = ["ArtifactStore", "config_hash", "canonical_json", "TEMP_MARKER"]
+__all__ = ["ArtifactStore", "CorruptArtifactError", "config_hash", "canonical_json", "TEMP_MARKER"]
 
 #: Part of every temporary file name; such files are never artifacts.
 TEMP_MARKER = ".tmp-"
 
 
+class CorruptArtifactError(EmbstabError):
+    """A stored artifact cannot be read back (a damaged disk, a killed copy, an edited file).
+
+    The message names the artifact and how to recompute it: delete the file (or run the study
+    with ``--recompute``); the next run produces it again.
+
+    Parameters
+    ----------
+    path : str
+        The artifact's path in the store.
+    problem : str
+        What is wrong with it.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path, self.problem = path, problem
+        super().__init__(f"corrupt artifact {path}: {problem}; delete it (or re-run the study with --recompute) "
+                         "to recompute it")
+
+
 def canonical_json(config: Mapping[str, Any]) -> str:
-    """Deterministic JSON of a configuration (sorted keys, no whitespace, tuples as lists)."""
-    return json.dumps(config, sort_keys=True, separators=(",", ":"), default=_jsonable)
+    """Deterministic JSON of a configuration (:func:`embstab._fs.to_json`: sorted keys, no white space).
 
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, (tuple, set, frozenset)):
-        return sorted(obj) if isinstance(obj, (set, frozenset)) else list(obj)
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"configuration value {obj!r} of type {type(obj).__name__} is not JSON-serialisable")
+    Raises
+    ------
+    TypeError
+        A value without a JSON form (objects are not part of a configuration).
+    """
+    return to_json(config)
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -124,16 +142,11 @@ class ArtifactStore:
     def _atomic_write(self, target: str, data: bytes) -> None:
         parent = target.rsplit("/", 1)[0]
         self.fs.makedirs(parent, exist_ok=True)
-        tmp = f"{target}{TEMP_MARKER}{uuid.uuid4().hex}"
         if self._local:
-            # fsync before the rename: after a power cut or SIGKILL the name never points at a
-            # file whose blocks were not yet written.
-            with open(tmp, "wb") as fh:
+            with atomic_write(target) as fh:  # fsynced before the rename
                 fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
             return
+        tmp = f"{target}{TEMP_MARKER}{uuid.uuid4().hex}"
         with self.fs.open(tmp, "wb") as fh:
             fh.write(data)
         try:
@@ -152,29 +165,41 @@ class ArtifactStore:
         return self.put_bytes(kind, key, "result.json", canonical_json({"value": value}).encode("utf-8"), config)
 
     def get_json(self, kind: str, key: str) -> Any:
-        """Load a value written by :meth:`put_json`."""
-        return json.loads(self.get_bytes(kind, key, "result.json").decode("utf-8"))["value"]
+        """Load a value written by :meth:`put_json`.
+
+        Raises
+        ------
+        CorruptArtifactError
+            The artifact is not the JSON :meth:`put_json` writes.
+        """
+        raw = self.get_bytes(kind, key, "result.json")
+        try:
+            return json.loads(raw.decode("utf-8"))["value"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptArtifactError(self.path(kind, key, "result.json"), f"{type(exc).__name__}: {exc}") from None
 
     def has_json(self, kind: str, key: str) -> bool:
         return self.exists(kind, key, "result.json")
 
     def put_embedding(self, kind: str, key: str, emb: Embedding, config: Mapping[str, Any] | None = None) -> str:
-        """Store an embedding as ``.npz`` (words, vectors, counts; no pickles)."""
-        arrays = {"words": np.asarray(emb.words, dtype=str), "vectors": np.asarray(emb.vectors)}
-        if emb.counts is not None:
-            arrays["counts"] = np.asarray(emb.counts)
-        # metadata (training settings, the clip value...) as JSON; anything else as its str()
-        meta = {"name": emb.name, "source": emb.source, "metadata": dict(emb.metadata or {})}
-        arrays["meta"] = np.asarray(json.dumps(meta, default=_loose_json))
-        return self.put_bytes(kind, key, "npz", _npz_bytes(arrays), config)
+        """Store an embedding as ``.npz`` (the codec of :func:`embstab.save`; no pickles)."""
+        return self.put_bytes(kind, key, "npz", npz_bytes(emb), config)
 
     def get_embedding(self, kind: str, key: str) -> Embedding:
-        """Load an embedding written by :meth:`put_embedding`."""
-        with np.load(io.BytesIO(self.get_bytes(kind, key, "npz")), allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            counts = z["counts"] if "counts" in z.files else None
-            return Embedding(z["words"].tolist(), z["vectors"], counts, name=meta.get("name"),
-                             source=meta.get("source"), metadata=meta.get("metadata"), copy=False)
+        """Load an embedding written by :meth:`put_embedding`.
+
+        Raises
+        ------
+        CorruptArtifactError
+            The artifact cannot be read; the message names it and how to recompute it.
+        """
+        path = self.path(kind, key, "npz")
+        try:
+            words, vectors, counts, meta = read_npz(self.get_bytes(kind, key, "npz"), label=path)
+        except EmbeddingFormatError as exc:
+            raise CorruptArtifactError(path, exc.problem) from None
+        return Embedding(words, vectors, counts, name=meta.get("name"), source=meta.get("source"),
+                         metadata=meta.get("metadata"), copy=False)
 
     def has_embedding(self, kind: str, key: str) -> bool:
         return self.exists(kind, key, "npz")
@@ -190,7 +215,10 @@ class ArtifactStore:
         """Load documents written by :meth:`put_docs`."""
         import gzip  # noqa: PLC0415
 
-        text = gzip.decompress(self.get_bytes(kind, key, "txt.gz")).decode("utf-8")
+        try:
+            text = gzip.decompress(self.get_bytes(kind, key, "txt.gz")).decode("utf-8")
+        except (OSError, EOFError, ValueError) as exc:
+            raise CorruptArtifactError(self.path(kind, key, "txt.gz"), f"{type(exc).__name__}: {exc}") from None
         return [line.split(" ") if line else [] for line in text.split("\n")] if text else []
 
     def has_docs(self, kind: str, key: str) -> bool:
@@ -238,31 +266,6 @@ class ArtifactStore:
             except FileNotFoundError:
                 pass
         return removed
-
-
-def _loose_json(obj: Any) -> Any:
-    """JSON fallback for free-form metadata: numpy values as numbers/lists, anything else as text."""
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray) and obj.size <= 10_000:
-        return obj.tolist()
-    if isinstance(obj, (tuple, set, frozenset)):
-        return list(obj)
-    return str(obj)
-
-
-def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
-    """An ``.npz`` (readable by :func:`numpy.load`) deflated at level 1.
-
-    Quantized matrices hold few distinct values: level 1 shrinks a 1-bit pair about 9x and an
-    8-bit one about 4x at a fraction of the cost of numpy's default level (``savez_compressed``).
-    """
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        for name, arr in arrays.items():
-            with zf.open(f"{name}.npy", "w", force_zip64=True) as fh:
-                np.lib.format.write_array(fh, np.asanyarray(arr), allow_pickle=False)
-    return buf.getvalue()
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:
