@@ -2,13 +2,17 @@
 
 Each sub-command lives in its own module under :mod:`embstab.cli` and exposes
 ``register(subparsers)``; :data:`COMMAND_MODULES` lists them in the order ``--help`` shows.
-Any :class:`embstab.errors.EmbstabError` (bad input) becomes one line on stderr and exit code 2.
+Any :class:`embstab.errors.EmbstabError` (bad input), and any operating-system error on a file,
+memory error or corrupt database, becomes one line on stderr and exit code 2; argparse errors
+exit 2 as well. A closed output pipe (``| head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -25,9 +29,20 @@ dimension and precision to ship under a memory budget, and how many downstream p
 Run `embstab COMMAND --help` for the options of each command."""
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (the usage text is what ``--help`` is for).
+
+    Sub-command parsers inherit the class, so every command reports option errors the same way:
+    ``embstab CMD: error: argument --top-n: must be 0 or more, got -1`` and exit code 2.
+    """
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="embstab", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The ``embstab`` parser with every sub-command of :data:`COMMAND_MODULES`."""
+    parser = Parser(prog="embstab", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     from embstab import __version__
 
     parser.add_argument("--version", action="version", version=f"embstab {__version__}")
@@ -38,22 +53,57 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 for any bad input, with one line on stderr)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help/--version (0) or an option error (2, already printed)
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    prefix = f"embstab {args.command}: error:"
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (`embstab ... | head`): not an error of ours; silence the final
+        # flush of stdout, which would otherwise print a second BrokenPipeError
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
     except EmbstabError as exc:
-        print(f"embstab {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"embstab {args.command}: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
-        return 2
+        return _fail(prefix, str(exc))
+    except MemoryError:
+        return _fail(prefix, "out of memory: the input is too large for this machine (try --top-n, a float32 "
+                             "input, or a smaller file)")
+    except OSError as exc:  # missing input, unwritable output, a directory, disk full
+        where = f": {exc.filename}" if exc.filename else ""
+        return _fail(prefix, f"{exc.strerror or exc}{where}")
+    except sqlite3.DatabaseError as exc:
+        return _fail(prefix, f"results database: {exc}")
+    except ValueError as exc:
+        # library checks that the CLI did not catch first; one line, the traceback on request
+        if os.environ.get("EMBSTAB_DEBUG"):
+            raise
+        return _fail(prefix, f"{exc} (set EMBSTAB_DEBUG=1 for the traceback)")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(prefix: str, message: str) -> int:
+    # exactly one line: a message that spans lines (a nested error) is joined
+    print(f"{prefix} {message.replace(chr(13), ' ').replace(chr(10), ' ')}", file=sys.stderr)
+    return 2
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

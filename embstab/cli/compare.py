@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from embstab.cli.options import add_trust_pickle, non_negative_int
+from embstab.errors import EmbstabError
 from embstab.measures import DEFAULT_MEASURES, REGISTRY
 
 HELP = "measure how unstable a pair of embeddings is"
@@ -26,7 +28,12 @@ serve as their own anchors.
 Reading the output: 'value' is the raw measure; 'distance' turns it into "larger = less stable"
 (1 - overlap for k-NN and eigenspace overlap), so rows can be read the same way."""
 
-EPILOG = "measures: " + "; ".join(f"{name} ({info.direction})" for name, info in REGISTRY.items())
+EPILOG = "measures: " + "; ".join(f"{name} ({info.direction})" for name, info in REGISTRY.items()) + """
+
+examples:
+  embstab compare new.txt old.txt
+  embstab compare new.txt old.txt --anchor-a new_big.txt --anchor-b old_big.txt --output json
+  embstab compare builtin:glove-6b-50d builtin:minilm-l6-input --top-n 10000"""
 
 
 def register(subparsers) -> None:
@@ -38,7 +45,7 @@ def register(subparsers) -> None:
     p.add_argument("--anchor-b", metavar="EB", help="anchor embedding for B's side (for EIS)")
     p.add_argument("--measures", nargs="+", metavar="NAME", choices=sorted(REGISTRY),
                    help=f"measures to compute (default: {' '.join(DEFAULT_MEASURES)})")
-    p.add_argument("--top-n", type=int, default=10000, metavar="N",
+    p.add_argument("--top-n", type=non_negative_int, default=10000, metavar="N",
                    help="compare the N most frequent shared words (default 10000; 0 = all shared words)")
     p.add_argument("--rank-by", choices=["a", "b"], default="a",
                    help="whose frequency order picks the top words (default a)")
@@ -47,30 +54,30 @@ def register(subparsers) -> None:
     p.add_argument("--output", choices=["table", "json", "csv"], default="table", help="output format")
     p.add_argument("--duplicates", choices=["error", "first"], default="error",
                    help="a word repeated in a file is an error (default) or keeps its first occurrence")
+    add_trust_pickle(p)
     p.set_defaults(func=run)
 
 
-def _load(spec: str, duplicates: str):
+def _load(spec: str, duplicates: str, trust_pickle: bool = False):
     from embstab.io import load
     from embstab.pretrained import load_pretrained
 
     if spec.startswith("builtin:"):
         return load_pretrained(spec.split(":", 1)[1])
-    return load(spec, duplicates=duplicates)
+    return load(spec, duplicates=duplicates, trust_pickle=trust_pickle)
 
 
 def run(args: argparse.Namespace) -> int:
     from embstab.compare import compare
 
     if (args.anchor_a is None) != (args.anchor_b is None):
-        raise SystemExit("embstab compare: error: give both --anchor-a and --anchor-b, or neither")
-    if args.top_n < 0:
-        raise SystemExit("embstab compare: error: --top-n must be >= 0")
-    a = _load(args.a, args.duplicates)
-    b = _load(args.b, args.duplicates)
+        raise EmbstabError("give both --anchor-a and --anchor-b, or neither")
+    a = _load(args.a, args.duplicates, args.trust_pickle)
+    b = _load(args.b, args.duplicates, args.trust_pickle)
     anchors = "self"
     if args.anchor_a:
-        anchors = (_load(args.anchor_a, args.duplicates), _load(args.anchor_b, args.duplicates))
+        anchors = (_load(args.anchor_a, args.duplicates, args.trust_pickle),
+                   _load(args.anchor_b, args.duplicates, args.trust_pickle))
     df = compare(a, b, anchors=anchors, measures=args.measures, top_n=args.top_n or None, rank_by=args.rank_by,
                  device=args.device)
     n = df.attrs["n_words"]

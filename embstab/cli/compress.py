@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from embstab.cli.options import add_trust_pickle, bits
+
 HELP = "quantize an embedding to B bits per entry (or an fp8/fp4/MX format) and save it"
 DESCRIPTION = """\
 Quantize the embedding IN and write it to OUT.
@@ -21,7 +23,13 @@ can be compared on one grid (compress OLD itself with the same --bits to get the
 
 OUT is written in embstab's bit-packed format (.esq: a 4-bit 300-d embedding takes 150 bytes per
 word plus the vocabulary), which `embstab.load` and every embstab command read. Give
---output-format to write dequantized floats in another format (word2vec, glove, npz, ...)."""
+--output-format to write dequantized floats in another format (word2vec, glove, npz, ...).
+OUT may be /dev/stdout or a pipe (written into, never replaced); it may not be IN or OLD.
+
+examples:
+  embstab compress new.txt new4.esq --bits 4
+  embstab compress new.txt new4.esq --bits 4 --like old.txt     # the pair protocol
+  embstab compress new.txt new8.esq --format fp8 --rounding stochastic --seed 0"""
 
 
 def _rounding(text: str) -> str:
@@ -39,7 +47,7 @@ def register(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", metavar="IN", help="embedding file to compress (format detected)")
     p.add_argument("output", metavar="OUT", help="where to write the result")
-    p.add_argument("--bits", type=int, default=None, metavar="B",
+    p.add_argument("--bits", type=bits, default=None, metavar="B",
                    help="bits per entry for uniform quantization (1-16, or 32 = clip only)")
     p.add_argument("--format", default="uniform", metavar="FMT",
                    help="number format: uniform (default, needs --bits) or a preset such as fp8, fp4, bfp8, mxfp4")
@@ -53,45 +61,45 @@ def register(subparsers) -> None:
     p.add_argument("--output-format", default="embstab", choices=FORMATS,
                    help="file format of OUT (default embstab = bit-packed .esq)")
     p.add_argument("--quiet", action="store_true", help="no progress bars and no summary line")
+    add_trust_pickle(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from embstab._fs import check_outputs, is_special
     from embstab.compress import compress_embedding, optimal_clip
     from embstab.compress.embedding import _resolve
     from embstab.errors import EmbstabError
     from embstab.io import load, save
-    from embstab.io.compressed import write_compressed
+    from embstab.io.arrays import vocab_path_for
 
+    outputs = [("OUT", args.output)]
+    if args.output_format == "npy":
+        outputs.append(("OUT's vocabulary", vocab_path_for(args.output)))
+    # before any work: an output must never be one of the inputs (paths, symlinks, hard links)
+    check_outputs(outputs, [("IN", args.input), ("--like", args.like)])
     fmt = None if args.format.lower() == "uniform" else args.format
     try:
         kind, spec, _ = _resolve(args.bits, fmt, None)
     except ValueError as exc:
         raise EmbstabError(str(exc)) from None
-    emb = load(args.input)
+    emb = load(args.input, trust_pickle=args.trust_pickle)
     clip = None
     if args.like:
-        old = load(args.like)
+        old = load(args.like, trust_pickle=args.trust_pickle)
         emb = emb.align_to(old)
         if kind == "uniform":
             clip = optimal_clip(old.vectors, spec, progress=not args.quiet)
     out = compress_embedding(emb, spec if kind == "uniform" else None, format=None if kind == "uniform" else spec,
                              clip=clip, rounding=args.rounding, seed=args.seed, progress=not args.quiet)
-    if os.path.abspath(args.output) == os.path.abspath(args.input):
-        raise EmbstabError("OUT must differ from IN")
     if args.output_format == "embstab":
-        tmp = f"{args.output}.tmp-{os.getpid()}"
-        try:
-            write_compressed(out, tmp)
-            os.replace(tmp, args.output)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        save(out, args.output, format="embstab")  # the exact codes, bit-packed
     else:
         save(out.astype("float32"), args.output, format=args.output_format)
     if not args.quiet:
         info = out.metadata["compression"]
         detail = f"clip {info['clip']:.4g}" if "clip" in info else info.get("format", "")
+        size = "" if is_special(args.output) else f", {os.path.getsize(args.output)} bytes"
         print(f"{len(out)} words x {out.dim} dims -> {info['memory_bits_per_word']:g} bits/word "
-              f"({detail}), {os.path.getsize(args.output)} bytes: {args.output}", file=sys.stderr)
+              f"({detail}){size}: {args.output}", file=sys.stderr)
     return 0

@@ -70,7 +70,9 @@ def run_fetch(args: argparse.Namespace) -> int:
     standard = [n for n in args.names if n in STANDARD]
     offline = [n for n in args.names if n not in STANDARD]
     if args.url and len(standard) != 1:
-        raise SystemExit("embstab data fetch: error: --url needs exactly one standard source name")
+        from embstab.errors import EmbstabError
+
+        raise EmbstabError("--url needs exactly one standard source name")
     failed = 0
     if offline or not args.names:
         df = fetch(offline or None, force=args.force, progress=not args.no_progress, errors="report")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from embstab.cli.options import non_negative_int, positive_float
 from embstab.measures import REGISTRY
 
 HELP = "recommend the dimension and precision to ship under a memory budget"
@@ -12,7 +13,11 @@ DESCRIPTION = """\
 Read a study's results (CSV or Parquet in embstab's tidy format, or a published
 anchor-stability CSV), keep the configurations whose memory (dim x bits per entry) fits the
 budget, pick the one with the best stability measure, and print the downstream disagreement
-the linear-log memory trend predicts for it."""
+the linear-log memory trend predicts for it.
+
+examples:
+  embstab recommend embstab-study/default.parquet --budget 400
+  embstab recommend results.csv --budget 800 --measure knn --task rt_sentiment --json"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,15 +25,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("recommend", help=HELP, description=DESCRIPTION,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", metavar="RESULTS", help="results table (.csv or .parquet)")
-    parser.add_argument("--budget", metavar="BITS", type=float, required=True,
+    parser.add_argument("--budget", metavar="BITS", type=positive_float, required=True,
                         help="memory budget in bits per word (e.g. 400 = 100 dims at 4 bits)")
     parser.add_argument("--measure", default="eis", choices=list(REGISTRY),
                         help="stability measure that ranks the configurations (default: eis)")
     parser.add_argument("--task", help="only predict the disagreement of this task")
     parser.add_argument("--algo", help="only consider this embedding algorithm")
-    parser.add_argument("--threshold", type=float, default=1000.0, metavar="BITS",
+    parser.add_argument("--threshold", type=positive_float, default=1000.0, metavar="BITS",
                         help="fit the trend on rows with memory below this (default: 1000)")
-    parser.add_argument("--top", type=int, default=5, metavar="N",
+    parser.add_argument("--top", type=non_negative_int, default=5, metavar="N",
                         help="also list the N best configurations that fit (default: 5; 0 = none)")
     parser.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     parser.set_defaults(func=handle)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from embstab.cli.options import positive_float
 from embstab.measures import REGISTRY
 
 HELP = "write the HTML report of a study's results"
@@ -12,7 +13,12 @@ DESCRIPTION = """\
 Read a study's results (CSV or Parquet in embstab's tidy format, or a published
 anchor-stability CSV) and write one self-contained HTML file: disagreement vs memory with the
 fitted trend, each measure vs disagreement, the correlation, selection-error and oracle-gap
-tables, and the recommended configuration for each memory budget."""
+tables, and the recommended configuration for each memory budget. The report may not overwrite
+RESULTS.
+
+examples:
+  embstab report embstab-study/default.parquet -o report.html
+  embstab report results.csv --measure knn --budget 400 --budget 800 -o knn.html"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,10 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="where to write the report (default: report.html)")
     parser.add_argument("--measure", choices=list(REGISTRY),
                         help="measure used for the recommendations (default: eis when present)")
-    parser.add_argument("--budget", metavar="BITS", type=float, action="append",
+    parser.add_argument("--budget", metavar="BITS", type=positive_float, action="append",
                         help="memory budget to recommend for (repeatable; default: every memory "
                              "value in the results)")
-    parser.add_argument("--threshold", type=float, default=1000.0, metavar="BITS",
+    parser.add_argument("--threshold", type=positive_float, default=1000.0, metavar="BITS",
                         help="fit the trend on rows with memory below this (default: 1000)")
     parser.add_argument("--title", help="page title")
     parser.set_defaults(func=handle)
@@ -35,8 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Run ``embstab report``; returns the exit code."""
+    from embstab._fs import check_outputs
     from embstab.report import write_report  # matplotlib is only imported when needed
 
+    check_outputs([("-o", args.output)], [("RESULTS", args.results)])
     path = write_report(args.results, args.output, title=args.title, measure=args.measure,
                         budgets=args.budget, threshold=args.threshold)
     print(f"wrote {path}", file=sys.stderr)

@@ -3,16 +3,21 @@
     embstab study [STUDY.yaml] [--quick] [--scheduler tcp://HOST:PORT] [--store DIR_OR_URL]
                   [--workers N] [-o report.html]
     embstab study status [--store DIR_OR_URL] [--db FILE]
+
+The bundled studies ship inside the package (``embstab.pipelines``), so an installed embstab
+finds them without a source checkout.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from embstab.cli.options import positive_int
 from embstab.errors import EmbstabError
 
 __all__ = ["register", "handle", "find_study_file", "main"]
@@ -26,9 +31,13 @@ examples:
   embstab study --quick                 # a tiny version (about a minute)
   embstab study my_study.yaml --scheduler tcp://10.0.0.5:8786 --store s3://bucket/embstab
   embstab study status                  # what is done, pending and failed
+  embstab study --recompute             # first delete artifacts that no longer read back
 
 Interrupt it at any time: running the same command again resumes where it stopped, and failed
-rows are retried. Results: STORE/results.sqlite and STORE/<study name>.parquet."""
+rows are retried. Results: STORE/results.sqlite and STORE/<study name>.parquet.
+
+A multi-host Dask cluster exchanges pickled tasks and results: run it only on a trusted network,
+or configure TLS for the scheduler and workers (Dask's distributed.comm.tls settings)."""
 
 
 def register(subparsers: Any) -> None:
@@ -50,24 +59,44 @@ def register(subparsers: Any) -> None:
                    help="artifact store: a directory or any fsspec URL (default: ./embstab-study)")
     p.add_argument("--db", default=None, metavar="FILE",
                    help="results database (default: STORE/results.sqlite for a local store)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="workers of the local cluster (default: one per core, at most one per 2 GiB)")
     p.add_argument("-o", "--output", default=None, metavar="report.html",
                    help="HTML report (default: STORE/<study name>.html)")
     p.add_argument("--no-report", action="store_true", help="do not write the HTML report")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--recompute", action="store_true",
+                   help="check every artifact of the store first and delete those that no longer read back "
+                        "(a corrupt file fails its rows until it is recomputed)")
     p.set_defaults(func=handle)
 
 
 def find_study_file(name: str) -> Path:
-    """Locate a bundled study definition (``pipelines/NAME``) from a source checkout or the cwd."""
+    """Locate a bundled study definition (``embstab.pipelines/NAME``).
+
+    Installed packages hold it as package data; a source checkout used without installing (only
+    ``PYTHONPATH`` pointing at it) keeps it in the top-level ``pipelines/`` folder.
+
+    Raises
+    ------
+    EmbstabError
+        If the study is in neither place.
+    """
     import embstab  # noqa: PLC0415
 
-    candidates = [Path(embstab.__file__).resolve().parents[1] / "pipelines" / name, Path.cwd() / "pipelines" / name]
+    candidates: list[Path] = []
+    checkout = Path(embstab.__file__).resolve().parents[1]
+    if (checkout / "setup.py").is_file():
+        # the package runs from a source tree: its own pipelines/ folder, not another install's
+        candidates.append(checkout / "pipelines" / name)
+    try:
+        candidates.append(Path(str(importlib.resources.files("embstab.pipelines") / name)))
+    except ModuleNotFoundError:  # a bare source tree that was never installed
+        pass
     for path in candidates:
         if path.is_file():
             return path
-    raise EmbstabError(f"cannot find the bundled study pipelines/{name} (looked in "
+    raise EmbstabError(f"cannot find the bundled study {name} (looked in "
                        f"{', '.join(str(c.parent) for c in candidates)}); pass a STUDY.yaml file")
 
 
@@ -78,8 +107,6 @@ def handle(args: argparse.Namespace) -> int:
     store_url = args.store or DEFAULT_STORE
     if args.study == "status":
         return _status(store_url, args.db)
-    if args.workers is not None and args.workers < 1:
-        raise EmbstabError(f"--workers must be >= 1, got {args.workers}")
     from embstab.study import load_study, run_study  # noqa: PLC0415
     from embstab.study.executors import check_scheduler  # noqa: PLC0415
 
@@ -92,6 +119,16 @@ def handle(args: argparse.Namespace) -> int:
     spec = load_study(path)
     store = ArtifactStore(store_url)
     db_path = args.db or default_db_path(store)
+    report_path = None
+    if not args.no_report:
+        report_path = args.output or os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.html")
+        from embstab._fs import check_outputs  # noqa: PLC0415
+
+        check_outputs([("-o", report_path)], [("STUDY.yaml", path), ("--db", db_path)])
+    if args.recompute:
+        removed = store.remove_corrupt(progress=not args.no_progress)
+        print(f"--recompute: {len(removed)} corrupt artifact(s) deleted" + "".join(f"\n  {p}" for p in removed),
+              file=sys.stderr)
     if "://" in args.scheduler and store.is_local:
         print(f"note: workers of {args.scheduler} must see the store directory {store.root} at the same path "
               "(a shared filesystem); otherwise pass --store with a shared fsspec URL", file=sys.stderr)
@@ -106,41 +143,40 @@ def handle(args: argparse.Namespace) -> int:
               "and re-run this command to retry", file=sys.stderr)
     if run.results.empty:
         return 1
-    if not args.no_report:
-        out = args.output or os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.html")
-        _report(run.results, out)
+    if report_path is not None:
+        _report(run.results, report_path)
     _correlations(run.results)
     _recommend(run.results, spec.budgets)
     return 0 if run.complete else 1
 
 
 def _status(store_url: str, db: str | None) -> int:
-    from embstab.study import ArtifactStore, default_db_path, format_status, study_status  # noqa: PLC0415
+    from embstab.study import DEFAULT_STORE, format_status, study_status  # noqa: PLC0415
 
-    db_path = db or default_db_path(ArtifactStore(store_url))
-    summary, failures = study_status(db_path)
-    print(f"results database: {db_path}")
+    if db is None:
+        # no ArtifactStore here: opening one creates its directory, and a mistyped --store must not
+        local = "://" not in store_url or store_url.startswith("file://")
+        root = store_url.removeprefix("file://") if local else DEFAULT_STORE
+        if local and not os.path.isdir(root):
+            raise EmbstabError(f"no study store at {root} (check --store; `embstab study` creates it)")
+        db = os.path.join(root, "results.sqlite")
+    summary, failures = study_status(db)
+    print(f"results database: {db}")
     print(format_status(summary, failures))
     return 0
 
 
 def _report(results: Any, path: str) -> None:
-    try:
-        from embstab.report import write_report  # noqa: PLC0415
-    except ImportError as exc:
-        print(f"no report written: embstab.report is not available ({exc})", file=sys.stderr)
-        return
+    from embstab.report import write_report  # noqa: PLC0415
+
     write_report(results, path)
     print(f"report: {path}")
 
 
 def _correlations(results: Any) -> None:
     """Print the paper's correlation table: Spearman ρ of each measure (as a distance) vs disagreement."""
-    try:
-        from embstab.selection import spearman_table, wide  # noqa: PLC0415
-    except ImportError as exc:
-        print(f"no correlation table: embstab.selection is not available ({exc})", file=sys.stderr)
-        return
+    from embstab.selection import spearman_table, wide  # noqa: PLC0415
+
     try:
         table = wide(spearman_table(results), "spearman")
     except EmbstabError as exc:
@@ -152,11 +188,8 @@ def _correlations(results: Any) -> None:
 
 
 def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
-    try:
-        from embstab.recommend import recommend  # noqa: PLC0415
-    except ImportError as exc:
-        print(f"no recommendation: embstab.recommend is not available ({exc})", file=sys.stderr)
-        return
+    from embstab.recommend import recommend  # noqa: PLC0415
+
     if not budgets:
         budgets = (int(results["memory"].median()),)
     for budget in budgets:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from embstab.cli.options import open_fraction, positive_int
+from embstab.errors import EmbstabError
+
 HELP = "train a word embedding (or a retraining pair) on a real corpus"
 DESCRIPTION = """\
 Train word2vec (CBOW, skip-gram), fastText, GloVe or PPMI matrix completion on a corpus and write
@@ -17,7 +20,13 @@ embedding is trained on each with the same seed, as when a model is retrained on
 give two output paths.
 
 Training is deterministic: the same seed and settings give identical vectors (gensim runs with one
-worker thread for this; pass --workers N to trade that for speed)."""
+worker thread for this; pass --workers N to trade that for speed). An output may not be the
+corpus file or the other output.
+
+examples:
+  embstab train --corpus wiki_vital --dim 100 -o wiki100.txt
+  embstab train --corpus my_docs.txt --algo glove --dim 50 -o glove50.npz
+  embstab train --corpus wiki_vital --pair leave_out --fraction 0.05 -o old.txt new.txt"""
 
 
 def register(subparsers) -> None:
@@ -31,15 +40,15 @@ def register(subparsers) -> None:
                    help="output file (two with --pair); the format follows the suffix (.txt word2vec text, "
                         ".bin, .npz, .kv ...)")
     p.add_argument("--pair", choices=["leave_out", "extend"], help="train a corpus pair (two outputs)")
-    p.add_argument("--fraction", type=float, default=0.05, help="fraction of documents left out (default 0.05)")
+    p.add_argument("--fraction", type=open_fraction, default=0.05, help="fraction of documents left out (default 0.05)")
     p.add_argument("--pair-seed", type=int, default=0, help="seed choosing the left-out documents (default 0)")
-    p.add_argument("--dim", type=int, default=100, help="dimension (default 100)")
+    p.add_argument("--dim", type=positive_int, default=100, help="dimension (default 100)")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
-    p.add_argument("--epochs", type=int, default=5, help="epochs (default 5)")
-    p.add_argument("--min-count", type=int, default=5, help="drop words rarer than this (default 5)")
-    p.add_argument("--window", type=int, default=5, help="context window (default 5)")
-    p.add_argument("--max-vocab", type=int, help="keep at most this many words")
-    p.add_argument("--workers", type=int, help="gensim worker threads (default 1: deterministic)")
+    p.add_argument("--epochs", type=positive_int, default=5, help="epochs (default 5)")
+    p.add_argument("--min-count", type=positive_int, default=5, help="drop words rarer than this (default 5)")
+    p.add_argument("--window", type=positive_int, default=5, help="context window (default 5)")
+    p.add_argument("--max-vocab", type=positive_int, help="keep at most this many words")
+    p.add_argument("--workers", type=positive_int, help="gensim worker threads (default 1: deterministic)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -49,9 +58,15 @@ def read_corpus(spec: str) -> list[list[str]]:
     from embstab.data import load_corpus, tokenize
 
     path = Path(spec)
+    if path.is_dir():
+        raise EmbstabError(f"--corpus {spec} is a directory; give a text file with one document per line")
     if path.is_file():
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return [t for t in (tokenize(line) for line in fh) if t]
+        # utf-8-sig: a byte-order mark is not part of the first word
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            docs = [t for t in (tokenize(line) for line in fh) if t]
+        if not docs:
+            raise EmbstabError(f"--corpus {spec} holds no words")
+        return docs
     return load_corpus(spec)
 
 
@@ -60,10 +75,14 @@ def run(args: argparse.Namespace) -> int:
     from embstab.io import save
     from embstab.train import train_embedding
 
+    from embstab._fs import check_outputs
+
     n_out = 2 if args.pair else 1
     if len(args.output) != n_out:
-        raise SystemExit(f"embstab train: error: give {n_out} output path(s) "
-                         f"({'--pair writes two embeddings' if args.pair else 'one embedding'})")
+        raise EmbstabError(f"give {n_out} output path(s) to -o "
+                           f"({'--pair writes two embeddings' if args.pair else 'one embedding'})")
+    check_outputs([(f"-o #{i + 1}" if n_out > 1 else "-o", out) for i, out in enumerate(args.output)],
+                  [("--corpus", args.corpus)])
     docs = read_corpus(args.corpus)
     corpora = make_corpus_pair(docs, kind=args.pair, fraction=args.fraction, seed=args.pair_seed) \
         if args.pair else (docs,)

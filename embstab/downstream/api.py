@@ -16,7 +16,51 @@ from embstab.embedding import Embedding
 from embstab.errors import EmbstabError, ShapeError
 
 __all__ = ["TASKS", "MODELS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
-           "train_and_predict"]
+           "train_and_predict", "token_coverage", "LowCoverageError", "MIN_COVERAGE"]
+
+#: Default floor on the share of task tokens an embedding must know: below it most inputs are
+#: random vectors and "0 % of predictions differ" would be a meaningless, plausible-looking answer.
+MIN_COVERAGE = 0.5
+
+
+class LowCoverageError(EmbstabError, ValueError):
+    """An embedding knows too few of a task's tokens for its disagreement to mean anything."""
+
+
+def token_coverage(emb: Embedding, data: ClassificationData | TaggingData) -> float:
+    """Fraction of the task's tokens (train, dev and test, with repeats) that ``emb`` knows.
+
+    Parameters
+    ----------
+    emb : Embedding
+    data : ClassificationData or TaggingData
+
+    Returns
+    -------
+    float
+        In [0, 1]; 1.0 for a task without tokens.
+    """
+    total = known = 0
+    for split in (data.train_x, data.dev_x, data.test_x):
+        for seq in split:
+            total += len(seq)
+            known += sum(1 for w in seq if w in emb)
+    return known / total if total else 1.0
+
+
+def _check_coverage(data, min_coverage: float, **embs: Embedding) -> dict[str, float]:
+    if not 0.0 <= min_coverage <= 1.0:
+        raise EmbstabError(f"the coverage floor (--min-coverage) must be in [0, 1], got {min_coverage}")
+    out = {}
+    for label, emb in embs.items():
+        cov = token_coverage(emb, data)
+        if cov < min_coverage:
+            raise LowCoverageError(f"embedding {label} ({emb.name}) knows {cov:.1%} of the tokens of task "
+                                   f"{data.name!r}, below the floor of {min_coverage:.0%}: its disagreement would "
+                                   "be meaningless (wrong language, casing or tokenisation?); lower the floor with "
+                                   "--min-coverage (Python: min_coverage=) to run anyway")
+        out[label] = cov
+    return out
 
 _TRAIN_KEYS = ("lr", "epochs", "batch_size", "patience", "max_len", "threads")
 
@@ -127,7 +171,7 @@ def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingDa
 def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
                  model: str = "linear", seed: int = 0, *, seed_b: int | None = None, split_seed: int = 0,
                  limit: int | None = None, progress: bool = False, keep_predictions: bool = False,
-                 **kwargs: Any) -> DisagreementResult:
+                 min_coverage: float = MIN_COVERAGE, **kwargs: Any) -> DisagreementResult:
     """Train the same downstream model on two embeddings and count the test predictions that flip.
 
     The two models differ only in the embedding (the same-seed protocol): same data split, same
@@ -156,6 +200,10 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
         Show per-epoch progress bars.
     keep_predictions : bool
         Store both models' test predictions in the result.
+    min_coverage : float
+        Refuse (before training) when an embedding knows less than this fraction of the task's
+        tokens (default :data:`MIN_COVERAGE`; 0 disables). The coverages are reported in
+        ``settings["token_coverage_a"]`` / ``["token_coverage_b"]``.
     **kwargs
         Training settings overriding :data:`MODELS` defaults (``lr``, ``epochs``, ``batch_size``,
         ``patience``, ``max_len``, ``threads`` = torch threads, default 1: these models are small
@@ -166,12 +214,18 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
     Returns
     -------
     DisagreementResult
+
+    Raises
+    ------
+    LowCoverageError
+        An embedding knows less than ``min_coverage`` of the task's tokens.
     """
     for name, emb in (("emb_a", emb_a), ("emb_b", emb_b)):
         if not isinstance(emb, Embedding):
             raise ShapeError(f"{name} must be an embstab.Embedding, got {type(emb).__name__}")
     seed_b = seed if seed_b is None else seed_b
     data, kind = _resolve(task, model, split_seed, limit)
+    coverage = _check_coverage(data, min_coverage, A=emb_a, B=emb_b)
     ra = train_and_predict(emb_a, data, model, seed, split_seed=split_seed, progress=progress, **dict(kwargs))
     rb = train_and_predict(emb_b, data, model, seed_b, split_seed=split_seed, progress=progress, **dict(kwargs))
     gold = ra["gold"]
@@ -185,6 +239,7 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
     flips = float(100.0 * np.sum((ra["pred"] != rb["pred"]) & counted) / n_test)
     settings = {**ra["settings"], "seed_b": seed_b, "split_seed": split_seed, "limit": limit,
                 "coverage_a": ra["coverage"], "coverage_b": rb["coverage"],
+                "token_coverage_a": coverage["A"], "token_coverage_b": coverage["B"],
                 "dev_score_a": ra["dev_score"], "dev_score_b": rb["dev_score"],
                 "best_epoch_a": ra["best_epoch"], "best_epoch_b": rb["best_epoch"],
                 "seconds_a": ra["seconds"], "seconds_b": rb["seconds"],

@@ -240,6 +240,49 @@ class ArtifactStore:
                 continue  # not an artifact (e.g. the results database beside the store)
             yield parts[0], name.split(".", 1)[0], path
 
+    def verify(self, kind: str, key: str, path: str) -> str | None:
+        """Read one artifact back; return what is wrong with it, or None if it reads.
+
+        Parameters
+        ----------
+        kind, key, path : str
+            As yielded by :meth:`iter_artifacts`.
+        """
+        ext = path.rsplit("/", 1)[-1].split(".", 1)[-1]
+        try:
+            if ext == "npz":
+                self.get_embedding(kind, key)
+            elif ext == "result.json":
+                self.get_json(kind, key)
+            elif ext == "txt.gz":
+                self.get_docs(kind, key)
+        except CorruptArtifactError as exc:
+            return exc.problem
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def remove_corrupt(self, progress: bool = False) -> list[str]:
+        """Delete every artifact that no longer reads back (and its sidecar); return their paths.
+
+        The next run of the study then computes them again. Reads the whole store, so it is an
+        explicit step (``embstab study --recompute``), not part of every run.
+        """
+        from tqdm.auto import tqdm  # noqa: PLC0415
+
+        removed = []
+        for kind, key, path in tqdm(list(self.iter_artifacts()), desc="checking artifacts", unit="artifact",
+                                    disable=not progress, leave=False):
+            if self.verify(kind, key, path) is None:
+                continue
+            for target in (path, self.path(kind, key, "json")):
+                try:
+                    self.fs.rm(target)
+                except FileNotFoundError:
+                    pass
+            removed.append(path)
+        return removed
+
     def temp_files(self) -> list[str]:
         """Leftover temporary files (from writers killed mid-write)."""
         if not self.fs.exists(self.root):

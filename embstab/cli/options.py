@@ -1,0 +1,85 @@
+"""Option types and flags shared by the sub-commands.
+
+argparse ``type=`` functions that reject bad values with the flag's own words (argparse then
+prints ``embstab CMD: error: argument --top-n: ...`` and exits 2), so no option value reaches the
+library in a form that would surface as a Python-flavoured message or a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+__all__ = ["positive_int", "non_negative_int", "positive_float", "unit_fraction", "open_fraction", "bits",
+           "add_trust_pickle", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
+
+#: Bits per entry the compressed format stores: 1 to 16, or 32 (raw float32).
+BITS_CHOICES = (*range(1, 17), 32)
+
+TRUST_PICKLE_HELP = ("load embedding files that are Python pickles (gensim KeyedVectors .save() files). "
+                     "RISK: unpickling runs code stored in the file, so use it only for files you made or whose "
+                     "source you trust; without it such files are refused")
+
+
+def _number(text: str, kind: Callable[[str], float | int], what: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = _number(text, int, "an integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = _number(text, int, "an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _number(text, float, "a number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value:g}")
+    return value
+
+
+def unit_fraction(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    value = _number(text, float, "a number")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value:g}")
+    return value
+
+
+def open_fraction(text: str) -> float:
+    """argparse type: a number strictly between 0 and 1."""
+    value = _number(text, float, "a number")
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {value:g}")
+    return value
+
+
+def bits(text: str) -> int:
+    """argparse type: bits per entry, 1-16 or 32."""
+    value = _number(text, int, "an integer")
+    if value not in BITS_CHOICES:
+        raise argparse.ArgumentTypeError(f"must be 1-16 or 32, got {value}")
+    return value
+
+
+def add_trust_pickle(parser: argparse.ArgumentParser) -> None:
+    """Add ``--trust-pickle`` (off by default; the risk is stated in ``--help``)."""
+    parser.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
