@@ -117,8 +117,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | N
         raise IsADirectoryError(21, "is a directory, not a file", path)
     if is_special(path):
         # stream into the device / pipe / terminal: replacing it would destroy it
-        with open(path, mode, **text) as fh:
-            yield fh
+        try:
+            with open(path, mode, **text) as fh:
+                yield fh
+        except OSError as exc:
+            if exc.filename is None and exc.errno is not None:  # write/close errors do not name the file
+                raise OSError(exc.errno, exc.strerror, path) from None
+            raise
         return
     target = os.path.realpath(path)  # a symlink stays a symlink; the file behind it is replaced
     directory = os.path.dirname(target) or "."

@@ -45,8 +45,8 @@ def register(subparsers) -> None:
     p.add_argument("--anchor-b", metavar="EB", help="anchor embedding for B's side (for EIS)")
     p.add_argument("--measures", nargs="+", metavar="NAME", choices=sorted(REGISTRY),
                    help=f"measures to compute (default: {' '.join(DEFAULT_MEASURES)})")
-    p.add_argument("--top-n", type=non_negative_int, default=10000, metavar="N",
-                   help="compare the N most frequent shared words (default 10000; 0 = all shared words)")
+    p.add_argument("--top-n", type=non_negative_int, default=None, metavar="N",
+                   help="compare the N most frequent shared words (default 10000, or all when fewer are shared; 0 = all)")
     p.add_argument("--rank-by", choices=["a", "b"], default="a",
                    help="whose frequency order picks the top words (default a)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
@@ -78,7 +78,17 @@ def run(args: argparse.Namespace) -> int:
     if args.anchor_a:
         anchors = (_load(args.anchor_a, args.duplicates, args.trust_pickle),
                    _load(args.anchor_b, args.duplicates, args.trust_pickle))
-    df = compare(a, b, anchors=anchors, measures=args.measures, top_n=args.top_n or None, rank_by=args.rank_by,
+    shared = set(a.words).intersection(b.words)
+    if anchors != "self":
+        shared = shared.intersection(anchors[0].words, anchors[1].words)
+    top_n = args.top_n
+    if top_n is None:
+        top_n = min(10000, len(shared))  # the default adapts to small vocabularies
+    elif top_n > len(shared):
+        raise EmbstabError(f"--top-n {top_n} asks for more words than the {len(shared)} that A and B"
+                           f"{' and the anchors' if anchors != 'self' else ''} share; give a smaller --top-n, "
+                           "or --top-n 0 for all shared words")
+    df = compare(a, b, anchors=anchors, measures=args.measures, top_n=top_n or None, rank_by=args.rank_by,
                  device=args.device)
     n = df.attrs["n_words"]
     if args.output == "json":

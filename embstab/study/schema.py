@@ -252,6 +252,28 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
+#: Options of a downstream entry that every model takes: the data (limit, split_seed), the second
+#: model's seed, the coverage floor and the training settings.
+COMMON_TASK_OPTIONS = ("limit", "split_seed", "seed_b", "min_coverage", "lr", "epochs", "batch_size", "patience",
+                       "max_len", "threads")
+
+
+def _task_options(model: str) -> tuple[str, ...]:
+    """Option names a downstream entry with ``model`` accepts: the common ones plus the model's own
+    constructor arguments (``hidden``, ``dropout``, ``filters``...), read from its signature."""
+    import inspect  # noqa: PLC0415
+
+    from embstab.downstream import models as m  # noqa: PLC0415 (torch: only when a study is parsed)
+
+    cls = {"linear": m.LinearBoW, "cnn": m.KimCNN, "lstm": m.LSTMClassifier, "bilstm": m.BiLSTMTagger,
+           "bilstm_crf": m.BiLSTMTagger}.get(model)
+    own = ()
+    if cls is not None:
+        fixed = {"self", "table", "dim", "n_classes", "n_tags", "crf"}
+        own = tuple(p for p in inspect.signature(cls.__init__).parameters if p not in fixed)
+    return COMMON_TASK_OPTIONS + own
+
+
 def _task_kinds() -> tuple[dict[str, str], dict[str, str]]:
     """Task name → kind and model name → kind ("classification" or "tagging")."""
     try:  # the downstream package is optional at validation time; the documented names then apply
@@ -409,6 +431,8 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         options = e.get("options", {}) or {}
         if not isinstance(options, dict) or not all(isinstance(o, str) for o in options):
             raise v.fail(f"{key}.options", "must be a mapping of keyword arguments")
+        # a typo here would fail every row of the entry at run time, and no re-run could fix it
+        v.mapping(options, f"{key}.options", dict.fromkeys(_task_options(model), False))
         downstream.append(DownstreamSpec(task, model, label, tuple(sorted(options.items()))))
     labels = tuple(d.label for d in downstream)
     for i, lab in enumerate(labels):
