@@ -14,6 +14,7 @@ import json
 import math
 import os
 import zipfile
+import zlib
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -142,7 +143,8 @@ def read_npz(source: str | os.PathLike | bytes, label: str | None = None):
                     raise EmbeddingFormatError(label, "the 'meta' array is not valid JSON") from None
                 if not isinstance(meta, dict):
                     raise EmbeddingFormatError(label, "the 'meta' array must hold a JSON object")
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, KeyError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, OSError, ValueError, EOFError, KeyError,
+            NotImplementedError, RuntimeError) as exc:  # damaged data, unsupported or encrypted members
         if isinstance(exc, EmbeddingFormatError):
             raise
         raise EmbeddingFormatError(label, f"not a readable .npz archive ({exc})") from None
