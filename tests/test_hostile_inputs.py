@@ -178,6 +178,8 @@ CASES = [
     ("downstream-one-embedding", ["downstream", "{d}/good.txt"], ["--seed-baseline"]),
     ("train-fraction", ["train", "--corpus", "{d}/corpus.txt", "-o", "{d}/t.txt", "--fraction", "2"],
      ["--fraction"]),
+    ("train-leave-out-half", ["train", "--corpus", "{d}/corpus.txt", "--pair", "leave_out", "--fraction", "0.6",
+                              "-o", "{d}/p.txt", "{d}/q.txt"], ["--fraction", "below 0.5"]),
     ("train-dim-0", ["train", "--corpus", "{d}/corpus.txt", "-o", "{d}/t.txt", "--dim", "0"], ["--dim"]),
     ("train-corpus-dir", ["train", "--corpus", "{d}/outdir", "-o", "{d}/t.txt"], ["--corpus", "directory"]),
     ("recommend-budget-negative", ["recommend", "{d}/results.csv", "--budget", "-5"], ["--budget"]),
@@ -187,6 +189,8 @@ CASES = [
     ("missing-input", ["compare", "{d}/nope.txt", "{d}/good.txt"], ["nope.txt"]),
     ("input-is-directory", ["compare", "{d}/outdir", "{d}/good.txt"], ["outdir", "directory"]),
     ("corrupt-results-db", ["study", "status", "--db", "{d}/garbage.sqlite"], ["garbage.sqlite"]),
+    ("study-scheduler-no-port", ["study", "--quick", "--scheduler", "tcp://", "--store", "{d}/store"],
+     ["--scheduler", "tcp://HOST"]),
     ("study-workers-0", ["study", "--quick", "--workers", "0"], ["--workers"]),
     # tiny files declaring huge sizes
     ("bin-huge-header", ["compare", "{d}/huge.bin", "{d}/good.txt"], ["huge.bin", "truncated"]),

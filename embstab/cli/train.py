@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     if len(args.output) != n_out:
         raise EmbstabError(f"give {n_out} output path(s) to -o "
                            f"({'--pair writes two embeddings' if args.pair else 'one embedding'})")
+    if args.pair == "leave_out" and args.fraction >= 0.5:
+        raise EmbstabError(f"--fraction must be below 0.5 with --pair leave_out (each member leaves out its own "
+                           f"share of the documents), got {args.fraction:g}")
     check_outputs([(f"-o #{i + 1}" if n_out > 1 else "-o", out) for i, out in enumerate(args.output)],
                   [("--corpus", args.corpus)])
     docs = read_corpus(args.corpus)

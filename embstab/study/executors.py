@@ -29,9 +29,16 @@ def check_scheduler(scheduler: Any) -> None:
         if not hasattr(scheduler, "submit"):
             raise EmbstabError(f"scheduler must be a name, an address or a distributed.Client, got {scheduler!r}")
         return
-    if scheduler not in SCHEDULER_NAMES and "://" not in scheduler:
-        raise EmbstabError(f"--scheduler must be 'local', 'threads', 'synchronous' or an address like "
-                           f"tcp://HOST:8786, got {scheduler!r}")
+    if scheduler in SCHEDULER_NAMES:
+        return
+    usage = ("--scheduler must be 'local', 'threads', 'synchronous' or an address like tcp://HOST:8786 "
+             f"(tls://HOST:PORT with TLS), got {scheduler!r}")
+    protocol, sep, rest = scheduler.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if not sep or protocol not in ("tcp", "tls", "ws", "wss", "inproc", "ucx") or not rest:
+        raise EmbstabError(usage)
+    if protocol != "inproc" and (not colon or not host or not port.isdigit() or not 0 < int(port) < 65536):
+        raise EmbstabError(usage)
 
 
 @dataclass
