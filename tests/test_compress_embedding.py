@@ -179,7 +179,7 @@ def test_cli_compress_and_like(tmp_path, capsys):
                  "--quiet"]) == 0
     expected = compress_embedding(embstab.load(tmp_path / "old.txt"), format="mxfp4").vectors
     assert np.array_equal(embstab.load(tmp_path / "o.npz").vectors, expected)
-    with pytest.raises(EmbstabError, match="give bits"):
+    with pytest.raises(EmbstabError, match="give --bits"):
         _cli([str(tmp_path / "old.txt"), str(tmp_path / "x.esq")])
     with pytest.raises(SystemExit):  # argparse: --bits must be 1-16 or 32
         _cli([str(tmp_path / "old.txt"), str(tmp_path / "x.esq"), "--bits", "28"])

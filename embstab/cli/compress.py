@@ -82,16 +82,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         kind, spec, _ = _resolve(args.bits, fmt, None)
     except ValueError as exc:
-        raise EmbstabError(str(exc)) from None
+        if args.bits is None and fmt is None:
+            raise EmbstabError("give --bits B for uniform quantization, or --format FMT for a number format") \
+                from None
+        flag = f"--format {args.format}" if fmt else f"--bits {args.bits}"
+        raise EmbstabError(f"{flag}: {exc}") from None
+    progress = not args.quiet and sys.stderr.isatty()  # bars are for a person watching, not for logs
     emb = load(args.input, trust_pickle=args.trust_pickle)
     clip = None
     if args.like:
         old = load(args.like, trust_pickle=args.trust_pickle)
         emb = emb.align_to(old)
         if kind == "uniform":
-            clip = optimal_clip(old.vectors, spec, progress=not args.quiet)
+            clip = optimal_clip(old.vectors, spec, progress=progress)
     out = compress_embedding(emb, spec if kind == "uniform" else None, format=None if kind == "uniform" else spec,
-                             clip=clip, rounding=args.rounding, seed=args.seed, progress=not args.quiet)
+                             clip=clip, rounding=args.rounding, seed=args.seed, progress=progress)
     if args.output_format == "embstab":
         save(out, args.output, format="embstab")  # the exact codes, bit-packed
     else:
