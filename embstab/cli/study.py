@@ -129,6 +129,10 @@ def handle(args: argparse.Namespace) -> int:
         removed = store.remove_corrupt(progress=not args.no_progress)
         print(f"--recompute: {len(removed)} corrupt artifact(s) deleted" + "".join(f"\n  {p}" for p in removed),
               file=sys.stderr)
+    host = args.scheduler.partition("://")[2].rpartition(":")[0].strip("[]")
+    if args.scheduler.startswith("tcp://") and host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"note: {args.scheduler} is unencrypted and unauthenticated, and Dask runs the pickled tasks its "
+              "peers send: use it only on a trusted network, or tls:// with Dask's TLS settings", file=sys.stderr)
     if "://" in args.scheduler and store.is_local:
         print(f"note: workers of {args.scheduler} must see the store directory {store.root} at the same path "
               "(a shared filesystem); otherwise pass --store with a shared fsspec URL", file=sys.stderr)
