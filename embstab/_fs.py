@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from embstab.errors import EmbstabError
 
-__all__ = ["atomic_write", "is_special", "check_outputs", "OutputClashError", "to_json", "json_safe", "publish"]
+__all__ = ["atomic_write", "is_special", "check_outputs", "check_writable", "OutputClashError", "to_json", "json_safe", "publish"]
 
 
 class OutputClashError(EmbstabError, ValueError):
@@ -143,6 +143,36 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | N
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
+
+
+def check_writable(path: str | os.PathLike, label: str, *, create_parents: bool = False) -> None:
+    """Refuse, before any work, an output that is a directory or whose directory does not exist.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output.
+    label : str
+        The flag or argument it was given as, for the message.
+    create_parents : bool
+        The writer creates missing directories itself (then only a file in the way is an error).
+
+    Raises
+    ------
+    OutputClashError
+        Naming the flag and the path.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise OutputClashError(f"{label} {path} is a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    if create_parents:
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise OutputClashError(f"{label} {path}: {parent} is not a directory")
+    elif not os.path.isdir(parent):
+        raise OutputClashError(f"{label} {path}: the directory {parent} does not exist")
 
 
 def _same_file(a: str, b: str) -> bool:

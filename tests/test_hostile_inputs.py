@@ -70,6 +70,8 @@ def ws(tmp_path):
     # undecodable vocabulary of a .npy matrix
     np.save(tmp_path / "latin1.npy", np.ones((2, 3)))
     (tmp_path / "latin1.vocab").write_bytes(b"caf\xe9\nna\xefve\n")
+    np.save(tmp_path / "bigcount.npy", np.ones((1, 3)))
+    (tmp_path / "bigcount.vocab").write_text("a\t99999999999999999999999\n")
     # results DB that is not SQLite, and a results table
     (tmp_path / "garbage.sqlite").write_bytes(b"this is not a database" * 100)
     (tmp_path / "results.csv").write_text("algo,dim\nw2v,10\n")
@@ -158,7 +160,9 @@ CASES = [
     ("report-over-results", ["report", "{d}/results.csv", "-o", "{d}/results.csv"], ["RESULTS", "same file"]),
     ("out-is-directory", ["compress", "{d}/good.txt", "{d}/outdir", "--bits", "4", "--quiet"], ["directory", "outdir"]),
     ("out-in-missing-dir", ["compress", "{d}/good.txt", "{d}/nodir/x.esq", "--bits", "4", "--quiet"],
-     ["No such file", "nodir"]),
+     ["does not exist", "nodir"]),
+    ("train-out-is-directory", ["train", "--corpus", "{d}/corpus.txt", "-o", "{d}/outdir"], ["-o", "directory"]),
+    ("report-under-a-file", ["report", "{d}/results.csv", "-o", "{d}/good.txt/r.html"], ["-o", "not a directory"]),
     ("out-dev-full", ["compress", "{d}/good.txt", "/dev/full", "--bits", "4", "--quiet"], ["No space", "/dev/full"]),
     # plausible wrong answers
     ("downstream-zero-coverage", ["downstream", "{d}/foreign.txt", "{d}/foreign.txt", "--limit", "300"],
@@ -175,6 +179,9 @@ CASES = [
     ("downstream-lr-nan", ["downstream", "{d}/good.txt", "{d}/old.txt", "--lr", "nan"], ["--lr", "finite"]),
     ("downstream-coverage-2", ["downstream", "{d}/good.txt", "{d}/old.txt", "--min-coverage", "2"],
      ["--min-coverage", "between 0 and 1"]),
+    ("downstream-seed-overflow", ["downstream", "{d}/good.txt", "{d}/old.txt", "--seed", "99999999999999999999"],
+     ["--seed"]),
+    ("compress-seed-negative", ["compress", "{d}/good.txt", "{d}/o.esq", "--bits", "4", "--seed", "-1"], ["--seed"]),
     ("downstream-one-embedding", ["downstream", "{d}/good.txt"], ["--seed-baseline"]),
     ("train-fraction", ["train", "--corpus", "{d}/corpus.txt", "-o", "{d}/t.txt", "--fraction", "2"],
      ["--fraction"]),
@@ -185,6 +192,7 @@ CASES = [
     ("recommend-budget-negative", ["recommend", "{d}/results.csv", "--budget", "-5"], ["--budget"]),
     ("unknown-option", ["compare", "{d}/good.txt", "{d}/old.txt", "--frobnicate"], ["--frobnicate"]),
     ("unknown-measure", ["compare", "{d}/good.txt", "{d}/old.txt", "--measures", "eiss"], ["eiss"]),
+    ("vocab-count-overflow", ["compare", "{d}/bigcount.npy", "{d}/good.txt"], ["bigcount.vocab", "64-bit"]),
     ("undecodable-vocab", ["compare", "{d}/latin1.npy", "{d}/good.txt"], ["latin1.vocab", "UTF-8"]),
     ("missing-input", ["compare", "{d}/nope.txt", "{d}/good.txt"], ["nope.txt"]),
     ("input-is-directory", ["compare", "{d}/outdir", "{d}/good.txt"], ["outdir", "directory"]),

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from embstab.cli.options import add_trust_pickle, bits
+from embstab.cli.options import add_trust_pickle, bits, seed
 
 HELP = "quantize an embedding to B bits per entry (or an fp8/fp4/MX format) and save it"
 DESCRIPTION = """\
@@ -55,7 +55,7 @@ def register(subparsers) -> None:
     p.add_argument("--rounding", type=_rounding, default="nearest", metavar="MODE",
                    help="rounding of the entries: nearest (default), stochastic, or stochastic:K "
                    "(hardware-like, K random bits); the clip search always rounds to nearest")
-    p.add_argument("--seed", type=int, default=None, help="seed for stochastic rounding")
+    p.add_argument("--seed", type=seed, default=None, help="seed for stochastic rounding")
     from embstab.io import FORMATS
 
     p.add_argument("--output-format", default="embstab", choices=FORMATS,
@@ -66,7 +66,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from embstab._fs import check_outputs, is_special
+    from embstab._fs import check_outputs, check_writable, is_special
     from embstab.compress import compress_embedding, optimal_clip
     from embstab.compress.embedding import _resolve
     from embstab.errors import EmbstabError
@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         outputs.append(("OUT's vocabulary", vocab_path_for(args.output)))
     # before any work: an output must never be one of the inputs (paths, symlinks, hard links)
     check_outputs(outputs, [("IN", args.input), ("--like", args.like)])
+    for label, out in outputs:
+        check_writable(out, label)
     fmt = None if args.format.lower() == "uniform" else args.format
     try:
         kind, spec, _ = _resolve(args.bits, fmt, None)

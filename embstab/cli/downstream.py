@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from embstab.cli.options import add_trust_pickle, non_negative_int, positive_float, positive_int, unit_fraction
+from embstab.cli.options import add_trust_pickle, positive_float, positive_int, seed, unit_fraction
 from embstab.errors import EmbstabError
 
 HELP = "train a task model on each of two embeddings and count the predictions that differ"
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     p.add_argument("b", metavar="B", nargs="?", help="second embedding (omit with --seed-baseline)")
     p.add_argument("--task", choices=list(TASKS), default="rt_sentiment", help="task (default rt_sentiment)")
     p.add_argument("--model", choices=list(MODELS), help="model (default: linear, or bilstm for tagging)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="model seed for both models (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="model seed for both models (default 0)")
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on A only")
     p.add_argument("--limit", type=positive_int, help="use at most N examples (tagging: sentences)")
     p.add_argument("--epochs", type=positive_int, help="maximum epochs (default per model)")

@@ -11,7 +11,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["positive_int", "non_negative_int", "positive_float", "unit_fraction", "open_fraction", "bits",
+__all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
            "add_trust_pickle", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
 #: Bits per entry the compressed format stores: 1 to 16, or 32 (raw float32).
@@ -45,6 +45,14 @@ def non_negative_int(text: str) -> int:
     value = _number(text, int, "an integer")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def seed(text: str) -> int:
+    """argparse type: a random seed, 0 to 2**32 - 1 (what every generator embstab seeds accepts)."""
+    value = _number(text, int, "an integer")
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {2**32 - 1}, got {value}")
     return value
 
 

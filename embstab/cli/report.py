@@ -41,10 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Run ``embstab report``; returns the exit code."""
-    from embstab._fs import check_outputs
+    from embstab._fs import check_outputs, check_writable
     from embstab.report import write_report  # matplotlib is only imported when needed
 
     check_outputs([("-o", args.output)], [("RESULTS", args.results)])
+    check_writable(args.output, "-o", create_parents=True)
     path = write_report(args.results, args.output, title=args.title, measure=args.measure,
                         budgets=args.budget, threshold=args.threshold)
     print(f"wrote {path}", file=sys.stderr)

@@ -122,9 +122,10 @@ def handle(args: argparse.Namespace) -> int:
     report_path = None
     if not args.no_report:
         report_path = args.output or os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.html")
-        from embstab._fs import check_outputs  # noqa: PLC0415
+        from embstab._fs import check_outputs, check_writable  # noqa: PLC0415
 
         check_outputs([("-o", report_path)], [("STUDY.yaml", path), ("--db", db_path)])
+        check_writable(report_path, "-o", create_parents=True)
     if args.recompute:
         removed = store.remove_corrupt(progress=not args.no_progress)
         print(f"--recompute: {len(removed)} corrupt artifact(s) deleted" + "".join(f"\n  {p}" for p in removed),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embstab.cli.options import open_fraction, positive_int
+from embstab.cli.options import open_fraction, positive_int, seed
 from embstab.errors import EmbstabError
 
 HELP = "train a word embedding (or a retraining pair) on a real corpus"
@@ -41,9 +41,9 @@ def register(subparsers) -> None:
                         ".bin, .npz, .kv ...)")
     p.add_argument("--pair", choices=["leave_out", "extend"], help="train a corpus pair (two outputs)")
     p.add_argument("--fraction", type=open_fraction, default=0.05, help="fraction of documents left out (default 0.05)")
-    p.add_argument("--pair-seed", type=int, default=0, help="seed choosing the left-out documents (default 0)")
+    p.add_argument("--pair-seed", type=seed, default=0, help="seed choosing the left-out documents (default 0)")
     p.add_argument("--dim", type=positive_int, default=100, help="dimension (default 100)")
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="training seed (default 0)")
     p.add_argument("--epochs", type=positive_int, default=5, help="epochs (default 5)")
     p.add_argument("--min-count", type=positive_int, default=5, help="drop words rarer than this (default 5)")
     p.add_argument("--window", type=positive_int, default=5, help="context window (default 5)")
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from embstab.io import save
     from embstab.train import train_embedding
 
-    from embstab._fs import check_outputs
+    from embstab._fs import check_outputs, check_writable
 
     n_out = 2 if args.pair else 1
     if len(args.output) != n_out:
@@ -84,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
     if args.pair == "leave_out" and args.fraction >= 0.5:
         raise EmbstabError(f"--fraction must be below 0.5 with --pair leave_out (each member leaves out its own "
                            f"share of the documents), got {args.fraction:g}")
-    check_outputs([(f"-o #{i + 1}" if n_out > 1 else "-o", out) for i, out in enumerate(args.output)],
-                  [("--corpus", args.corpus)])
+    labelled = [(f"-o #{i + 1}" if n_out > 1 else "-o", out) for i, out in enumerate(args.output)]
+    check_outputs(labelled, [("--corpus", args.corpus)])
+    for label, out in labelled:
+        check_writable(out, label)  # before training, not after minutes of it
     docs = read_corpus(args.corpus)
     corpora = make_corpus_pair(docs, kind=args.pair, fraction=args.fraction, seed=args.pair_seed) \
         if args.pair else (docs,)

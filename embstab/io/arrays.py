@@ -186,8 +186,9 @@ def read_npy(path: str, vocab: str | None = None):
             word, _, count = line.partition("\t")
             words.append(word)
             if count:
-                if not (count.strip().isascii() and count.strip().isdigit()):
-                    raise EmbeddingFormatError(vocab, f"count {count!r} is not a non-negative integer", lineno)
+                if not (count.strip().isascii() and count.strip().isdigit()) or int(count) >= 2**63:
+                    raise EmbeddingFormatError(vocab, f"count {count[:40]!r} is not a non-negative 64-bit integer",
+                                               lineno)
                 counts.append(int(count))
     if counts and len(counts) != len(words):
         raise EmbeddingFormatError(vocab, "some vocabulary lines have a count and others do not")
