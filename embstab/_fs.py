@@ -50,11 +50,15 @@ def publish(tmp: str | os.PathLike, target: str | os.PathLike, mode: int | None 
     os.replace(tmp, target)
 
 
-def _through_special_dir(path: str) -> bool:
-    """Whether ``path`` or a symlink on its way lands in ``/dev`` or ``/proc`` (``/dev/stdout`` idioms)."""
+def _is_fd_link(path: str) -> bool:
+    return path.startswith(("/proc/", "/dev/fd/")) or path in ("/dev/stdout", "/dev/stderr", "/dev/stdin")
+
+
+def _through_fd_link(path: str) -> bool:
+    """Whether ``path`` or a symlink on its way is a file-descriptor link (``/dev/stdout``, ``/proc/self/fd/1``)."""
     p = os.path.abspath(path)
     for _ in range(40):  # the kernel's own limit on symlink hops
-        if p == "/dev" or p.startswith(("/dev/", "/proc/")):
+        if _is_fd_link(p):
             return True
         if not os.path.islink(p):
             return False
@@ -74,9 +78,9 @@ def is_special(path: str | os.PathLike) -> bool:
         return False
     if stat.S_ISDIR(st.st_mode):
         return False
-    # a regular file reached through /dev or /proc (``/dev/stdout`` redirected to a file) is held
-    # open by the shell: renaming over it would detach the output from what the shell writes
-    return not stat.S_ISREG(st.st_mode) or _through_special_dir(path)
+    # a regular file reached through a descriptor link (``/dev/stdout`` redirected to a file) is
+    # held open by the shell: renaming over it would detach the output from what the shell reads
+    return not stat.S_ISREG(st.st_mode) or _through_fd_link(path)
 
 
 @contextlib.contextmanager

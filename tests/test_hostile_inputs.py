@@ -336,3 +336,14 @@ def test_a_byte_order_mark_is_not_part_of_a_word(tmp_path):
 def test_status_on_a_mistyped_store_creates_nothing(tmp_path, capsys):
     assert cli.main(["study", "status", "--store", str(tmp_path / "typo")]) == 2
     assert not (tmp_path / "typo").exists()
+
+
+def test_dev_stdout_redirected_to_a_file_is_written_into(ws):
+    out = ws / "redirected.esq"
+    with open(out, "wb") as fh:
+        inode = os.fstat(fh.fileno()).st_ino
+        proc = subprocess.run([sys.executable, "-m", "embstab", "compress", str(ws / "good.txt"), "/dev/stdout",
+                               "--bits", "4", "--quiet"], stdout=fh, stderr=subprocess.PIPE, env=ENV, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert os.stat(out).st_ino == inode  # the shell's file, not a new one renamed over it
+    assert embstab.load(out).words == embstab.load(ws / "good.txt").words
