@@ -199,6 +199,8 @@ CASES = [
     ("corrupt-results-db", ["study", "status", "--db", "{d}/garbage.sqlite"], ["garbage.sqlite"]),
     ("study-scheduler-no-port", ["study", "--quick", "--scheduler", "tcp://", "--store", "{d}/store"],
      ["--scheduler", "tcp://HOST"]),
+    ("study-report-is-directory", ["study", "--quick", "--store", "{d}/store2", "-o", "{d}/outdir"],
+     ["-o", "directory"]),
     ("study-workers-0", ["study", "--quick", "--workers", "0"], ["--workers"]),
     # tiny files declaring huge sizes
     ("bin-huge-header", ["compare", "{d}/huge.bin", "{d}/good.txt"], ["huge.bin", "truncated"]),

@@ -102,7 +102,7 @@ def find_study_file(name: str) -> Path:
 
 def handle(args: argparse.Namespace) -> int:
     """Run the sub-command; returns the exit code (1 if some rows failed)."""
-    from embstab.study import DEFAULT_STORE, ArtifactStore, default_db_path  # noqa: PLC0415
+    from embstab.study import DEFAULT_STORE, ArtifactStore  # noqa: PLC0415
 
     store_url = args.store or DEFAULT_STORE
     if args.study == "status":
@@ -117,8 +117,9 @@ def handle(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise EmbstabError(f"study file not found: {path}")
     spec = load_study(path)
-    store = ArtifactStore(store_url)
-    db_path = args.db or default_db_path(store)
+    root = _local_root(store_url)
+    # the same default as default_db_path(store), without creating the store before the checks
+    db_path = args.db or os.path.join(root if root is not None else DEFAULT_STORE, "results.sqlite")
     report_path = None
     if not args.no_report:
         report_path = args.output or os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.html")
@@ -126,6 +127,7 @@ def handle(args: argparse.Namespace) -> int:
 
         check_outputs([("-o", report_path)], [("STUDY.yaml", path), ("--db", db_path)])
         check_writable(report_path, "-o", create_parents=True)
+    store = ArtifactStore(store_url)
     if args.recompute:
         removed = store.remove_corrupt(progress=not args.no_progress)
         print(f"--recompute: {len(removed)} corrupt artifact(s) deleted" + "".join(f"\n  {p}" for p in removed),
@@ -145,7 +147,8 @@ def handle(args: argparse.Namespace) -> int:
           f"{run.n_failed} failed) in {run.wall_s:.1f} s; table: {run.parquet_path}")
     if run.n_failed or not run.complete:
         print(f"{run.n_rows - len(run.results)} row(s) missing; see `embstab study status --store {store_url}` "
-              "and re-run this command to retry", file=sys.stderr)
+              "and re-run this command to retry (with --recompute if an error names a corrupt artifact)",
+              file=sys.stderr)
     if run.results.empty:
         return 1
     if report_path is not None:
@@ -160,15 +163,21 @@ def _status(store_url: str, db: str | None) -> int:
 
     if db is None:
         # no ArtifactStore here: opening one creates its directory, and a mistyped --store must not
-        local = "://" not in store_url or store_url.startswith("file://")
-        root = store_url.removeprefix("file://") if local else DEFAULT_STORE
-        if local and not os.path.isdir(root):
+        root = _local_root(store_url)
+        if root is not None and not os.path.isdir(root):
             raise EmbstabError(f"no study store at {root} (check --store; `embstab study` creates it)")
-        db = os.path.join(root, "results.sqlite")
+        db = os.path.join(root if root is not None else DEFAULT_STORE, "results.sqlite")
     summary, failures = study_status(db)
     print(f"results database: {db}")
     print(format_status(summary, failures))
     return 0
+
+
+def _local_root(store_url: str) -> str | None:
+    """The directory of a local store URL (``DIR`` or ``file://DIR``), or None for a remote one."""
+    if "://" not in store_url:
+        return os.path.abspath(store_url)
+    return os.path.abspath(store_url.removeprefix("file://")) if store_url.startswith("file://") else None
 
 
 def _report(results: Any, path: str) -> None:
