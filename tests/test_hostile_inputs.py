@@ -78,6 +78,7 @@ def ws(tmp_path):
     os.link(tmp_path / "old.txt", tmp_path / "old_hardlink.txt")
     os.symlink(tmp_path / "old.txt", tmp_path / "old_symlink.txt")
     (tmp_path / "outdir").mkdir()
+    os.mkfifo(tmp_path / "infifo")  # no writer: opening it to sniff the format would block forever
     _resource_files(tmp_path)
     _study_files(tmp_path)
     return tmp_path
@@ -195,6 +196,8 @@ CASES = [
     ("vocab-count-overflow", ["compare", "{d}/bigcount.npy", "{d}/good.txt"], ["bigcount.vocab", "64-bit"]),
     ("undecodable-vocab", ["compare", "{d}/latin1.npy", "{d}/good.txt"], ["latin1.vocab", "UTF-8"]),
     ("missing-input", ["compare", "{d}/nope.txt", "{d}/good.txt"], ["nope.txt"]),
+    ("input-is-device", ["compare", "/dev/zero", "{d}/good.txt"], ["/dev/zero", "not a regular file"]),
+    ("input-is-fifo", ["compare", "{d}/infifo", "{d}/good.txt"], ["infifo", "not a regular file"]),
     ("input-is-directory", ["compare", "{d}/outdir", "{d}/good.txt"], ["outdir", "directory"]),
     ("corrupt-results-db", ["study", "status", "--db", "{d}/garbage.sqlite"], ["garbage.sqlite"]),
     ("study-scheduler-no-port", ["study", "--quick", "--scheduler", "tcp://", "--store", "{d}/store"],

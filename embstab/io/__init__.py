@@ -164,6 +164,10 @@ def load(
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(2, "no such embedding file", path)
+    if not os.path.isdir(path) and not os.path.isfile(path):
+        # readers make several passes (and a pipe would block detection forever)
+        raise EmbeddingFormatError(path, "is not a regular file (a pipe, device or socket); embstab reads an "
+                                   "embedding file more than once, so save it to a file first")
     if format is not None:
         lookup(dict.fromkeys(FORMATS), format, "embedding format")
     lookup(dict.fromkeys(("error", "first")), duplicates, "duplicates policy")
