@@ -55,7 +55,17 @@ PICKLE_RISK = ("unpickling runs code stored in the file: trust a pickled gensim 
 
 
 def is_pickle(head: bytes) -> bool:
-    """Whether bytes start like a pickle of protocol 2-5 (what gensim ``.save()`` writes)."""
+    """Whether bytes start like a pickle of protocol 2-5 (what gensim ``.save()`` writes).
+
+    Parameters
+    ----------
+    head : bytes
+        The first bytes of a file.
+
+    Returns
+    -------
+    bool
+    """
     return head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
 
 
