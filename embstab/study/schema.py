@@ -274,6 +274,21 @@ def _task_options(model: str) -> tuple[str, ...]:
     return COMMON_TASK_OPTIONS + own
 
 
+def _check_task_option_values(v: _Validator, key: str, options: dict[str, Any]) -> None:
+    """Range checks of the common options (a model's own options are checked by the model)."""
+    # null is allowed: it means "no limit" / the model's default (patience: no early stopping)
+    for name in ("limit", "epochs", "batch_size", "threads", "patience", "max_len"):
+        if options.get(name) is not None:
+            v.integer(options[name], f"{key}.{name}", 1)
+    for name in ("split_seed", "seed_b"):
+        if options.get(name) is not None:
+            v.integer(options[name], f"{key}.{name}", 0, 2**32 - 1)
+    if "lr" in options:
+        v.number(options["lr"], f"{key}.lr", 0.0, 10.0, open_low=True)
+    if "min_coverage" in options:
+        v.number(options["min_coverage"], f"{key}.min_coverage", 0.0, 1.0)
+
+
 def _task_kinds() -> tuple[dict[str, str], dict[str, str]]:
     """Task name → kind and model name → kind ("classification" or "tagging")."""
     try:  # the downstream package is optional at validation time; the documented names then apply
@@ -433,6 +448,7 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
             raise v.fail(f"{key}.options", "must be a mapping of keyword arguments")
         # a typo here would fail every row of the entry at run time, and no re-run could fix it
         v.mapping(options, f"{key}.options", dict.fromkeys(_task_options(model), False))
+        _check_task_option_values(v, f"{key}.options", options)
         downstream.append(DownstreamSpec(task, model, label, tuple(sorted(options.items()))))
     labels = tuple(d.label for d in downstream)
     for i, lab in enumerate(labels):
