@@ -198,3 +198,28 @@ def test_saved_files_get_normal_permissions(tmp_path, emb):
         os.umask(old)
     for name in ("e.txt", "e.npy", "e.vocab"):
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o644
+
+
+def test_compressed_header_is_checksummed_and_version_1_still_reads(tmp_path, emb):
+    import json
+
+    from embstab.io.compressed import MAGIC
+
+    embstab.save(emb, tmp_path / "e.esq")
+    blob = (tmp_path / "e.esq").read_bytes()
+    pos = len(MAGIC)
+    hlen = int.from_bytes(blob[pos:pos + 4], "little")
+    header = json.loads(blob[pos + 4:pos + 4 + hlen])
+    assert header["version"] == 2
+    body = blob[pos + 4 + hlen + 4:]
+    # one edited digit in the header (the name) is caught by the header checksum
+    edited = blob.replace(b'"name":"toy"', b'"name":"toz"')
+    (tmp_path / "edited.esq").write_bytes(edited)
+    with pytest.raises(EmbeddingFormatError, match="header checksum"):
+        embstab.load(tmp_path / "edited.esq")
+    # a version-1 file (no header checksum) written by an older embstab
+    head1 = json.dumps(dict(header, version=1)).encode()
+    (tmp_path / "v1.esq").write_bytes(MAGIC + len(head1).to_bytes(4, "little") + head1 + body)
+    back = embstab.load(tmp_path / "v1.esq")
+    assert back.words == emb.words
+    np.testing.assert_array_equal(back.vectors, emb.vectors.astype(np.float32))
