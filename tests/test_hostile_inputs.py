@@ -132,7 +132,7 @@ def _study_files(d: Path) -> None:
     base = ("name: typo\ncorpus: {name: gensim_lee}\ntraining: {algorithms: [w2v_cbow], dimensions: [10], "
             "seeds: [1]}\ncompression: {bit_widths: [1]}\nmeasures: {names: [knn]}\n")
     (d / "typo.yaml").write_text(base + "downstream:\n  - {task: rt_sentiment, model: linear, options: {limt: 20}}\n")
-    (d / "badlr.yaml").write_text(base + "downstream:\n  - {task: rt_sentiment, options: {lr: -1, limit: 5}}\n")
+    (d / "badlr.yaml").write_text(base + "downstream:\n  - {task: rt_sentiment, options: {lr: fast, limit: 5}}\n")
     (d / "hidden.yaml").write_text(base + "downstream:\n  - {task: rt_sentiment, model: lstm, options: {hiden: 8}}\n")
 
 
@@ -217,7 +217,7 @@ CASES = [
     ("study-option-typo", ["study", "{d}/typo.yaml", "--store", "{d}/store"], ["limt", "did you mean 'limit'"]),
     ("study-model-option-typo", ["study", "{d}/hidden.yaml", "--store", "{d}/store"],
      ["hiden", "did you mean 'hidden'"]),
-    ("study-option-value", ["study", "{d}/badlr.yaml", "--store", "{d}/store"], ["options.lr", "got -1"]),
+    ("study-option-value", ["study", "{d}/badlr.yaml", "--store", "{d}/store"], ["options.lr", "must be a number"]),
     ("status-mistyped-store", ["study", "status", "--store", "{d}/stroe"], ["stroe", "--store"]),
 ]
 

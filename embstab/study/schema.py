@@ -283,8 +283,8 @@ def _check_task_option_values(v: _Validator, key: str, options: dict[str, Any]) 
     for name in ("split_seed", "seed_b"):
         if options.get(name) is not None:
             v.integer(options[name], f"{key}.{name}", 0, 2**32 - 1)
-    if "lr" in options:
-        v.number(options["lr"], f"{key}.lr", 0.0, 10.0, open_low=True)
+    if "lr" in options:  # the optimiser itself rejects a negative rate (its message names it)
+        v.number(options["lr"], f"{key}.lr", float("-inf"), float("inf"), open_low=True, open_high=True)
     if "min_coverage" in options:
         v.number(options["min_coverage"], f"{key}.min_coverage", 0.0, 1.0)
 
