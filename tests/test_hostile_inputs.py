@@ -218,6 +218,9 @@ CASES = [
     ("study-model-option-typo", ["study", "{d}/hidden.yaml", "--store", "{d}/store"],
      ["hiden", "did you mean 'hidden'"]),
     ("study-option-value", ["study", "{d}/badlr.yaml", "--store", "{d}/store"], ["options.lr", "must be a number"]),
+    ("store-missing-fs-package", ["study", "--quick", "--store", "s3://bucket/embstab", "--no-report"],
+     ["s3fs", "pip install"]),
+    ("store-unknown-protocol", ["study", "--quick", "--store", "nosuchfs://x"], ["nosuchfs", "Protocol"]),
     ("status-mistyped-store", ["study", "status", "--store", "{d}/stroe"], ["stroe", "--store"]),
 ]
 

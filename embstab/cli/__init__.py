@@ -80,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # missing input, unwritable output, a directory, disk full
         where = f": {exc.filename}" if exc.filename else ""
         return _fail(prefix, f"{exc.strerror or exc}{where}")
+    except ImportError as exc:  # an optional package that no embstab check wrapped
+        return _fail(prefix, f"{exc} (an optional package is missing; see the extras in the README)")
     except sqlite3.DatabaseError as exc:
         return _fail(prefix, f"results database: {exc}")
     except ValueError as exc:

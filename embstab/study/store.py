@@ -22,7 +22,7 @@ import fsspec
 
 from embstab._fs import atomic_write, to_json
 from embstab.embedding import Embedding
-from embstab.errors import EmbeddingFormatError, EmbstabError
+from embstab.errors import EmbeddingFormatError, EmbstabError, OptionalDependencyError
 from embstab.io.arrays import npz_bytes, read_npz
 
 __all__ = ["ArtifactStore", "CorruptArtifactError", "config_hash", "canonical_json", "TEMP_MARKER"]
@@ -79,11 +79,29 @@ class ArtifactStore:
         A local directory (created if missing) or any fsspec URL (``memory://x``, ``s3://bucket/p``).
     storage_options : mapping, optional
         Passed to :func:`fsspec.core.url_to_fs` (credentials, endpoints).
+
+    Raises
+    ------
+    OptionalDependencyError
+        The URL's filesystem package (``s3fs``, ``gcsfs``...) is not installed.
+    EmbstabError
+        The URL's protocol is unknown.
     """
 
     def __init__(self, url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> None:
         self.url = os.fspath(url)
-        self.fs, self.root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
+        except ImportError:
+            # fsspec knows the protocol but its implementation (s3fs, gcsfs, ...) is not installed
+            protocol = self.url.split("://", 1)[0]
+            from fsspec.registry import known_implementations  # noqa: PLC0415
+
+            impl = known_implementations.get(protocol, {}).get("class", protocol)
+            raise OptionalDependencyError(impl.split(".", 1)[0], f"the artifact store {self.url}") from None
+        except ValueError as exc:  # "Protocol not known: foo"
+            raise EmbstabError(f"store {self.url}: {exc}; use a directory or an fsspec URL such as s3://BUCKET/PATH") \
+                from None
         self.root = self.root.rstrip("/")
         self.fs.makedirs(self.root, exist_ok=True)
         self._local = "file" in _protocols(self.fs)
