@@ -67,6 +67,7 @@ def ws(tmp_path):
     embstab.Embedding(["zzqx", "qqzv", "xxvq"], rng.normal(size=(3, 6)), name="foreign").save(tmp_path / "foreign.txt")
     (tmp_path / "corpus.txt").write_text("the cat sat on the mat\n" * 50)
     (tmp_path / "dup.txt").write_text("a 1 2\nb 2 1\na 3 3\n")
+    (tmp_path / "good.vocab").write_text("w0\n")  # a plain text file that a .npy output's vocabulary would hit
     # undecodable vocabulary of a .npy matrix
     np.save(tmp_path / "latin1.npy", np.ones((2, 3)))
     (tmp_path / "latin1.vocab").write_bytes(b"caf\xe9\nna\xefve\n")
@@ -155,6 +156,10 @@ CASES = [
     ("out-is-symlink", ["compress", "{d}/old.txt", "{d}/old_symlink.txt", "--bits", "4"], ["same file"]),
     ("out-like-hardlink", ["compress", "{d}/good.txt", "{d}/old_hardlink.txt", "--bits", "4", "--like",
                            "{d}/old.txt"], ["--like", "same file"]),
+    ("out-is-npy-vocab", ["compress", "{d}/latin1.npy", "{d}/latin1.vocab", "--bits", "4"],
+     ["latin1.vocab", "vocabulary", "same file"]),
+    ("npy-out-vocab-is-in", ["compress", "{d}/good.txt", "{d}/good.npy", "--bits", "4", "--output-format", "npy",
+                             "--like", "{d}/good.vocab"], ["good.vocab", "same file"]),
     ("train-out-is-corpus", ["train", "--corpus", "{d}/corpus.txt", "-o", "{d}/corpus.txt", "--dim", "4"],
      ["--corpus", "same file"]),
     ("train-pair-same-out", ["train", "--corpus", "{d}/corpus.txt", "--pair", "leave_out", "-o", "{d}/x.txt",

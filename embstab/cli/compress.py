@@ -77,7 +77,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output_format == "npy":
         outputs.append(("OUT's vocabulary", vocab_path_for(args.output)))
     # before any work: an output must never be one of the inputs (paths, symlinks, hard links)
-    check_outputs(outputs, [("IN", args.input), ("--like", args.like)])
+    inputs = [("IN", args.input), ("--like", args.like)]
+    inputs += [(f"{label}'s vocabulary", vocab_path_for(p)) for label, p in inputs
+               if p is not None and p.lower().endswith(".npy")]  # a .npy matrix reads X.vocab too
+    check_outputs(outputs, inputs)
     for label, out in outputs:
         check_writable(out, label)
     fmt = None if args.format.lower() == "uniform" else args.format
