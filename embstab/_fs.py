@@ -149,7 +149,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | N
         raise
 
 
-def check_writable(path: str | os.PathLike, label: str, *, create_parents: bool = False) -> None:
+def check_writable(path: str | os.PathLike, label: str, *, create_parents: bool = False,
+                   no_clobber: bool = False) -> None:
     """Refuse, before any work, an output that is a directory or whose directory does not exist.
 
     Parameters
@@ -160,6 +161,8 @@ def check_writable(path: str | os.PathLike, label: str, *, create_parents: bool 
         The flag or argument it was given as, for the message.
     create_parents : bool
         The writer creates missing directories itself (then only a file in the way is an error).
+    no_clobber : bool
+        Also refuse an existing regular file (``--no-clobber``); devices and pipes stay writable.
 
     Raises
     ------
@@ -169,6 +172,8 @@ def check_writable(path: str | os.PathLike, label: str, *, create_parents: bool 
     path = os.fspath(path)
     if os.path.isdir(path):
         raise OutputClashError(f"{label} {path} is a directory; give a file name")
+    if no_clobber and os.path.lexists(path) and not is_special(path):
+        raise OutputClashError(f"{label} {path} exists and --no-clobber is set; remove it or drop --no-clobber")
     parent = os.path.dirname(os.path.abspath(path))
     if create_parents:
         while not os.path.exists(parent):

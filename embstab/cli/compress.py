@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from embstab.cli.options import add_trust_pickle, bits, seed
+from embstab.cli.options import add_no_clobber, add_trust_pickle, bits, seed
 
 HELP = "quantize an embedding to B bits per entry (or an fp8/fp4/MX format) and save it"
 DESCRIPTION = """\
@@ -62,6 +62,7 @@ def register(subparsers) -> None:
                    help="file format of OUT (default embstab = bit-packed .esq)")
     p.add_argument("--quiet", action="store_true", help="no progress bars and no summary line")
     add_trust_pickle(p)
+    add_no_clobber(p)
     p.set_defaults(func=run)
 
 
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                if p is not None and p.lower().endswith(".npy")]  # a .npy matrix reads X.vocab too
     check_outputs(outputs, inputs)
     for label, out in outputs:
-        check_writable(out, label)
+        check_writable(out, label, no_clobber=args.no_clobber)
     fmt = None if args.format.lower() == "uniform" else args.format
     try:
         kind, spec, _ = _resolve(args.bits, fmt, None)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 
 __all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
-           "add_trust_pickle", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
+           "add_trust_pickle", "add_no_clobber", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
 #: Bits per entry the compressed format stores: 1 to 16, or 32 (raw float32).
 BITS_CHOICES = (*range(1, 17), 32)
@@ -86,6 +86,13 @@ def bits(text: str) -> int:
     if value not in BITS_CHOICES:
         raise argparse.ArgumentTypeError(f"must be 1-16 or 32, got {value}")
     return value
+
+
+def add_no_clobber(parser: argparse.ArgumentParser) -> None:
+    """Add ``--no-clobber``: refuse to replace an existing output file."""
+    parser.add_argument("--no-clobber", action="store_true",
+                        help="refuse to replace an output file that exists (devices, pipes and /dev/stdout are "
+                             "still written into)")
 
 
 def add_trust_pickle(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from embstab.cli.options import positive_float
+from embstab.cli.options import add_no_clobber, positive_float
 from embstab.measures import REGISTRY
 
 HELP = "write the HTML report of a study's results"
@@ -36,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threshold", type=positive_float, default=1000.0, metavar="BITS",
                         help="fit the trend on rows with memory below this (default: 1000)")
     parser.add_argument("--title", help="page title")
+    add_no_clobber(parser)
     parser.set_defaults(func=handle)
 
 
@@ -45,7 +46,7 @@ def handle(args: argparse.Namespace) -> int:
     from embstab.report import write_report  # matplotlib is only imported when needed
 
     check_outputs([("-o", args.output)], [("RESULTS", args.results)])
-    check_writable(args.output, "-o", create_parents=True)
+    check_writable(args.output, "-o", create_parents=True, no_clobber=args.no_clobber)
     path = write_report(args.results, args.output, title=args.title, measure=args.measure,
                         budgets=args.budget, threshold=args.threshold)
     print(f"wrote {path}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embstab.cli.options import open_fraction, positive_int, seed
+from embstab.cli.options import add_no_clobber, open_fraction, positive_int, seed
 from embstab.errors import EmbstabError
 
 HELP = "train a word embedding (or a retraining pair) on a real corpus"
@@ -50,6 +50,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-vocab", type=positive_int, help="keep at most this many words")
     p.add_argument("--workers", type=positive_int, help="gensim worker threads (default 1: deterministic)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_no_clobber(p)
     p.set_defaults(func=run)
 
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     labelled = [(f"-o #{i + 1}" if n_out > 1 else "-o", out) for i, out in enumerate(args.output)]
     check_outputs(labelled, [("--corpus", args.corpus)])
     for label, out in labelled:
-        check_writable(out, label)  # before training, not after minutes of it
+        check_writable(out, label, no_clobber=args.no_clobber)  # before training, not after minutes of it
     docs = read_corpus(args.corpus)
     corpora = make_corpus_pair(docs, kind=args.pair, fraction=args.fraction, seed=args.pair_seed) \
         if args.pair else (docs,)
