@@ -27,7 +27,8 @@ from typing import IO, Any
 
 from embstab.errors import EmbstabError
 
-__all__ = ["atomic_write", "is_special", "check_outputs", "check_writable", "OutputClashError", "to_json", "json_safe", "publish"]
+__all__ = ["atomic_write", "is_special", "check_outputs", "check_writable", "OutputClashError", "to_json",
+           "json_safe", "publish"]
 
 
 class OutputClashError(EmbstabError, ValueError):

@@ -33,7 +33,10 @@ def test_wheel_installs_with_bundled_pipelines_and_kernels(tmp_path):
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", "tests", "notebooks", "benchmarks", "build",
                                                                "*.egg-info", "__pycache__", ".pytest_cache"))
     wheels = tmp_path / "wheels"
-    run = lambda *cmd, **kw: subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600, **kw)  # noqa: E731
+
+    def run(*cmd, **kw):
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600, **kw)
+
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(src))
     wheel = next(wheels.glob("embstab-*.whl"))
     venv = tmp_path / "venv"

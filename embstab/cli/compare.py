@@ -46,7 +46,8 @@ def register(subparsers) -> None:
     p.add_argument("--measures", nargs="+", metavar="NAME", choices=sorted(REGISTRY),
                    help=f"measures to compute (default: {' '.join(DEFAULT_MEASURES)})")
     p.add_argument("--top-n", type=non_negative_int, default=None, metavar="N",
-                   help="compare the N most frequent shared words (default 10000, or all when fewer are shared; 0 = all)")
+                   help="compare the N most frequent shared words (default 10000, or all when fewer are "
+                        "shared; 0 = all)")
     p.add_argument("--rank-by", choices=["a", "b"], default="a",
                    help="whose frequency order picks the top words (default a)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
