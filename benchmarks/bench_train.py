@@ -86,7 +86,7 @@ def _naive_linear(emb, data, seed: int, epochs: int, lr: float) -> float:
 
 
 def bench_downstream(quick: bool) -> list[dict]:
-    from embstab.data import load_glove_6b_50d
+    from embstab.data.pretrained import glove_6b_50d as load_glove_6b_50d
     from embstab.downstream import load_task, train_and_predict
 
     emb = load_glove_6b_50d(top_n=100_000)

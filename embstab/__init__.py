@@ -12,7 +12,7 @@ from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbeddingFormatError, EmbstabError, ShapeError, VocabularyError
 from embstab.io import load, save
 from embstab.compare import compare, compare_many
-from embstab.recommend import recommend
+from embstab.selection import Recommendation, recommend
 
 __version__ = "0.1.0"
 
@@ -20,6 +20,7 @@ __all__ = [
     "Embedding",
     "EmbeddingFormatError",
     "EmbstabError",
+    "Recommendation",
     "ShapeError",
     "VocabularyError",
     "compare",

@@ -68,12 +68,14 @@ class UnknownNameError(EmbstabError, KeyError):
         The name that was asked for.
     known : iterable of str
         The names that exist; the message suggests the closest and lists them.
+    note : str, optional
+        A more specific reason, e.g. that the name exists but is of another kind.
     """
 
-    def __init__(self, what: str, name: object, known: Iterable[str]):
+    def __init__(self, what: str, name: object, known: Iterable[str], note: str = ""):
         self.what, self.name = what, name
         self.known = sorted(str(k) for k in known)
-        hint = did_you_mean(str(name), self.known)
+        hint = did_you_mean(str(name), self.known) if not note else f" ({note})"
         choices = ", ".join(self.known)
         super().__init__(f"unknown {what} {name!r}{hint}; choose from: {choices}")
 
@@ -104,7 +106,7 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def lookup(table: Mapping[str, V], name: str, what: str) -> V:
+def lookup(table: Mapping[str, V], name: str, what: str, note: str = "") -> V:
     """Look ``name`` up in ``table``; raise :class:`UnknownNameError` with a hint if it is absent.
 
     Parameters
@@ -115,6 +117,8 @@ def lookup(table: Mapping[str, V], name: str, what: str) -> V:
         The name to find.
     what : str
         What kind of name it is, for the message (``"measure"``, ``"dataset"``, …).
+    note : str, optional
+        Passed to :class:`UnknownNameError` when the name is absent.
 
     Returns
     -------
@@ -129,4 +133,4 @@ def lookup(table: Mapping[str, V], name: str, what: str) -> V:
     try:
         return table[name]
     except (KeyError, TypeError):
-        raise UnknownNameError(what, name, table.keys()) from None
+        raise UnknownNameError(what, name, table.keys(), note) from None

@@ -73,9 +73,9 @@ def test_compare_many_reuses_anchor_factors(monkeypatch):
 
 
 def test_real_glove_vs_minilm():
-    from embstab.pretrained import glove_6b_50d, minilm_input_embeddings
+    from embstab.data.pretrained import glove_6b_50d, minilm_l6_input
 
-    g, m = glove_6b_50d(top_n=20000), minilm_input_embeddings()
+    g, m = glove_6b_50d(top_n=20000), minilm_l6_input()
     df = embstab.compare(g, m, anchors="self", top_n=2000).set_index("measure")
     assert set(df.index) == {"eis", "knn", "pip_loss", "eigenspace_overlap"}  # SD needs equal dims: skipped
     # unrelated models: neighbourhoods overlap a little, far from identical

@@ -177,7 +177,7 @@ def _available(name: str) -> bool:
 @pytest.mark.skipif(not (_available("rt_sentiment") and _available("glove_6b_50d")),
                     reason="run `embstab data fetch rt_sentiment glove_6b_50d`")
 def test_real_rt_linear_beats_the_majority_class():
-    from embstab.data import load_glove_6b_50d
+    from embstab.data.pretrained import glove_6b_50d as load_glove_6b_50d
 
     glove = load_glove_6b_50d(top_n=30_000)
     res = disagreement(glove, glove, "rt_sentiment", "linear", seed=0, limit=6000, epochs=10, lr=1e-2)

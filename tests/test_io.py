@@ -74,7 +74,7 @@ def test_text_without_header_and_words_with_spaces(tmp_path):
 
 
 def test_real_glove_round_trip_through_text(tmp_path):
-    from embstab.pretrained import glove_6b_50d
+    from embstab.data.pretrained import glove_6b_50d
 
     g = glove_6b_50d(top_n=2000)
     assert g.words[:3] == ["the", ",", "."]

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from embstab.errors import UnknownNameError
 import pytest
 
-from embstab.recommend import Recommendation, recommend
+from embstab.selection.recommend import Recommendation, recommend
 from embstab.selection import BudgetError, ResultsError, fit_trend, from_published_csv
 
 PUBLISHED = Path(__file__).resolve().parent / "data" / "w2v_cbow_published.csv"
@@ -89,7 +90,7 @@ def test_budget_below_every_configuration(cbow):
 
 
 def test_measure_errors(cbow):
-    with pytest.raises(ResultsError, match="unknown measure 'eigs'"):
+    with pytest.raises(UnknownNameError, match="unknown measure 'eigs'"):
         recommend(cbow, 400, measure="eigs")
     with pytest.raises(ResultsError, match="no column for measure 'linear_cka'"):
         recommend(cbow, 400, measure="linear_cka")

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pandas as pd
+from embstab.errors import UnknownNameError
 import pytest
 
 from embstab.selection import (
@@ -110,7 +111,7 @@ def test_spearman_constant_measure_is_nan():
 
 def test_unknown_or_missing_measure_is_named():
     df = with_measures(grid(seeds=(1,)))
-    with pytest.raises(ResultsError, match="unknown measure 'foo'"):
+    with pytest.raises(UnknownNameError, match="unknown measure 'foo'"):
         spearman_table(df, measures=["foo"])
     with pytest.raises(ResultsError, match="no column for measure 'linear_cka'"):
         selection_error(df, measures=["linear_cka"])
@@ -176,7 +177,7 @@ def test_fit_trend_variants_share_one_slope_across_algorithms():
 
 def test_fit_trend_errors():
     df = grid(seeds=(1,))
-    with pytest.raises(ResultsError, match="unknown trend variant 'size'"):
+    with pytest.raises(UnknownNameError, match="unknown trend variant 'size'"):
         fit_trend(df, variant="size")
     with pytest.raises(ResultsError, match="no row has memory < 10"):
         fit_trend(df, threshold=10)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from embstab.errors import UnknownNameError
 import pytest
 
 from embstab.errors import EmbstabError
@@ -127,7 +128,7 @@ def test_validate_results_drops_failed_rows_with_a_warning():
 def test_measure_distance_follows_the_registry():
     np.testing.assert_allclose(measure_distance([0.25, 0.9], "knn"), [0.75, 0.1])
     np.testing.assert_allclose(measure_distance([0.25, 0.9], "eis"), [0.25, 0.9])
-    with pytest.raises(ResultsError, match="unknown measure"):
+    with pytest.raises(UnknownNameError, match="unknown measure"):
         measure_distance([1.0], "nope")
 
 

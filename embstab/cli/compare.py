@@ -19,7 +19,7 @@ in frequency order).
 
 A and B are embedding files (word2vec text or binary, GloVe, fastText .vec, .npz, .npy + .vocab,
 gensim KeyedVectors, embstab compressed; the format is detected) or built-in pretrained
-embeddings: builtin:glove-6b-50d, builtin:minilm-l6-input.
+embeddings: builtin:glove_6b_50d, builtin:minilm_l6_input.
 
 EIS (eigenspace instability) needs an anchor for each side: ideally the largest, full-precision
 embedding trained on the same data as A (--anchor-a) and as B (--anchor-b). Without them, A and B
@@ -33,7 +33,7 @@ EPILOG = "measures: " + "; ".join(f"{name} ({info.direction})" for name, info in
 examples:
   embstab compare new.txt old.txt
   embstab compare new.txt old.txt --anchor-a new_big.txt --anchor-b old_big.txt --output json
-  embstab compare builtin:glove-6b-50d builtin:minilm-l6-input --top-n 10000"""
+  embstab compare builtin:glove_6b_50d builtin:minilm_l6_input --top-n 10000"""
 
 
 def register(subparsers) -> None:
@@ -61,10 +61,7 @@ def register(subparsers) -> None:
 
 def _load(spec: str, duplicates: str, trust_pickle: bool = False):
     from embstab.io import load
-    from embstab.pretrained import load_pretrained
 
-    if spec.startswith("builtin:"):
-        return load_pretrained(spec.split(":", 1)[1])
     return load(spec, duplicates=duplicates, trust_pickle=trust_pickle)
 
 

@@ -57,11 +57,7 @@ def register(subparsers) -> None:
 
 
 def load_embedding(spec: str, trust_pickle: bool = False):
-    """An embedding file, or ``builtin:NAME`` from :mod:`embstab.pretrained`."""
-    if spec.startswith("builtin:"):
-        from embstab.pretrained import load_pretrained
-
-        return load_pretrained(spec.split(":", 1)[1])
+    """An embedding file, or ``builtin:NAME`` (see :mod:`embstab.data.pretrained`)."""
     from embstab.io import load
 
     return load(spec, trust_pickle=trust_pickle)

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Run ``embstab recommend``; returns the exit code."""
-    from embstab.recommend import recommend  # imported here so `embstab --help` stays fast
+    from embstab.selection.recommend import recommend  # imported here so `embstab --help` stays fast
 
     rec = recommend(args.results, args.budget, measure=args.measure, task=args.task,
                     algo=args.algo, threshold=args.threshold)

@@ -202,7 +202,7 @@ def _correlations(results: Any) -> None:
 
 
 def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
-    from embstab.recommend import recommend  # noqa: PLC0415
+    from embstab.selection.recommend import recommend  # noqa: PLC0415
 
     if not budgets:
         budgets = (int(results["memory"].median()),)

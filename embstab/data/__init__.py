@@ -13,13 +13,13 @@ from embstab.data.cache import cache_dir
 from embstab.data.corpora import corpus_names, load_corpus, load_texts, make_corpus_pair
 from embstab.data.errors import ChecksumError, DataFormatError, DataNotFoundError, DownloadError, UnknownDatasetError
 from embstab.data.fetch import fetch
-from embstab.data.pretrained import load_glove_6b_50d
+from embstab.data.pretrained import PRETRAINED, load_pretrained
 from embstab.data.registry import DATASETS, list_datasets
 from embstab.data.tasks import ClassificationData, TaggingData, load_classification, load_tagging
 from embstab.data.tokenize import tokenize
 
 __all__ = [
-    "DATASETS", "ChecksumError", "ClassificationData", "DataFormatError", "DataNotFoundError", "DownloadError",
+    "DATASETS", "PRETRAINED", "ChecksumError", "ClassificationData", "DataFormatError", "DataNotFoundError", "DownloadError",
     "TaggingData", "UnknownDatasetError", "cache_dir", "corpus_names", "fetch", "list_datasets", "load_classification",
-    "load_corpus", "load_glove_6b_50d", "load_tagging", "load_texts", "make_corpus_pair", "tokenize",
+    "load_corpus", "load_pretrained", "load_tagging", "load_texts", "make_corpus_pair", "tokenize",
 ]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embstab.data.errors import DataNotFoundError, UnknownDatasetError
+from embstab.data.errors import DataNotFoundError
+from embstab.errors import lookup
 from embstab.data.parsers import (iter_dictd_entries, read_brown_file, read_nlp_corpus_file,
                                   read_wiki_summaries, read_wikipedia_xml)
 from embstab.data.registry import DATASETS, POOLED, dataset_root
@@ -84,12 +85,8 @@ def corpus_names() -> list[str]:
 
 def load_texts(name: str) -> list[str]:
     """The raw (untokenised) documents of one corpus, in the source's order."""
-    if name not in _TEXT_LOADERS:
-        if name in DATASETS:
-            raise UnknownDatasetError(f"{name!r} is a {DATASETS[name].kind} dataset, not a corpus; "
-                                      f"corpora: {', '.join(corpus_names())}")
-        raise UnknownDatasetError(f"unknown corpus {name!r}; known: {', '.join(corpus_names())}")
-    return _TEXT_LOADERS[name]()
+    note = f"it is a {DATASETS[name].kind} dataset, not a corpus" if name in DATASETS else ""
+    return lookup(_TEXT_LOADERS, name, "corpus", note)()
 
 
 def load_corpus(name: str) -> list[list[str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embstab.errors import EmbstabError
+from embstab.errors import EmbstabError, UnknownNameError
 
 __all__ = ["DataNotFoundError", "DataFormatError", "DownloadError", "ChecksumError", "UnknownDatasetError"]
 
@@ -20,18 +20,13 @@ class DataNotFoundError(EmbstabError, FileNotFoundError):
         return str(self.args[0])
 
 
-class UnknownDatasetError(EmbstabError, KeyError):
-    """A dataset, corpus or task name that embstab does not know."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+#: An unknown dataset, corpus or task name is an :class:`~embstab.errors.UnknownNameError` like
+#: every other unknown name; the alias keeps ``except UnknownDatasetError`` working.
+UnknownDatasetError = UnknownNameError
 
 
 class DownloadError(EmbstabError, OSError):
     """A download or a package-manager fetch failed."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class ChecksumError(DownloadError):

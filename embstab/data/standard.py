@@ -37,7 +37,8 @@ import pandas as pd
 
 from embstab.data.cache import cache_dir
 from embstab.data.download import download, verify
-from embstab.data.errors import DataFormatError, DataNotFoundError, UnknownDatasetError
+from embstab.data.errors import DataFormatError, DataNotFoundError
+from embstab.errors import lookup
 from embstab.data.tasks import ClassificationData, TaggingData, split_indices
 from embstab.data.tokenize import tokenize
 
@@ -192,10 +193,7 @@ STANDARD: dict[str, StandardSource] = {s.name: s for s in [
 
 
 def _standard(name: str) -> StandardSource:
-    try:
-        return STANDARD[name]
-    except KeyError:
-        raise UnknownDatasetError(f"unknown standard source {name!r}; known: {', '.join(STANDARD)}") from None
+    return lookup(STANDARD, name, "standard source")
 
 
 def _folder() -> Path:

@@ -6,13 +6,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embstab.data.errors import DataNotFoundError, UnknownDatasetError
+from embstab.data.errors import DataNotFoundError
+from embstab.errors import UnknownNameError
 from embstab.data.parsers import read_brown_file, simplify_brown_tag
 from embstab.data.registry import dataset_info, dataset_root
 from embstab.data.tokenize import tokenize
 
 __all__ = ["ClassificationData", "TaggingData", "load_classification", "load_tagging", "bbc_documents",
            "split_indices", "BBC_TOPICS"]
+
+#: Names accepted by :func:`load_classification` and :func:`load_tagging`.
+CLASSIFICATION_TASKS: tuple[str, ...] = ("rt_sentiment", "rt_subjectivity", "bbc_topic")
+TAGGING_TASKS: tuple[str, ...] = ("brown_pos",)
 
 BBC_TOPICS = ("business", "entertainment", "politics", "sports", "tech")
 
@@ -133,8 +138,7 @@ def load_classification(name: str, split_seed: int = 0, max_examples: int | None
         docs = bbc_documents()
         texts, labels, names = [tokenize(t) for t, _ in docs], [c for _, c in docs], list(BBC_TOPICS)
     else:
-        raise UnknownDatasetError(f"unknown classification task {name!r}; known: rt_sentiment, "
-                                  f"rt_subjectivity, bbc_topic")
+        raise UnknownNameError("classification task", name, CLASSIFICATION_TASKS)
     if max_examples is not None and max_examples < len(texts):
         keep = np.sort(np.random.default_rng(split_seed).choice(len(texts), max_examples, replace=False))
         texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
@@ -154,8 +158,8 @@ def load_tagging(name: str = "brown_pos", split_seed: int = 0, max_sentences: in
     max_sentences : int, optional
         Keep a random subset of this many sentences (the full corpus has 57k).
     """
-    if name != "brown_pos":
-        raise UnknownDatasetError(f"unknown tagging task {name!r}; known: brown_pos")
+    if name not in TAGGING_TASKS:
+        raise UnknownNameError("tagging task", name, TAGGING_TASKS)
     root = dataset_root("brown_pos")
     files = sorted(p for p in root.iterdir() if len(p.name) == 4 and p.name[0] == "c" and p.name[2:].isdigit())
     sents = [s for f in files for s in read_brown_file(f)]

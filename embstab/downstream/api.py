@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab.errors import lookup
 from embstab.data.tasks import ClassificationData, TaggingData, load_classification, load_tagging
 from embstab.downstream.catalog import MODELS, TASKS
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
@@ -114,8 +115,7 @@ def _cached_task(name: str, split_seed: int, limit: int | None) -> Classificatio
 
 def load_task(task: str, split_seed: int = 0, limit: int | None = None) -> ClassificationData | TaggingData:
     """Load (and cache in memory) a task from :data:`TASKS`; ``limit`` caps examples/sentences."""
-    if task not in TASKS:
-        raise EmbstabError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    lookup(TASKS, task, "task")
     return _cached_task(task, split_seed, limit)
 
 
@@ -123,8 +123,7 @@ def _resolve(task, model: str, split_seed: int, limit: int | None):
     data = load_task(task, split_seed, limit) if isinstance(task, str) else task
     if not isinstance(data, (ClassificationData, TaggingData)):
         raise EmbstabError(f"task must be a name from TASKS or a ClassificationData/TaggingData, got {type(task)}")
-    if model not in MODELS:
-        raise EmbstabError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    lookup(MODELS, model, "model")
     kind = "tagging" if isinstance(data, TaggingData) else "classification"
     if MODELS[model][0] != kind:
         fits = [m for m, (k, _) in MODELS.items() if k == kind]

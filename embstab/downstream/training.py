@@ -12,10 +12,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from embstab.train.threads import torch_threads
+from embstab._threads import torch_threads
 from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier
 
-__all__ = ["FitResult", "fit_classifier", "fit_tagger", "pad_batch", "torch_threads"]
+__all__ = ["FitResult", "fit_classifier", "fit_tagger", "pad_batch"]
 
 
 @dataclass

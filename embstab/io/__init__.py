@@ -54,6 +54,9 @@ PICKLE_RISK = ("unpickling runs code stored in the file: trust a pickled gensim 
                "or trust its source")
 
 
+#: ``embstab.load("builtin:NAME")`` loads a pretrained embedding that ships in a package.
+BUILTIN_PREFIX = "builtin:"
+
 def is_pickle(head: bytes) -> bool:
     """Whether bytes start like a pickle of protocol 2-5 (what gensim ``.save()`` writes).
 
@@ -138,7 +141,9 @@ def load(
     Parameters
     ----------
     path : str or os.PathLike
-        The file.
+        The file, or ``"builtin:NAME"`` for a pretrained embedding that ships in a package
+        (``builtin:glove_6b_50d``, ``builtin:minilm_l6_input``; see
+        :mod:`embstab.data.pretrained`).
     format : str, optional
         One of :data:`FORMATS`; detected from the content when omitted. ``"gensim"`` unpickles
         the file (see ``trust_pickle``).
@@ -172,6 +177,14 @@ def load(
         The file does not exist.
     """
     path = os.fspath(path)
+    if isinstance(path, str) and path.startswith(BUILTIN_PREFIX) and not os.path.exists(path):
+        # a data package, not a file: the catalogue lives in embstab.data (imported only when asked)
+        from embstab.data.pretrained import load_pretrained
+
+        emb = load_pretrained(path[len(BUILTIN_PREFIX):], dtype=dtype)
+        if name is not None:
+            emb.name = name
+        return emb
     if not os.path.exists(path):
         raise FileNotFoundError(2, "no such embedding file", path)
     if not os.path.isdir(path) and not os.path.isfile(path):

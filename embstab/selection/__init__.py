@@ -30,9 +30,12 @@ from embstab.selection.results import (
     wide,
 )
 from embstab.selection.trend import TrendFit, fit_trend
+from embstab.selection.recommend import Recommendation, recommend
 
 __all__ = [
     "BASELINES",
+    "Recommendation",
+    "recommend",
     "BudgetError",
     "ResultsError",
     "TrendFit",

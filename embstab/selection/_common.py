@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 
 import pandas as pd
 
+from embstab.errors import lookup
 from embstab.measures import REGISTRY
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import measure_columns
@@ -22,8 +23,7 @@ def resolve_measures(df: pd.DataFrame, measures: Sequence[str] | str | None) -> 
     if isinstance(measures, str):
         measures = [measures]
     for name in measures:
-        if name not in REGISTRY:
-            raise ResultsError(f"unknown measure {name!r}; known measures: {', '.join(REGISTRY)}")
+        lookup(REGISTRY, name, "measure")
         if name not in df.columns:
             raise ResultsError(f"the results table has no column for measure {name!r}; "
                                f"it has: {', '.join(present) or 'none'}")

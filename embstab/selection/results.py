@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from embstab.errors import lookup
 from embstab.measures import REGISTRY
 from embstab.selection.errors import ResultsError
 
@@ -105,8 +106,7 @@ def measure_distance(values, measure: str) -> np.ndarray:
     numpy.ndarray
         float64 distances, same shape as ``values``.
     """
-    if measure not in REGISTRY:
-        raise ResultsError(f"unknown measure {measure!r}; known measures: {', '.join(REGISTRY)}")
+    lookup(REGISTRY, measure, "measure")
     arr = np.asarray(values, dtype=np.float64)
     # The registry's conversion keeps one definition of "distance form" for the whole package.
     return np.asarray(REGISTRY[measure].to_distance(arr), dtype=np.float64)

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from embstab.errors import lookup
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import as_results
 
@@ -123,9 +124,7 @@ def fit_trend(df: pd.DataFrame,
         If the variant is unknown, no row is below the threshold, or the slope is not identified
         (no group has two different values of the regressor).
     """
-    if variant not in VARIANTS:
-        raise ResultsError(f"unknown trend variant {variant!r}; choose one of "
-                           f"{', '.join(VARIANTS)}")
+    lookup(VARIANTS, variant, "trend variant")
     df = as_results(df)
     if threshold is not None:
         if not np.isfinite(threshold) or threshold <= 0:

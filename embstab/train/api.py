@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from embstab.errors import lookup
 from embstab.embedding import Embedding
 from embstab.errors import EmbstabError
 
@@ -53,8 +54,7 @@ def train_embedding(docs: Sequence[Sequence[str]], algo: str = "w2v_cbow", dim: 
         Rows in frequency order, ``counts`` set, ``metadata`` holding ``algo`` and every setting,
         plus ``train_seconds``, ``corpus_tokens`` and ``tokens_per_second``.
     """
-    if algo not in ALGOS:
-        raise EmbstabError(f"unknown algo {algo!r}; choose one of {', '.join(ALGOS)}")
+    lookup(ALGOS, algo, "algo")
     for name, value in (("dim", dim), ("epochs", epochs), ("min_count", min_count), ("window", window)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")

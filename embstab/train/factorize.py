@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from embstab.train.threads import torch_threads
+from embstab._threads import torch_threads
 
 __all__ = ["fit_observed_entries"]
 
@@ -44,7 +44,7 @@ def fit_observed_entries(rows: np.ndarray, cols: np.ndarray, targets: np.ndarray
     desc : str
         Progress-bar label.
     threads : int, optional
-        torch intra-op threads for the fit (see :func:`embstab.train.threads.torch_threads`).
+        torch intra-op threads for the fit (see :func:`embstab._threads.torch_threads`).
 
     Returns
     -------

@@ -14,8 +14,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from embstab.errors import lookup
 from embstab.measures import REGISTRY
-from embstab.selection import BudgetError, ResultsError, as_results, fit_trend, measure_distance
+from embstab.selection.errors import BudgetError, ResultsError
+from embstab.selection.results import as_results, measure_distance
+from embstab.selection.trend import fit_trend
 from embstab.selection.results import CONFIG_COLUMNS, ordered_tasks
 
 __all__ = ["Recommendation", "recommend"]
@@ -143,8 +146,7 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     """
     budget = _check_budget(budget_bits_per_word)
     df = as_results(results)
-    if measure not in REGISTRY:
-        raise ResultsError(f"unknown measure {measure!r}; known measures: {', '.join(REGISTRY)}")
+    lookup(REGISTRY, measure, "measure")
     if measure not in df.columns:
         present = [c for c in REGISTRY if c in df.columns]
         raise ResultsError(f"the results have no column for measure {measure!r}; they have: "
