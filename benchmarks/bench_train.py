@@ -98,21 +98,21 @@ def bench_downstream(quick: bool) -> list[dict]:
                  "seconds": base, "ratio_vs_baseline": 1.0})
     res = train_and_predict(emb, "rt_sentiment", "linear", 0, epochs=epochs, patience=None)
     rows.append({"section": "downstream", "case": f"linear, embstab precomputed, rt_sentiment, {epochs} ep",
-                 "seconds": res["seconds"], "ratio_vs_baseline": res["seconds"] / base,
-                 "quality": res["quality"], "majority": rt.majority_rate()})
+                 "seconds": res.seconds, "ratio_vs_baseline": res.seconds / base,
+                 "quality": res.quality, "majority": rt.majority_rate()})
     res = train_and_predict(emb, "rt_sentiment", "linear", 0)
     rows.append({"section": "downstream", "case": "linear, embstab defaults (100 ep), rt_sentiment",
-                 "seconds": res["seconds"], "quality": res["quality"], "majority": rt.majority_rate()})
+                 "seconds": res.seconds, "quality": res.quality, "majority": rt.majority_rate()})
     cnn_ep = 2 if quick else 5
     cnn_default = train_and_predict(emb, "rt_sentiment", "cnn", 0, epochs=cnn_ep, patience=None,
                                     threads=torch.get_num_threads())
     n_threads = torch.get_num_threads()
     rows.append({"section": "downstream", "case": f"cnn, torch default threads ({n_threads}), {cnn_ep} ep",
-                 "seconds": cnn_default["seconds"], "ratio_vs_baseline": 1.0, "quality": cnn_default["quality"]})
+                 "seconds": cnn_default.seconds, "ratio_vs_baseline": 1.0, "quality": cnn_default.quality})
     cnn_one = train_and_predict(emb, "rt_sentiment", "cnn", 0, epochs=cnn_ep, patience=None)
     rows.append({"section": "downstream", "case": f"cnn, embstab 1 thread, {cnn_ep} ep",
-                 "seconds": cnn_one["seconds"], "ratio_vs_baseline": cnn_one["seconds"] / cnn_default["seconds"],
-                 "quality": cnn_one["quality"]})
+                 "seconds": cnn_one.seconds, "ratio_vs_baseline": cnn_one.seconds / cnn_default.seconds,
+                 "quality": cnn_one.quality})
     for model, task, kw in [("lstm", "rt_sentiment", {"epochs": cnn_ep, "patience": None}),
                             ("cnn", "bbc_topic", {"epochs": cnn_ep, "patience": None}),
                             ("bilstm", "brown_pos", {"limit": 3000, "epochs": 3 if quick else 6, "patience": None}),
@@ -121,7 +121,7 @@ def bench_downstream(quick: bool) -> list[dict]:
         res = train_and_predict(emb, task, model, 0, **kw)
         rows.append({"section": "downstream", "case": f"{model}, {task}, {kw.get('epochs')} ep"
                      + (f", {kw['limit']} sentences" if "limit" in kw else ""),
-                     "seconds": res["seconds"], "quality": res["quality"]})
+                     "seconds": res.seconds, "quality": res.quality})
     return rows
 
 

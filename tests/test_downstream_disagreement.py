@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import itertools
 
 import numpy as np
@@ -12,7 +14,7 @@ from embstab import Embedding
 from embstab.data.registry import DATASETS
 from embstab.data.sources import SOURCES, source_path
 from embstab.data.tasks import ClassificationData, TaggingData
-from embstab.downstream import MODELS, TASKS, DisagreementResult, disagreement, seed_baseline, train_and_predict
+from embstab.downstream import MODELS, TASKS, DisagreementResult, disagreement, seed_baseline, train_and_predict, TrainResult
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
 from embstab.downstream.models import CRF
 from embstab.errors import EmbstabError, ShapeError
@@ -111,6 +113,15 @@ def test_global_torch_rng_is_left_alone():
     before = torch.get_rng_state().clone()
     train_and_predict(_embedding(), _classification(), "cnn", seed=4, epochs=1, filters=4)
     assert torch.equal(before, torch.get_rng_state())
+
+
+def test_train_and_predict_returns_a_typed_result():
+    res = train_and_predict(_embedding(), _classification(), "linear", seed=0, epochs=2)
+    assert isinstance(res, TrainResult) and res.pred.shape == res.gold.shape
+    assert res.quality == pytest.approx(100.0 * np.mean(res.pred == res.gold))
+    assert 0.0 <= res.coverage <= 1.0 and 1 <= res.best_epoch <= res.epochs_run <= 2
+    plain = json.loads(json.dumps(res.to_dict()))
+    assert plain["pred"] == res.pred.tolist() and plain["settings"]["epochs"] == 2
 
 
 def test_lookup_table_shares_oov_vectors_between_embeddings():

@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from embstab import compare
+from embstab.errors import EmbstabError
+from embstab.study.runner import StudyRun
 from embstab.study import (
     ArtifactStore,
     ResultDB,
@@ -282,3 +284,20 @@ def test_separate_process_cluster_gives_the_same_results(finished, tmp_path):
     assert address.startswith("tcp://127.0.0.1:")
     assert run.complete and run.n_failed == 0
     pd.testing.assert_frame_equal(run.results, reference.results)
+
+
+def test_a_saved_run_reopens_with_the_same_results_and_reports(finished, tmp_path):
+    _, run = finished
+    run.save(tmp_path / "saved")
+    back = StudyRun.load(tmp_path / "saved")
+    pd.testing.assert_frame_equal(back.results, run.results)
+    assert back.spec.fingerprint() == run.spec.fingerprint()
+    assert (back.n_rows, back.n_new, back.n_failed, back.db_path) == (run.n_rows, run.n_new, run.n_failed,
+                                                                        run.db_path)
+    html = back.report(tmp_path / "report.html")
+    assert html.startswith("<!DOCTYPE html>") and (tmp_path / "report.html").read_text(encoding="utf-8") == html
+    (tmp_path / "saved" / "run.json").write_text('{"format": "something else"}', encoding="utf-8")
+    with pytest.raises(EmbstabError, match="not a saved study run"):
+        StudyRun.load(tmp_path / "saved")
+    with pytest.raises(EmbstabError, match="run.json is missing"):
+        StudyRun.load(tmp_path / "nowhere")

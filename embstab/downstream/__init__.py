@@ -12,9 +12,9 @@ from typing import Any
 from embstab.downstream.catalog import MODELS, TASKS
 
 __all__ = ["MODELS", "TASKS", "DisagreementResult", "disagreement", "load_task", "seed_baseline",
-           "train_and_predict"]
+           "train_and_predict", "TrainResult"]
 
-_LAZY = {"DisagreementResult", "disagreement", "load_task", "seed_baseline", "train_and_predict"}
+_LAZY = {"DisagreementResult", "TrainResult", "disagreement", "load_task", "seed_baseline", "train_and_predict"}
 
 
 def __getattr__(name: str) -> Any:

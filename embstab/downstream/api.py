@@ -17,7 +17,7 @@ from embstab.embedding import Embedding
 from embstab.errors import EmbstabError, ShapeError
 
 __all__ = ["TASKS", "MODELS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
-           "train_and_predict", "token_coverage", "LowCoverageError", "MIN_COVERAGE"]
+           "train_and_predict", "TrainResult", "token_coverage", "LowCoverageError", "MIN_COVERAGE"]
 
 #: Default floor on the share of task tokens an embedding must know: below it most inputs are
 #: random vectors and "0 % of predictions differ" would be a meaningless, plausible-looking answer.
@@ -64,6 +64,48 @@ def _check_coverage(data, min_coverage: float, **embs: Embedding) -> dict[str, f
     return out
 
 _TRAIN_KEYS = ("lr", "epochs", "batch_size", "patience", "max_len", "threads")
+
+
+@dataclass
+class TrainResult:
+    """One downstream model trained on one embedding: its test predictions and quality.
+
+    Attributes
+    ----------
+    pred : numpy.ndarray
+        Test predictions (tagging: the tokens of all test sentences, concatenated).
+    gold : numpy.ndarray
+        The gold labels in the same layout.
+    quality : float
+        Test accuracy (or F1·100 for tagging with an outside tag), in percent.
+    dev_score : float
+        Best development score (the one early stopping selected).
+    best_epoch, epochs_run : int
+        Selected epoch and epochs actually run.
+    seconds : float
+        Training time.
+    coverage : float
+        Fraction of the task's word types the embedding knows.
+    settings : dict
+        Training settings and model options used.
+    """
+
+    pred: np.ndarray = field(repr=False)
+    gold: np.ndarray = field(repr=False)
+    quality: float
+    dev_score: float
+    best_epoch: int
+    epochs_run: int
+    seconds: float
+    coverage: float
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a plain dict (predictions as lists), ready for JSON."""
+        out = {k: getattr(self, k) for k in ("quality", "dev_score", "best_epoch", "epochs_run", "seconds",
+                                            "coverage", "settings")}
+        out["pred"], out["gold"] = self.pred.tolist(), self.gold.tolist()
+        return out
 
 
 @dataclass
@@ -134,12 +176,31 @@ def _resolve(task, model: str, split_seed: int, limit: int | None):
 
 def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
                       model: str = "linear", seed: int = 0, *, split_seed: int = 0, limit: int | None = None,
-                      progress: bool = False, **kwargs: Any) -> dict[str, Any]:
+                      progress: bool = False, **kwargs: Any) -> TrainResult:
     """Train one downstream model on ``emb`` and return its test predictions and quality.
 
-    Returns a dict with ``pred`` (test predictions; tagging: tokens concatenated), ``gold``,
-    ``quality`` (percent), ``dev_score``, ``best_epoch``, ``epochs_run``, ``seconds``,
-    ``coverage`` (fraction of task words the embedding knows) and ``settings``.
+    Parameters
+    ----------
+    emb : Embedding
+        The embedding whose (frozen) vectors feed the model.
+    task : str or ClassificationData or TaggingData
+        A name from :data:`TASKS`, or task data built by the caller.
+    model : str
+        A name from :data:`MODELS` matching the task kind.
+    seed : int
+        Model seed (initialisation, dropout, batch order, vectors of unknown words).
+    split_seed : int
+        Seed of the train/dev/test split.
+    limit : int, optional
+        Use at most this many examples or sentences.
+    progress : bool
+        Show per-epoch progress bars.
+    **kwargs
+        Training settings and model options, as for :func:`disagreement`.
+
+    Returns
+    -------
+    TrainResult
     """
     data, kind = _resolve(task, model, split_seed, limit)
     settings = {**MODELS[model][1], **{k: kwargs.pop(k) for k in list(kwargs) if k in _TRAIN_KEYS}}
@@ -162,9 +223,8 @@ def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingDa
                          (enc(data.dev_x), data.dev_y), enc(data.test_x), outside=outside, **train_args)
         gold = np.concatenate(data.test_y)
         quality = tagging_score(fit.test_pred, gold, outside)
-    return {"pred": fit.test_pred, "gold": gold, "quality": quality, "dev_score": fit.dev_score,
-            "best_epoch": fit.best_epoch, "epochs_run": fit.epochs_run, "seconds": fit.seconds,
-            "coverage": coverage, "settings": {**settings, **model_kwargs}}
+    return TrainResult(fit.test_pred, gold, quality, fit.dev_score, fit.best_epoch, fit.epochs_run, fit.seconds,
+                       coverage, {**settings, **model_kwargs})
 
 
 def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
@@ -227,7 +287,7 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
     coverage = _check_coverage(data, min_coverage, A=emb_a, B=emb_b)
     ra = train_and_predict(emb_a, data, model, seed, split_seed=split_seed, progress=progress, **dict(kwargs))
     rb = train_and_predict(emb_b, data, model, seed_b, split_seed=split_seed, progress=progress, **dict(kwargs))
-    gold = ra["gold"]
+    gold = ra.gold
     if kind == "tagging" and data.outside_tag is not None:
         counted = gold != data.tags.index(data.outside_tag)
     else:
@@ -235,18 +295,18 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
     n_test = int(counted.sum())
     if n_test == 0:
         raise EmbstabError(f"task {data.name!r} has no test items to compare")
-    flips = float(100.0 * np.sum((ra["pred"] != rb["pred"]) & counted) / n_test)
-    settings = {**ra["settings"], "seed_b": seed_b, "split_seed": split_seed, "limit": limit,
-                "coverage_a": ra["coverage"], "coverage_b": rb["coverage"],
+    flips = float(100.0 * np.sum((ra.pred != rb.pred) & counted) / n_test)
+    settings = {**ra.settings, "seed_b": seed_b, "split_seed": split_seed, "limit": limit,
+                "coverage_a": ra.coverage, "coverage_b": rb.coverage,
                 "token_coverage_a": coverage["A"], "token_coverage_b": coverage["B"],
-                "dev_score_a": ra["dev_score"], "dev_score_b": rb["dev_score"],
-                "best_epoch_a": ra["best_epoch"], "best_epoch_b": rb["best_epoch"],
-                "seconds_a": ra["seconds"], "seconds_b": rb["seconds"],
+                "dev_score_a": ra.dev_score, "dev_score_b": rb.dev_score,
+                "best_epoch_a": ra.best_epoch, "best_epoch_b": rb.best_epoch,
+                "seconds_a": ra.seconds, "seconds_b": rb.seconds,
                 "dim_a": emb_a.dim, "dim_b": emb_b.dim}
     if kind == "classification":
         settings["majority_rate"] = data.majority_rate()
-    return DisagreementResult(flips, ra["quality"], rb["quality"], n_test, data.name, model, seed, settings,
-                              ra["pred"] if keep_predictions else None, rb["pred"] if keep_predictions else None)
+    return DisagreementResult(flips, ra.quality, rb.quality, n_test, data.name, model, seed, settings,
+                              ra.pred if keep_predictions else None, rb.pred if keep_predictions else None)
 
 
 def seed_baseline(emb: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
 
+from embstab._fs import atomic_write, to_json
 from embstab.errors import EmbstabError
 from embstab.study.executors import check_scheduler, make_client, run_distributed, run_synchronous
 from embstab.study.plan import StudyPlan, plan_study
 from embstab.study.results import ResultDB
-from embstab.study.schema import StudySpec
+from embstab.study.schema import StudySpec, parse_study
 from embstab.study.steps import Steps, default_steps
 from embstab.study.store import ArtifactStore
 
@@ -24,6 +27,8 @@ __all__ = ["StudyRun", "run_study", "default_db_path", "DEFAULT_STORE"]
 DEFAULT_STORE = "embstab-study"
 #: Temporary files this old are left over from killed writers, not writers still at work.
 STALE_TEMP_SECONDS = 600.0
+#: Written into ``run.json`` by :meth:`StudyRun.save`; :meth:`StudyRun.load` checks it.
+RUN_FORMAT = "embstab-study-run-1"
 
 
 @dataclass
@@ -59,6 +64,94 @@ class StudyRun:
     def complete(self) -> bool:
         """Whether every row of the study is stored."""
         return len(self.results) == self.n_rows
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write the run to ``directory`` so that :meth:`load` can reopen it.
+
+        Writes ``study.json`` (the validated study definition), ``results.parquet``,
+        ``failures.parquet`` and ``run.json`` (counts, time and paths), each atomically.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike
+            Created if missing.
+
+        Returns
+        -------
+        pathlib.Path
+            The directory.
+        """
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_write(out / "study.json", "w") as fh:
+            fh.write(to_json(self.spec.to_dict()))
+        for name, frame in (("results", self.results), ("failures", self.failures)):
+            with atomic_write(out / f"{name}.parquet") as fh:
+                frame.to_parquet(fh, index=False)
+        info = {"format": RUN_FORMAT, "n_rows": self.n_rows, "n_skipped": self.n_skipped, "n_new": self.n_new,
+                "n_failed": self.n_failed, "wall_s": self.wall_s, "db_path": self.db_path,
+                "parquet_path": self.parquet_path}
+        with atomic_write(out / "run.json", "w") as fh:
+            fh.write(to_json(info))
+        return out
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> StudyRun:
+        """Reopen a run written by :meth:`save`.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike
+            A directory written by :meth:`save`.
+
+        Returns
+        -------
+        StudyRun
+
+        Raises
+        ------
+        EmbstabError
+            If the directory does not hold a saved run, or a file in it is damaged.
+        """
+        root = Path(directory)
+        try:
+            info = json.loads((root / "run.json").read_text(encoding="utf-8"))
+            spec = parse_study(json.loads((root / "study.json").read_text(encoding="utf-8")), source=str(root))
+            results = pd.read_parquet(root / "results.parquet")
+            failures = pd.read_parquet(root / "failures.parquet")
+        except FileNotFoundError as exc:
+            raise EmbstabError(f"{root}: not a saved study run ({Path(exc.filename).name} is missing)") from None
+        except (ValueError, OSError) as exc:  # JSON and Parquet decoding errors
+            raise EmbstabError(f"{root}: a saved study run file is damaged: {exc}") from None
+        if info.get("format") != RUN_FORMAT:
+            raise EmbstabError(f"{root}/run.json: not a saved study run (format {info.get('format')!r})")
+        return cls(spec=spec, results=results, failures=failures, n_rows=int(info["n_rows"]),
+                   n_skipped=int(info["n_skipped"]), n_new=int(info["n_new"]), n_failed=int(info["n_failed"]),
+                   wall_s=float(info["wall_s"]), db_path=str(info["db_path"]), parquet_path=info["parquet_path"])
+
+    def report(self, path: str | os.PathLike | None = None, **kwargs: Any) -> str:
+        """The self-contained HTML report of this run's results.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            Also write the report there (atomically).
+        **kwargs
+            Passed to :func:`embstab.report.build_report` (``title``, ``measure``, ``budgets`` …).
+
+        Returns
+        -------
+        str
+            The HTML document.
+        """
+        from embstab.report import build_report  # the report pulls in matplotlib: only when asked
+
+        kwargs.setdefault("title", self.spec.name)
+        document = build_report(self.results, **kwargs)
+        if path is not None:
+            with atomic_write(path, "w") as fh:
+                fh.write(document)
+        return document
 
 
 def default_db_path(store: ArtifactStore) -> str:
