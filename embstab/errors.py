@@ -101,7 +101,20 @@ class OptionalDependencyError(EmbstabError, ImportError):
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """Return ``" (did you mean 'x'?)"`` for the closest known name, or ``""`` if none is close."""
+    """Return ``" (did you mean 'x'?)"`` for the closest known name, or ``""`` if none is close.
+
+    Parameters
+    ----------
+    name : str
+        The name that was asked for.
+    known : iterable of str
+        The names that exist.
+
+    Returns
+    -------
+    str
+        The hint, to append to an error message.
+    """
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

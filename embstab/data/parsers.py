@@ -12,7 +12,7 @@ from pathlib import Path
 __all__ = ["iter_dictd_entries", "read_brown_file", "read_wiki_summaries",
            "read_nlp_corpus_file", "simplify_brown_tag", "read_wikipedia_xml"]
 
-# GCIDE marks where each sense came from; the markers are not English text (data.md §1).
+# GCIDE marks where each sense came from; the markers are not English text.
 _GCIDE_SOURCE = re.compile(r"\[(?:1913 Webster|Webster 1913 Suppl\.|WordNet 1\.5[^\]]*|PJC|AS)\]")
 _CROSSREF = re.compile(r"[{}]")            # dictd cross-reference braces: {The Hague}
 _HEADWORD_PRON = re.compile(r"\\[^\\]*\\")  # GCIDE syllabified headword between backslashes

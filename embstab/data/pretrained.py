@@ -114,7 +114,18 @@ PRETRAINED: dict[str, Callable[..., Embedding]] = {"glove_6b_50d": glove_6b_50d,
 
 
 def pretrained_name(name: str) -> str:
-    """The canonical spelling of a pretrained embedding's name (``-`` and ``_`` are the same)."""
+    """The canonical spelling of a pretrained embedding's name (``-`` and ``_`` are the same).
+
+    Parameters
+    ----------
+    name : str
+        A name as a user typed it, e.g. ``"glove-6b-50d"``.
+
+    Returns
+    -------
+    str
+        The key of :data:`PRETRAINED` it stands for (if any), e.g. ``"glove_6b_50d"``.
+    """
     return name.strip().replace("-", "_").lower()
 
 

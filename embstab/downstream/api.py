@@ -1,4 +1,4 @@
-"""Downstream prediction disagreement between two embeddings (measures.md §4.2–4.3)."""
+"""Downstream prediction disagreement between two embeddings."""
 
 from __future__ import annotations
 
@@ -156,7 +156,21 @@ def _cached_task(name: str, split_seed: int, limit: int | None) -> Classificatio
 
 
 def load_task(task: str, split_seed: int = 0, limit: int | None = None) -> ClassificationData | TaggingData:
-    """Load (and cache in memory) a task from :data:`TASKS`; ``limit`` caps examples/sentences."""
+    """Load (and cache in memory) a task from :data:`TASKS`.
+
+    Parameters
+    ----------
+    task : str
+        A key of :data:`TASKS`.
+    split_seed : int
+        Seed of the fixed train/dev/test split.
+    limit : int, optional
+        Keep at most this many examples (classification) or sentences (tagging).
+
+    Returns
+    -------
+    ClassificationData or TaggingData
+    """
     lookup(TASKS, task, "task")
     return _cached_task(task, split_seed, limit)
 
@@ -316,5 +330,20 @@ def seed_baseline(emb: Embedding, task: str | ClassificationData | TaggingData =
 
     The floor a pair's disagreement should be read against (the reference's ``--seed_test``,
     which trains the second model with seed + 1000).
+
+    Parameters
+    ----------
+    emb : Embedding
+        The embedding both models use.
+    task, model, seed
+        As for :func:`disagreement`.
+    seed_b : int, optional
+        Seed of the second model (default ``seed + 1000``).
+    **kwargs
+        Passed to :func:`disagreement`.
+
+    Returns
+    -------
+    DisagreementResult
     """
     return disagreement(emb, emb, task, model, seed, seed_b=seed + 1000 if seed_b is None else seed_b, **kwargs)

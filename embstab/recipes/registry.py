@@ -107,5 +107,20 @@ def register_recipe(name: str, summary: str, entry_points: tuple[str, ...]):
 
 
 def get_recipe(name: str) -> Recipe:
-    """Return the registered recipe ``name`` (raises :class:`~embstab.errors.UnknownNameError`)."""
+    """Return the registered recipe ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`RECIPES`.
+
+    Returns
+    -------
+    Recipe
+
+    Raises
+    ------
+    UnknownNameError
+        If no recipe has that name (the message suggests the closest).
+    """
     return lookup(RECIPES, name, "recipe")

@@ -112,7 +112,7 @@ def _measures_cfg(spec: StudySpec, algo: str, dim: int, seed: int, bits: int) ->
 
 def _downstream_cfg(spec: StudySpec, entry: DownstreamSpec, algo: str, dim: int, seed: int,
                     bits: int) -> dict[str, Any]:
-    # the model seed is the embedding seed (spec §4.3): the two models differ only by embedding
+    # the model seed is the embedding seed: the two models differ only by embedding
     return {"v": PLAN_VERSION, "stage": "downstream", "pair": _pair_cfg(spec, algo, dim, seed, bits),
             "task": entry.task, "model": entry.model, "options": dict(entry.options), "seed": seed}
 

@@ -155,8 +155,19 @@ class StudyRun:
 
 
 def default_db_path(store: ArtifactStore) -> str:
-    """``STORE/results.sqlite`` for a local store; ``./embstab-study/results.sqlite`` otherwise
-    (SQLite needs a local disk)."""
+    """Where a study's results database goes by default.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        The study's artifact store.
+
+    Returns
+    -------
+    str
+        ``STORE/results.sqlite`` for a local store; ``./embstab-study/results.sqlite`` otherwise
+        (SQLite needs a local disk).
+    """
     if store.is_local:
         return os.path.join(store.root, "results.sqlite")
     return os.path.join(DEFAULT_STORE, "results.sqlite")
