@@ -1,4 +1,4 @@
-"""Uniform quantization with a golden-section clip (smallfry's ``compress_uniform``, measures spec §3)."""
+"""Uniform quantization with a golden-section clip (smallfry's ``compress_uniform``)."""
 
 from __future__ import annotations
 

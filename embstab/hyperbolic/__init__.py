@@ -1,6 +1,6 @@
-"""Hyperbolic embeddings of trees and graphs, and the precision they need (issue 6).
+"""Hyperbolic embeddings of trees and graphs, and the precision they need.
 
-Spec: ``shared/specs/hyperbolic.md``. The pieces, in pipeline order:
+The pieces, in pipeline order:
 
 * :mod:`~embstab.hyperbolic.graph` — edge lists, BFS trees, root choice;
 * :func:`steiner_tree` — the Gromov-product Steiner tree (``embed_combinatorial(tree="steiner")``);

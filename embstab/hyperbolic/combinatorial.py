@@ -1,4 +1,4 @@
-"""Combinatorial (Sarkar-style) construction of hyperbolic tree embeddings (spec §1.2, §1.5).
+"""Combinatorial (Sarkar-style) construction of hyperbolic tree embeddings (Sala et al. 2018).
 
 Each node sits at the centre of its own cone: move node h to the origin with the reflection R_h,
 spread its parent and children evenly around it at radius tanh(τw/2), and map back. In 2-D the
@@ -145,7 +145,7 @@ def _roots_of_unity(m: int, prec: int) -> tuple:
 
 def sarkar_2d(tree: RootedTree, tau: float, precision_bits: int,
               progress: bool = False) -> np.ndarray:
-    """2-D construction (spec §1.2); returns an ``(n, 2)`` object array of mpf."""
+    """2-D construction; returns an ``(n, 2)`` object array of mpf."""
     n = tree.n_nodes
     pos: list = [None] * n
     radius: dict = {}
@@ -258,7 +258,7 @@ def _rotate_onto(vectors: list, u: list, s: list) -> list:
 def combinatorial_rd(tree: RootedTree, tau: float, dim: int, precision_bits: int,
                      placement: str = "codes", seed: int = 0,
                      progress: bool = False) -> np.ndarray:
-    """r-D construction (spec §1.5); returns an ``(n, dim)`` object array of mpf.
+    """r-D construction; returns an ``(n, dim)`` object array of mpf.
 
     With ``placement="codes"`` a node's parent+children slots are simplex codewords when
     they fit (slots ≤ dim); otherwise (or with ``"sphere"``) near-uniform sphere points.

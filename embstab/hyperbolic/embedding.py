@@ -1,6 +1,6 @@
 """A hyperbolic embedding of a graph's nodes: coordinates, model, scale τ and working precision.
 
-Spec hyperbolic.md §0: every method embeds τ·d_G, so the decoded distance is d̂ = d_model/τ and τ
+Every method embeds τ·d_G, so the decoded distance is d̂ = d_model/τ and τ
 travels with the coordinates. Combinatorial embeddings of deep trees need thousands of bits:
 their coordinates are :class:`mpmath.mpf` and distances are evaluated at that precision, divided by
 τ, and only then turned into float64.

@@ -1,4 +1,4 @@
-"""Combinatorial embedding of a disconnected graph (spec hyperbolic.md §1.1, "Forests").
+"""Combinatorial embedding of a disconnected graph (forests).
 
 Each connected component is embedded on its own with one shared τ (so decoded distances mean
 the same everywhere), its root at the origin; then component k is moved by the reflection

@@ -1,6 +1,6 @@
 """Poincaré-ball and hyperboloid primitives, in float64 (NumPy) and multiprecision (mpmath).
 
-Spec hyperbolic.md §0. Curvature is −1 throughout. The float64 functions work on arrays of
+Curvature is −1 throughout. The float64 functions work on arrays of
 points (last axis = coordinates); the ``mp_`` functions work on lists of :class:`mpmath.mpf`
 at the caller's working precision (``mpmath.mp.prec``, in *bits*; mpmath uses gmpy2 when
 installed).

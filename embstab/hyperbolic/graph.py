@@ -1,4 +1,4 @@
-"""Graphs and rooted trees for the hyperbolic constructions (spec hyperbolic.md §1.1, §5).
+"""Graphs and rooted trees for the hyperbolic constructions.
 
 A :class:`Graph` keeps each node's neighbours in **edge-file order** (as networkx does), because the
 combinatorial construction places children in that order and the golden values depend on it.
@@ -398,7 +398,7 @@ def tree_from_graph(graph: Graph, root: Any = "max_degree") -> RootedTree:
 
 
 def closure_weighted_tree(tree: RootedTree) -> RootedTree:
-    """The same tree with weight 2^(s−1) on the edge into depth s (spec §1.1, Prop. D.2).
+    """The same tree with weight 2^(s−1) on the edge into depth s (Sala et al., Prop. D.2).
 
     With these weights every ancestor of a node is strictly nearer to it than every
     non-ancestor, so an embedding of the tree can be scored (MAP) against the transitive

@@ -1,8 +1,8 @@
-"""Hyperbolic multidimensional scaling (h-MDS; spec hyperbolic.md §2).
+"""Hyperbolic multidimensional scaling (h-MDS, Sala et al. 2018).
 
 Y = cosh(s·D); the top-k **positive** eigenpairs of −Y give hyperboloid spatial coordinates
 X = U_k·diag(√λ_k), x₀ = √(1+‖x⃗‖²). No centring is needed: −Y is invariant under isometries
-and its positive eigenvectors already span the centred configuration (§2.2). Distances are
+and its positive eigenvectors already span the centred configuration. Distances are
 decoded from hyperboloid coordinates, d̂ = acosh(x₀ᵢx₀ⱼ − x⃗ᵢ·x⃗ⱼ)/s, better conditioned than
 the Poincaré formula. Float64 is the default with an automatic scale s·diam = 15; an mpmath
 eigensolver is offered for small n, and PGA can refine a low-rank solution.
@@ -200,7 +200,7 @@ def _boost_to_origin(x: np.ndarray, m: np.ndarray) -> np.ndarray:
 
 def pga_refine(hyp: np.ndarray, dim: int, steps: int = 200,
                lr: float = 0.01) -> tuple[np.ndarray, dict]:
-    """Hyperbolic PGA (spec §2.4): best k-dim geodesic subspace through the Karcher mean.
+    """Hyperbolic PGA: best k-dim geodesic subspace through the Karcher mean.
 
     Minimises Σᵢ asinh²(‖(I−VVᵀ)x⃗ᵢ‖) over orthonormal V (Stiefel manifold, geoopt's
     RiemannianAdam), starting from the truncated (PCA) solution, and projects each point onto

@@ -1,4 +1,4 @@
-"""Graph-reconstruction metrics of an embedding: MAP, average and worst-case distortion (spec §4).
+"""Graph-reconstruction metrics of an embedding: MAP, average and worst-case distortion.
 
 Everything is streamed row by row: for each evaluated node a, the graph distances from a
 (BFS/Dijkstra) and the decoded embedding distances from a (at the embedding's working
@@ -47,7 +47,7 @@ def average_precision(dist: np.ndarray, self_index: int, neighbors: np.ndarray,
     AP = mean over neighbours b of |neighbours ranked ≤ b| / rank(b), self excluded. Ties
     (distances equal to ``tie_bits`` mantissa bits) are resolved by ``ties``:
 
-    * ``"pessimistic"`` (default, spec §4): every node tied with b counts as ranked before
+    * ``"pessimistic"`` (default): every node tied with b counts as ranked before
       it — the ball form |N(a) ∩ ball| / |ball| with ball = {v ≠ a: d̂(a,v) ≤ d̂(a,b)};
     * ``"optimistic"``: only strictly closer nodes count before b;
     * ``"order"``: ties broken by node id, as the original code's ``argsort`` did.

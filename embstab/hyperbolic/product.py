@@ -1,4 +1,4 @@
-"""Product-space embeddings: H^a × … × E^b × S^c with the product distance (spec hyperbolic.md §3).
+"""Product-space embeddings: H^a × … × E^b × S^c with the product distance (Gu et al. 2019).
 
 A graph that mixes tree-like and cyclic parts fits a product of spaces better than any one of
 them (Gu et al., ICLR 2019). Each factor is a Poincaré ball (``"poincare"``, written ``H``), a

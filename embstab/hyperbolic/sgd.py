@@ -1,4 +1,4 @@
-"""Riemannian SGD refinement of hyperbolic embeddings on geoopt (spec hyperbolic.md §3).
+"""Riemannian SGD refinement of hyperbolic embeddings on geoopt.
 
 Minimises a distortion loss between d̂ = e^θ·d_M(x_i, x_j) and the target y = σ·d_G(i, j) over
 points on geoopt's Poincaré ball or Lorentz hyperboloid, optionally warm-started from the
@@ -31,7 +31,7 @@ MAX_ALL_PAIRS_NODES = 5000
 
 
 def pair_loss(d_hat, y, loss: str = "rel2"):
-    """The per-pair loss of the menu in spec §3, on torch tensors.
+    """The per-pair loss of the menu of losses, on torch tensors.
 
     ``rel2``: (d̂/y−1)²; ``sym``: (d̂/y−1)² + (y/d̂−1)²; ``abs``: |d̂/y−1|;
     ``square``: |(d̂/y)²−1|; ``log``: (ln (d̂/y)²)²; ``mse``: (d̂−y)².

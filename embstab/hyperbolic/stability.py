@@ -1,4 +1,4 @@
-"""Precision and stability of hyperbolic embeddings (issue 6, deliverable 6).
+"""Precision and stability of hyperbolic embeddings.
 
 * **Bits vs quality** — :func:`quantize_embedding` rounds float64 coordinates through the
   low-precision core (:func:`embstab.lowprec.quantize`); :func:`bits_sweep` builds, for each

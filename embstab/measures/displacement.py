@@ -1,4 +1,4 @@
-"""Semantic displacement (spec measures.md §2.3, after Hamilton et al. 2016)."""
+"""Semantic displacement (after Hamilton et al. 2016)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Eigenspace instability (EIS), spec measures.md §2.1.
+"""Eigenspace instability (EIS), after Leszczynski et al. (MLSys 2020).
 
     EIS(X, X̃) = tr[(P − P̃) Σ (P − P̃)] / tr(Σ),   Σ = (E Eᵀ)^α + (Ẽ Ẽᵀ)^α,
     P = U Uᵀ (U an orthonormal basis of col(X)),  P̃ likewise for X̃.

@@ -1,4 +1,4 @@
-"""k-nearest-neighbour overlap (spec measures.md §2.2, after Wendlandt et al. 2018).
+"""k-nearest-neighbour overlap (after Wendlandt et al. 2018).
 
 For each query word, the k nearest rows by cosine similarity are found separately in X and in Y
 (the query itself excluded) and the overlap of the two neighbour sets is averaged. Top-k is

@@ -1,4 +1,4 @@
-"""Eigenspace overlap score (spec measures.md §2.5, May et al. 2019) and its weighted variant."""
+"""Eigenspace overlap score (May et al. 2019) and its weighted variant."""
 
 from __future__ import annotations
 

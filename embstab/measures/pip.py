@@ -1,4 +1,4 @@
-"""Pairwise-inner-product (PIP) loss (spec measures.md §2.4, Yin & Shen 2018)."""
+"""Pairwise-inner-product (PIP) loss (Yin & Shen 2018)."""
 
 from __future__ import annotations
 

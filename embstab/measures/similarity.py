@@ -12,7 +12,7 @@ __all__ = ["fro_distance", "linear_cka", "procrustes_distance"]
 
 
 def fro_distance(X: Any, Y: Any, *, dtype: str | None = None) -> float:
-    """``‖X − Y‖_F`` with no alignment (spec §2.6). Smaller = more stable; needs equal dimensions."""
+    """``‖X − Y‖_F`` with no alignment. Smaller = more stable; needs equal dimensions."""
     xp = check_pair(X, Y, same_dim=True)
     total = 0.0
     for xb, yb in row_blocks(X, Y):
