@@ -91,13 +91,17 @@ class OptionalDependencyError(EmbstabError, ImportError):
         What needs it, in words.
     extra : str, optional
         The embstab extra that installs it, e.g. ``"wordnet"``.
+    install : str, optional
+        The install command, when it is not the plain ``pip install`` of the extra or package.
+    problem : str, optional
+        What is wrong with it (default: that it is not installed).
     """
 
-    def __init__(self, package: str, feature: str, extra: str | None = None):
+    def __init__(self, package: str, feature: str, extra: str | None = None, *, install: str | None = None,
+                 problem: str = "which is not installed"):
         self.package, self.feature, self.extra = package, feature, extra
-        how = f'pip install "embstab[{extra}]"' if extra else f'pip install "{package}"'
-        super().__init__(f"{feature} needs the package {package!r}, which is not installed; "
-                         f"install it with: {how}")
+        how = install or (f'pip install "embstab[{extra}]"' if extra else f'pip install "{package}"')
+        super().__init__(f"{feature} needs the package {package!r}, {problem}; install it with: {how}")
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from embstab.errors import EmbeddingFormatError
 from embstab.hyperbolic import (Graph, HyperbolicEmbedding, HyperbolicError, PrecisionError,
-                                embed_combinatorial, load_embedding)
+                                embed_combinatorial, load_embedding, save_embedding)
 
 
 def _deep_tree():
@@ -19,7 +19,7 @@ def _deep_tree():
 def test_multiprecision_roundtrip_keeps_distances(tmp_path):
     e = embed_combinatorial(_deep_tree(), tau=10.0, precision_bits=256, root="first")
     p = tmp_path / "deep.hyp"
-    e.save(p)
+    save_embedding(e, p)
     f = load_embedding(p)
     assert f.multiprecision and f.precision_bits == 256 and f.scale == e.scale
     assert f.metadata["method"] == "combinatorial"
@@ -30,7 +30,7 @@ def test_multiprecision_roundtrip_keeps_distances(tmp_path):
 def test_float_roundtrip_with_string_labels(tmp_path):
     e = HyperbolicEmbedding(np.array([[0.1, 0.2], [-0.3, 0.0]]), nodes=["x", "y"], scale=2.0)
     p = tmp_path / "f.hyp"
-    e.save(p)
+    save_embedding(e, p)
     f = load_embedding(p)
     assert f.nodes.tolist() == ["x", "y"]
     np.testing.assert_array_equal(f.coords, e.coords)

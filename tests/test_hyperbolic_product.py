@@ -19,6 +19,7 @@ from embstab.hyperbolic import (
     fit_sgd,
     load_edgelist,
     load_embedding,
+    save_embedding,
 )
 from embstab.hyperbolic.product import parse_factors
 
@@ -113,7 +114,7 @@ def test_file_round_trip_is_exact(tmp_path):
     emb = _random_product(np.random.default_rng(1), 9)
     emb.metadata["note"] = "x"
     path = tmp_path / "p.emb"
-    emb.save(path)
+    save_embedding(emb, path)
     back = load_embedding(path)  # the one loader dispatches on the magic line
     assert isinstance(back, ProductEmbedding)
     assert back.factors == emb.factors and back.scale == emb.scale and back.combine == emb.combine
@@ -125,7 +126,7 @@ def test_file_round_trip_is_exact(tmp_path):
 def test_malformed_product_files_are_refused_with_file_and_line(tmp_path):
     emb = _random_product(np.random.default_rng(2), 4)
     path = tmp_path / "p.emb"
-    emb.save(path)
+    save_embedding(emb, path)
     lines = path.read_text().splitlines()
     bad = tmp_path / "bad.emb"
     bad.write_text("\n".join(lines[:3] + [lines[3].rsplit("\t", 1)[0]]) + "\n")

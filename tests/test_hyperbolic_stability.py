@@ -10,7 +10,7 @@ from embstab.hyperbolic import GraphError, embed_combinatorial
 from embstab.hyperbolic.hmds import hmds
 from embstab.hyperbolic.stability import (bits_sweep, distance_distortion, embedding_instability,
                                           format_resolution_bits, knn_overlap, perturb_graph,
-                                          quantize_embedding, stability_study)
+                                          quantize_coordinates, stability_study)
 
 from _graphs import shared_graph as _graph
 
@@ -50,7 +50,7 @@ def test_instability_between_graph_and_perturbed_graph():
 def test_quantize_embedding_rounds_through_lowprec():
     g = _graph("smalltree")
     e = embed_combinatorial(g, bits=20, precision_bits=64)
-    q = quantize_embedding(e, lowprec.FixedFormat(24, 22))
+    q = quantize_coordinates(e, lowprec.FixedFormat(24, 22))
     grid = q.coords * 2 ** 22
     np.testing.assert_array_equal(grid, np.round(grid))
     assert q.scale == e.scale and not q.multiprecision

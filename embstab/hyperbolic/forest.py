@@ -20,6 +20,7 @@ import mpmath
 import numpy as np
 from scipy.sparse import csgraph
 
+from embstab.hyperbolic.construction import combinatorial_rd, sarkar_2d, simplex_codewords, sphere_points
 from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.errors import GraphError, HyperbolicError, PrecisionError
 from embstab.hyperbolic.geometry import mp_reflect_to_origin
@@ -55,7 +56,6 @@ def _component_tree(graph: Graph, nodes: np.ndarray, root: Any) -> RootedTree:
 
 
 def _directions(k: int, dim: int, seed: int) -> np.ndarray:
-    from embstab.hyperbolic.combinatorial import simplex_codewords, sphere_points
 
     if dim == 2:
         ang = 2 * np.pi * np.arange(k) / k
@@ -87,7 +87,6 @@ def embed_forest(graph: Graph, dim: int = 2, eps: float | None = None,
     the component centres as the original code did (0.9); the default (None) separates the
     components fully.
     """
-    from embstab.hyperbolic.combinatorial import combinatorial_rd, sarkar_2d
 
     comps = components(graph)
     trees = [_component_tree(graph, c, root) for c in comps]

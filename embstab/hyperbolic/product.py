@@ -13,9 +13,7 @@ for :func:`~embstab.hyperbolic.evaluate` (``nodes``, ``len``, ``distances_from``
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -26,16 +24,13 @@ from embstab.hyperbolic.errors import HyperbolicError
 from embstab.hyperbolic.geometry import hyperboloid_distance, poincare_distance
 
 __all__ = [
-    "PRODUCT_MAGIC",
     "ProductEmbedding",
     "factor_distance",
-    "load_product_embedding",
     "parse_factors",
 ]
 
 #: Factor kinds and the one-letter names used in factor strings such as ``"H2,H2,S1"``.
 KINDS = {"H": "poincare", "L": "lorentz", "E": "euclidean", "S": "sphere"}
-PRODUCT_MAGIC = "# embstab-product v1"
 
 
 def parse_factors(factors: str | Sequence[Any]) -> tuple[tuple[str, int], ...]:
@@ -177,56 +172,3 @@ class ProductEmbedding:
         """Decoded distances from each of ``rows`` (default all) to all points."""
         rows = range(len(self)) if rows is None else rows
         return np.vstack([self.distances_from(i) for i in rows])
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Text file: magic line, JSON header (factors, combine, scale, metadata), then one row
-        per node: label and every factor's coordinates in order (float64 ``repr``, exact)."""
-        from embstab.hyperbolic.embedding import _jsonable
-
-        head = {"factors": self.signature, "combine": self.combine, "scale": self.scale,
-                "n": len(self), "metadata": _jsonable(self.metadata)}
-        flat = np.hstack(self.coords)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(PRODUCT_MAGIC + "\n# " + json.dumps(head) + "\n")
-            fh.writelines(str(lab) + "\t" + "\t".join(repr(float(c)) for c in row) + "\n" for lab, row in zip(self.nodes.tolist(), flat))
-
-
-def load_product_embedding(path: str | os.PathLike) -> ProductEmbedding:
-    """Read a file written by :meth:`ProductEmbedding.save` (errors name the file and line)."""
-    from embstab.errors import EmbeddingFormatError
-
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise EmbeddingFormatError(path, "no such file")
-    with open(path, encoding="utf-8") as fh:
-        if fh.readline().rstrip("\n") != PRODUCT_MAGIC:
-            raise EmbeddingFormatError(path, f"not an embstab product embedding (first line should "
-                                       f"be {PRODUCT_MAGIC!r})", line=1)
-        try:
-            head = json.loads(fh.readline()[2:])
-            factors = parse_factors(head["factors"])
-        except (json.JSONDecodeError, KeyError, HyperbolicError) as exc:
-            raise EmbeddingFormatError(path, f"bad header: {exc}", line=2) from None
-        widths = [ambient_width(k, d) for k, d in factors]
-        labels, rows = [], []
-        for lineno, line in enumerate(fh, 3):
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) != sum(widths) + 1:
-                raise EmbeddingFormatError(path, f"expected a label and {sum(widths)} coordinates, "
-                                           f"got {len(parts)} fields", lineno)
-            try:
-                rows.append([float(p) for p in parts[1:]])
-            except ValueError as exc:
-                raise EmbeddingFormatError(path, f"non-numeric coordinate ({exc})", lineno) from None
-            labels.append(parts[0])
-    if len(rows) != head.get("n", len(rows)):
-        raise EmbeddingFormatError(path, f"header says {head['n']} rows, found {len(rows)} "
-                                   "(truncated file?)")
-    flat = np.asarray(rows, dtype=np.float64).reshape(len(rows), sum(widths))
-    blocks = np.split(flat, np.cumsum(widths)[:-1], axis=1)
-    try:
-        return ProductEmbedding(blocks, factors, combine=head.get("combine", "l2"),
-                                scale=head.get("scale", 1.0), nodes=labels,
-                                metadata=head.get("metadata"))
-    except HyperbolicError as exc:
-        raise EmbeddingFormatError(path, str(exc)) from None

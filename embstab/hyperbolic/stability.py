@@ -1,6 +1,6 @@
 """Precision and stability of hyperbolic embeddings.
 
-* **Bits vs quality** — :func:`quantize_embedding` rounds float64 coordinates through the
+* **Bits vs quality** — :func:`quantize_coordinates` rounds float64 coordinates through the
   low-precision core (:func:`embstab.lowprec.quantize`); :func:`bits_sweep` builds, for each
   number format, the combinatorial embedding whose τ that format can hold, quantizes it and
   evaluates MAP and distortion.
@@ -23,7 +23,7 @@ from embstab.hyperbolic.graph import Graph
 from embstab.hyperbolic.metrics import evaluate, row_distortion, select_rows
 
 __all__ = ["perturb_graph", "knn_overlap", "distance_distortion", "embedding_instability",
-           "stability_study", "quantize_embedding", "format_resolution_bits", "bits_sweep"]
+           "stability_study", "quantize_coordinates", "format_resolution_bits", "bits_sweep"]
 
 
 # -- perturbation -------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def stability_study(graph: Graph, embed: Callable[[Graph], HyperbolicEmbedding],
 
 # -- precision through the low-precision core ---------------------------------------------------
 
-def quantize_embedding(embedding: HyperbolicEmbedding, fmt: Any, rounding: str = "nearest",
+def quantize_coordinates(embedding: HyperbolicEmbedding, fmt: Any, rounding: str = "nearest",
                        generator: Any = None, model: str = "poincare") -> HyperbolicEmbedding:
     """Round an embedding's float64 coordinates onto a number format of :mod:`embstab.lowprec`.
 
@@ -239,7 +239,7 @@ def bits_sweep(graph: Graph, formats: Sequence[Any], *, dim: int = 2,
     For a format with b bits of resolution below 1, τ follows the bit-budget rule for b bits
     (the deepest node at 1/1.3 of the representable radius); the construction runs at a
     working precision of max(64, b + 16) bits, is exported to float64 and rounded through
-    :func:`quantize_embedding`.
+    :func:`quantize_coordinates`.
 
     Returns
     -------
@@ -259,7 +259,7 @@ def bits_sweep(graph: Graph, formats: Sequence[Any], *, dim: int = 2,
             raise HyperbolicError(f"{f} resolves {res} bits below 1, more than float64 carries")
         emb = embed_combinatorial(graph, dim=dim, bits=res, precision_bits=max(64, res + 16),
                                   root=root)
-        q = quantize_embedding(emb, f, rounding=rounding, generator=seed)
+        q = quantize_coordinates(emb, f, rounding=rounding, generator=seed)
         m = evaluate(graph, q, rows=rows, seed=seed, progress=False)
         total = int(getattr(f, "bits", getattr(f, "word_bits", 0)) or 0)
         out.append({"format": str(f), "bits": total, "resolution_bits": res,

