@@ -22,7 +22,12 @@ import array_api_compat
 from embstab.errors import ShapeError
 from embstab.measures._backend import check_matrix, check_pair, column_mean, cross, namespace, span, sq_norm
 
-__all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache"]
+__all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
+
+#: Below this ratio of EIS's numerator to the terms it is the difference of, a float32 result is
+#: not trusted to 1e-3 and the pair is measured again in float64 (measured on numpy and torch:
+#: float32 relative error ≤ 1e-7 · size/num, so at the threshold it stays under about 1e-4).
+FLOAT32_TRUST = 1e-3
 
 
 @dataclass(frozen=True)
@@ -184,21 +189,36 @@ def eis(
                              "with the compared words")
         if array_api_compat.device(f.anchor) != array_api_compat.device(X):
             raise ShapeError(f"{name} is on a different device than X")
+    num, size, den = _eis_terms(xp, X, Y, fx, fy, dtype, rtol, method)
+    if (dtype or "float64") != "float64" and num < FLOAT32_TRUST * size:
+        # The value is a difference of nearly equal terms: in float32 its relative error grows as
+        # eps32·size/num. Below the trust ratio the float32 result could be off by more than 1e-3,
+        # so the pair is measured again in float64 (inputs stay in their dtype; products upcast).
+        f64x = anchor_factors(fx.anchor, alpha=fx.alpha, dtype="float64", method=method)
+        f64y = anchor_factors(fy.anchor, alpha=fy.alpha, dtype="float64", method=method)
+        num, size, den = _eis_terms(xp, X, Y, f64x, f64y, "float64", rtol, method)
+    value = num / den
+    # round-off can leave tiny negatives or overshoot; the quantity is a ratio in [0, 1]
+    return min(max(value, 0.0), 1.0)
+
+
+def _eis_terms(xp, X, Y, fx: AnchorFactors, fy: AnchorFactors, dtype: str | None, rtol: float | None,
+               method: str) -> tuple[float, float, float]:
+    """EIS's numerator, the size of the terms it is the difference of, and its denominator."""
     su = span(xp, X, dtype, rtol, method)
     sv = span(xp, Y, dtype, rtol, method)
     c = su.w.T @ cross(xp, X, Y, dtype) @ sv.w  # UᵀŨ
     # put both anchors on a common scale (the larger r_max) so the weights stay comparable
     common = max(fx.log_scale, fy.log_scale)
-    num = 0.0
-    den = 0.0
+    num = size = den = 0.0
     for f in (fx, fy):
         w = math.exp(2 * f.alpha * (f.log_scale - common))
         a = su.w.T @ cross(xp, X, f.anchor, dtype)  # UᵀE
         b = sv.w.T @ cross(xp, Y, f.anchor, dtype)  # ŨᵀE
         ak, bk = a @ f.k_mat, b @ f.k_mat
         # tr((P − P̃) E K Eᵀ (P − P̃)) = tr(A K Aᵀ) + tr(B K Bᵀ) − 2 tr(Aᵀ C B K)
-        num += w * float(xp.sum(ak * a) + xp.sum(bk * b) - 2 * xp.sum(a * (c @ bk)))
+        t_a, t_b, t_ab = float(xp.sum(ak * a)), float(xp.sum(bk * b)), float(xp.sum(a * (c @ bk)))
+        num += w * (t_a + t_b - 2 * t_ab)
+        size += w * (t_a + t_b)
         den += w * f.weight
-    value = num / den
-    # round-off can leave tiny negatives or overshoot; the quantity is a ratio in [0, 1]
-    return min(max(value, 0.0), 1.0)
+    return num, size, den
