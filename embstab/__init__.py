@@ -11,7 +11,7 @@ from __future__ import annotations
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbeddingFormatError, EmbstabError, ShapeError, VocabularyError
 from embstab.io import load, save
-from embstab.compare import compare, compare_many
+from embstab.measures import compare, compare_many
 from embstab.selection import Recommendation, recommend
 
 __version__ = "0.1.0"

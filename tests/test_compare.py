@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import embstab
-from embstab import Embedding, VocabularyError, measures
+from embstab import Embedding, ShapeError, VocabularyError, measures
 
 
 def pair(n=300, d=10, seed=0):
@@ -50,18 +50,53 @@ def test_clear_errors():
         embstab.compare(a, b, top_n=1000)
     with pytest.raises(VocabularyError, match="share no words"):
         embstab.compare(a, Embedding(["zz"], np.ones((1, 10))))
-    with pytest.raises(ValueError, match="EIS needs anchors"):
-        embstab.compare(a, b, measures=["eis"], top_n=100)
+    with pytest.raises(ShapeError, match="EIS needs anchors"):
+        embstab.compare(a, b, anchors=None, measures=["eis"], top_n=100)
     small_anchor = ea.top(50)
-    with pytest.raises(VocabularyError, match="share only 50 words"):
+    with pytest.raises(VocabularyError, match="share only 50 words"), \
+            pytest.warns(UserWarning, match="anchors hold only 50 of the 300 words"):
         embstab.compare(a, b, anchors=(small_anchor, eb), top_n=100)
+
+
+def test_python_and_cli_agree_and_say_which_anchors(tmp_path, capsys):
+    from embstab import cli
+
+    a, b, _, _ = pair()
+    df = embstab.compare(a, b, top_n=200)  # default: the pair is its own anchor, as on the command line
+    assert df.attrs["anchors"] == "self" and "eis" in set(df.measure)
+    a.save(tmp_path / "a.txt"), b.save(tmp_path / "b.txt")
+    assert cli.main(["compare", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), "--top-n", "200",
+                     "--output", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["anchors"] == "self"
+    from_cli = {m["measure"]: m["value"] for m in out["measures"]}
+    for row in df.itertuples():
+        assert from_cli[row.measure] == pytest.approx(row.value, rel=1e-9)
+    assert "eis" not in set(embstab.compare(a, b, anchors=None, top_n=200).measure)
+
+
+def test_warnings_for_degenerate_comparisons(tmp_path, capsys):
+    from embstab import cli
+
+    a, b, _, _ = pair()
+    with pytest.warns(UserWarning, match="only 8 compared words for 10 dimensions"):
+        embstab.compare(a, b, top_n=8, measures=["pip_loss"])
+    narrow = a.with_vectors(a.vectors[:, :4])
+    with pytest.warns(UserWarning, match="left out semantic_displacement"):
+        df = embstab.compare(narrow, b, top_n=200)
+    assert "semantic_displacement" not in set(df.measure)
+    narrow.save(tmp_path / "n.txt"), b.save(tmp_path / "b.txt")
+    assert cli.main(["compare", str(tmp_path / "n.txt"), str(tmp_path / "b.txt"), "--top-n", "200"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["embstab compare: warning: left out semantic_displacement (needs equal dimensions; the "
+                   "embeddings are 4-d and 10-d)"]
 
 
 def test_compare_many_reuses_anchor_factors(monkeypatch):
     a, b, ea, eb = pair()
     calls = []
     real = measures.anchor_factors
-    cmp = sys.modules["embstab.compare"]
+    cmp = sys.modules["embstab.measures.compare"]
 
     monkeypatch.setattr(cmp, "anchor_factors", lambda *args, **kw: calls.append(1) or real(*args, **kw))
     pairs = {f"d{d}": (a.with_vectors(a.vectors[:, :d]), b.with_vectors(b.vectors[:, :d])) for d in (2, 4, 6, 8)}

@@ -300,7 +300,7 @@ def test_memory_error_is_one_line(ws, capsys, monkeypatch):
     def exhausted(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(sys.modules["embstab.compare"], "compare", exhausted)
+    monkeypatch.setattr(sys.modules["embstab.measures.compare"], "compare", exhausted)
     assert cli.main(["compare", str(ws / "good.txt"), str(ws / "old.txt")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "out of memory" in err[0]

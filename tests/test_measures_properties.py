@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embstab import ShapeError, measures
+from embstab.errors import UnknownNameError
 
 shapes = st.tuples(st.integers(0, 2**31 - 1), st.integers(25, 60), st.integers(2, 8))
 
@@ -129,7 +130,7 @@ def test_registry_declares_direction_and_distance():
     assert measures.REGISTRY["eis"].to_distance(0.1) == 0.1
     assert not measures.REGISTRY["eis"].larger_is_more_stable
     assert measures.REGISTRY["eigenspace_overlap"].larger_is_more_stable
-    with pytest.raises(ValueError, match="unknown measure"):
+    with pytest.raises(UnknownNameError, match="unknown measure"):
         measures.get_measure("nope")
 
 

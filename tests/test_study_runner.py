@@ -29,7 +29,7 @@ TINY = {
     "training": {"algorithms": ["w2v_cbow"], "dimensions": [8, 16], "seeds": [1, 2], "epochs": 3, "min_count": 3},
     "compression": {"bit_widths": [1, 32]},
     "measures": {"names": ["eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap"],
-                 "top_n": 400, "knn_queries": 100},
+                 "top_n": 400, "params": {"knn": {"n_queries": 100}}},
     "downstream": [{"task": "rt_sentiment", "options": {"limit": 300, "epochs": 3}}],
     "budgets": [16, 64],
 }

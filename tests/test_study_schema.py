@@ -45,7 +45,7 @@ def test_valid_definition_parses_with_defaults():
     spec = parse_study(VALID)
     assert spec.training.dimensions == (10, 20)
     assert spec.compression.rounding == "nearest"
-    assert spec.measures.eis_alpha == 3.0
+    assert spec.measures.params == ()  # the registry's defaults apply
     assert spec.downstream[0].model == "linear" and spec.downstream[0].label == "rt_sentiment"
     assert spec.anchor_dim == 20
     assert spec.n_rows() == 1 * 2 * 2 * 2 * 1
@@ -94,7 +94,10 @@ def test_fingerprint_is_stable_and_changes_with_content():
     ("downstream.0.model", "bilstm", "downstream[0].model"),  # a tagger for a sentence task
     ("measures.top_n", 20, "measures.top_n"),                 # fewer words than dimensions for EIS
     ("budgets", [5, 100], "budgets[0]"),                      # below the smallest dim x bits
-    ("measures.knn_k", 500, "measures.knn_k"),                # k >= top_n
+    ("measures.params", {"knn": {"k": 500}}, "measures.params.knn.k"),   # k >= top_n
+    ("measures.params", {"knn": {"kk": 5}}, "measures.params.knn.kk"),   # not a parameter of knn
+    ("measures.params", {"pip_loss": {}}, "measures.params.pip_loss"),   # a measure not asked for
+    ("measures.params", {"knn": {"k": 0}}, "measures.params.knn.k"),
 ])
 def test_bad_definitions_name_the_key(path, value, key):
     with pytest.raises(StudyDefinitionError) as info:
@@ -102,6 +105,16 @@ def test_bad_definitions_name_the_key(path, value, key):
     assert info.value.key == key
     assert f"'{key}'" in str(info.value)
     assert isinstance(info.value, EmbstabError)
+
+
+def test_measure_params_are_a_generic_mapping_and_legacy_keys_still_read():
+    spec = parse_study(_with("measures.params", {"knn": {"k": 7, "n_queries": 50}, "eis": {"alpha": 2}}))
+    assert spec.measures.params_dict() == {"knn": {"k": 7, "n_queries": 50}, "eis": {"alpha": 2.0}}
+    legacy = _with("measures.knn_k", 7)
+    legacy["measures"]["eis_alpha"] = 2
+    legacy["measures"]["knn_queries"] = 50
+    assert parse_study(legacy).measures == spec.measures
+    assert parse_study(spec.to_dict()) == spec  # the saved form reads back
 
 
 def test_duplicate_downstream_labels_rejected():

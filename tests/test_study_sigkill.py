@@ -23,7 +23,7 @@ STUDY = {
     "training": {"algorithms": ["w2v_cbow"], "dimensions": [8, 16], "seeds": [3, 4], "epochs": 2,
                  "min_count": 3},
     "compression": {"bit_widths": [1, 32]},
-    "measures": {"names": ["eis", "knn", "pip_loss"], "top_n": 300, "knn_queries": 50},
+    "measures": {"names": ["eis", "knn", "pip_loss"], "top_n": 300, "params": {"knn": {"n_queries": 50}}},
     "downstream": [{"task": "rt_sentiment", "options": {"limit": 300, "epochs": 2}}],
 }
 N_ROWS = 2 * 2 * 2

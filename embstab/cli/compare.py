@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 import sys
 
 from embstab.cli.options import add_trust_pickle, non_negative_int
@@ -66,7 +67,7 @@ def _load(spec: str, duplicates: str, trust_pickle: bool = False):
 
 
 def run(args: argparse.Namespace) -> int:
-    from embstab.compare import compare
+    from embstab.measures.compare import compare
 
     if (args.anchor_a is None) != (args.anchor_b is None):
         raise EmbstabError("give both --anchor-a and --anchor-b, or neither")
@@ -86,8 +87,12 @@ def run(args: argparse.Namespace) -> int:
         raise EmbstabError(f"--top-n {top_n} asks for more words than the {len(shared)} that A and B"
                            f"{' and the anchors' if anchors != 'self' else ''} share; give a smaller --top-n, "
                            "or --top-n 0 for all shared words")
-    df = compare(a, b, anchors=anchors, measures=args.measures, top_n=top_n or None, rank_by=args.rank_by,
-                 device=args.device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        df = compare(a, b, anchors=anchors, measures=args.measures, top_n=top_n or None, rank_by=args.rank_by,
+                     device=args.device)
+    for w in caught:  # a caveat about this comparison: one line, in the CLI's voice
+        print(f"embstab compare: warning: {w.message}", file=sys.stderr)
     n = df.attrs["n_words"]
     if args.output == "json":
         json.dump({"a": a.name, "b": b.name, "n_words": n, "anchors": "self" if anchors == "self" else

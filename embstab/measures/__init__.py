@@ -14,9 +14,12 @@ from embstab.measures.overlap import eigenspace_overlap, weighted_eigenspace_ove
 from embstab.measures.pip import pip_loss
 from embstab.measures.registry import DEFAULT_MEASURES, REGISTRY, MeasureInfo, get_measure
 from embstab.measures.similarity import fro_distance, linear_cka, procrustes_distance
+from embstab.measures.compare import Anchors, aligned_matrices, compare, compare_many
+from embstab.measures.knn import nearest_neighbors
 
 __all__ = [
-    "AnchorFactors", "DEFAULT_MEASURES", "MeasureInfo", "REGISTRY", "anchor_factors", "clear_anchor_cache",
+    "AnchorFactors", "Anchors", "DEFAULT_MEASURES", "aligned_matrices", "compare", "compare_many",
+    "nearest_neighbors", "MeasureInfo", "REGISTRY", "anchor_factors", "clear_anchor_cache",
     "eigenspace_overlap", "eis", "fro_distance", "get_measure", "knn", "linear_cka", "pip_loss",
     "procrustes_distance", "semantic_displacement", "shared_products", "weighted_eigenspace_overlap",
 ]

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from embstab.errors import ShapeError, lookup
 
 from embstab.measures.displacement import semantic_displacement
 from embstab.measures.eis import eis
@@ -23,16 +26,31 @@ __all__ = ["MeasureInfo", "REGISTRY", "get_measure", "DEFAULT_MEASURES"]
 class MeasureInfo:
     """Description of one measure.
 
+    Every measure is called the same way, through :meth:`evaluate`.
+
     Attributes
     ----------
-    name : registry key (also the column name in result tables)
-    func : the function, ``func(X, Y, **params)`` (EIS also takes the two anchors)
-    larger_is_more_stable : True for similarities (k-NN, overlaps, CKA), False for distances
-    range : (low, high) of the raw value; ``high`` may be ``inf``
-    invariances : transformations of one side that leave the value unchanged
-    needs_anchors : EIS needs the two anchor embeddings
-    needs_equal_dim : the two embeddings must have the same width
-    description : one line for ``--help`` and reports
+    name : str
+        Registry key (also the column name in result tables).
+    func : callable
+        The function: ``func(X, Y, **params)``, or ``func(X, Y, anchor_x, anchor_y, **params)``
+        when ``needs_anchors``.
+    larger_is_more_stable : bool
+        True for similarities (k-NN, overlaps, CKA), False for distances.
+    range : tuple of float
+        ``(low, high)`` of the raw value; ``high`` may be ``inf``.
+    invariances : tuple of str
+        Transformations of one side that leave the value unchanged.
+    needs_anchors : bool
+        The measure needs an anchor embedding per side (EIS).
+    needs_equal_dim : bool
+        The two embeddings must have the same width.
+    description : str
+        One line for ``--help`` and reports.
+    defaults : dict
+        Default parameters (``params`` passed to :meth:`evaluate` override them).
+    geometry : str
+        The space the coordinates live in (``"euclidean"`` for word vectors).
     """
 
     name: str
@@ -44,6 +62,40 @@ class MeasureInfo:
     needs_equal_dim: bool = False
     description: str = ""
     defaults: dict = field(default_factory=dict)
+    geometry: str = "euclidean"
+
+    def evaluate(self, X: Any, Y: Any, *, anchors: tuple[Any, Any] | None = None, **params: Any) -> float:
+        """The measure between two row-aligned embeddings: the one call form for every measure.
+
+        Parameters
+        ----------
+        X, Y : (n, d) and (n, d̃) arrays
+            The pair, row-aligned (numpy, torch or cupy).
+        anchors : (array, array), optional
+            The anchors of side X and side Y (or their :class:`~embstab.measures.AnchorFactors`);
+            required by measures with ``needs_anchors`` and ignored by the others.
+        **params
+            Overrides of :attr:`defaults`.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ShapeError
+            If the measure needs anchors and none were given, or equal widths and they differ.
+        """
+        kwargs = {**self.defaults, **params}
+        if "n_queries" in self.defaults and "n_queries" not in params:
+            kwargs["n_queries"] = min(kwargs["n_queries"], X.shape[0])  # the default must not exceed n
+        if self.needs_equal_dim and X.shape[1] != Y.shape[1]:
+            raise ShapeError(f"{self.name} needs equal dimensions, got {X.shape[1]} and {Y.shape[1]}")
+        if self.needs_anchors:
+            if anchors is None:
+                raise ShapeError(f"{self.name} needs anchors: pass anchors=(anchor_x, anchor_y)")
+            return float(self.func(X, Y, anchors[0], anchors[1], **kwargs))
+        return float(self.func(X, Y, **kwargs))
 
     @property
     def direction(self) -> str:
@@ -85,8 +137,20 @@ DEFAULT_MEASURES: tuple[str, ...] = ("eis", "knn", "semantic_displacement", "pip
 
 
 def get_measure(name: str) -> MeasureInfo:
-    """The :class:`MeasureInfo` registered under ``name``; the error lists the valid names."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown measure {name!r}; choose from {', '.join(REGISTRY)}") from None
+    """The :class:`MeasureInfo` registered under ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`REGISTRY`.
+
+    Returns
+    -------
+    MeasureInfo
+
+    Raises
+    ------
+    UnknownNameError
+        If no measure has that name (the message suggests the closest).
+    """
+    return lookup(REGISTRY, name, "measure")

@@ -104,8 +104,7 @@ def _pair_cfg(spec: StudySpec, algo: str, dim: int, seed: int, bits: int) -> dic
 
 
 def _measures_cfg(spec: StudySpec, algo: str, dim: int, seed: int, bits: int) -> dict[str, Any]:
-    m = asdict(spec.measures)
-    m["names"] = list(m["names"])
+    m = {"names": list(spec.measures.names), "top_n": spec.measures.top_n, "params": spec.measures.params_dict()}
     return {"v": PLAN_VERSION, "stage": "measures", "pair": _pair_cfg(spec, algo, dim, seed, bits),
             "anchor": _pair_cfg(spec, algo, spec.anchor_dim, seed, FULL_PRECISION_BITS), "measures": m}
 

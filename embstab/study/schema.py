@@ -28,23 +28,9 @@ __all__ = [
     "StudySpec",
     "parse_study",
     "load_study",
-    "KNOWN_ALGORITHMS",
-    "KNOWN_MEASURES",
-    "SENTENCE_TASKS",
-    "TAGGING_TASKS",
+    "MAX_BITS",
 ]
 
-#: Algorithms :func:`embstab.train.train_embedding` accepts.
-KNOWN_ALGORITHMS = ("w2v_cbow", "w2v_sg", "fasttext", "glove", "mc")
-#: Measure names of :data:`embstab.measures.REGISTRY`.
-KNOWN_MEASURES = ("eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap",
-                  "fro_distance", "linear_cka", "procrustes_distance")
-#: Sentence-level tasks and the models that classify sentences.
-SENTENCE_TASKS = ("rt_sentiment", "rt_subjectivity", "bbc_topic")
-SENTENCE_MODELS = ("linear", "cnn", "lstm")
-#: Token-level (sequence labelling) tasks and their taggers.
-TAGGING_TASKS = ("brown_pos",)
-TAGGING_MODELS = ("bilstm", "bilstm_crf")
 #: Measures whose value is undefined when fewer words than dimensions are compared (they need a
 #: full-column-rank matrix or a d-dimensional subspace of the compared rows).
 _RANK_MEASURES = ("eis", "eigenspace_overlap", "linear_cka", "semantic_displacement")
@@ -108,13 +94,19 @@ class CompressionSpec:
 
 @dataclass(frozen=True)
 class MeasureSpec:
-    """Which stability measures to compute on the top-``top_n`` shared words."""
+    """Which stability measures to compute on the top-``top_n`` shared words, with what parameters.
+
+    ``params`` holds, per measure, the parameters that override the registry's defaults (the same
+    mapping :func:`embstab.compare` takes), as sorted tuples so the spec stays hashable.
+    """
 
     names: tuple[str, ...]
     top_n: int = 10000
-    knn_k: int = 5
-    knn_queries: int = 1000
-    eis_alpha: float = 3.0
+    params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+
+    def params_dict(self) -> dict[str, dict[str, Any]]:
+        """``params`` as ``{measure: {parameter: value}}``, the form :func:`embstab.compare` takes."""
+        return {name: dict(items) for name, items in self.params}
 
 
 @dataclass(frozen=True)
@@ -150,6 +142,8 @@ class StudySpec:
         """The definition as plain data (what :func:`parse_study` accepts), without ``source``."""
         out = asdict(self)
         out.pop("source")
+        out["measures"] = {"names": list(self.measures.names), "top_n": self.measures.top_n,
+                           **({"params": self.measures.params_dict()} if self.measures.params else {})}
         out["downstream"] = [
             {"task": d.task, "model": d.model, "label": d.label, **({"options": dict(d.options)} if d.options else {})}
             for d in self.downstream
@@ -291,37 +285,27 @@ def _check_task_option_values(v: _Validator, key: str, options: dict[str, Any]) 
 
 def _task_kinds() -> tuple[dict[str, str], dict[str, str]]:
     """Task name → kind and model name → kind ("classification" or "tagging")."""
-    try:  # the downstream package is optional at validation time; the documented names then apply
-        from embstab.downstream import MODELS, TASKS  # noqa: PLC0415
-    except ImportError:
-        tasks = {t: "classification" for t in SENTENCE_TASKS} | {t: "tagging" for t in TAGGING_TASKS}
-        models = {m: "classification" for m in SENTENCE_MODELS} | {m: "tagging" for m in TAGGING_MODELS}
-        return tasks, models
+    from embstab.downstream import MODELS, TASKS  # noqa: PLC0415  (imported when a study is parsed)
+
     return {t: v[0] for t, v in TASKS.items()}, {m: v[0] for m, v in MODELS.items()}
 
 
 def _available_algorithms() -> tuple[str, ...]:
-    try:
-        from embstab.train import ALGOS  # noqa: PLC0415
-    except ImportError:
-        return KNOWN_ALGORITHMS
+    from embstab.train import ALGOS  # noqa: PLC0415
+
     return tuple(ALGOS)
 
 
 def _available_measures() -> tuple[str, ...]:
-    try:
-        from embstab.measures import REGISTRY  # noqa: PLC0415
-    except ImportError:
-        return KNOWN_MEASURES
+    from embstab.measures import REGISTRY  # noqa: PLC0415
+
     return tuple(REGISTRY)
 
 
 def _corpus_name(v: _Validator, value: Any) -> str:
     name = v.string(value, "corpus.name")
-    try:
-        from embstab.data import corpus_names  # noqa: PLC0415
-    except ImportError:  # without the data package the loader reports unknown names at run time
-        return name
+    from embstab.data import corpus_names  # noqa: PLC0415
+
     known = tuple(corpus_names())
     for part in name.split("+"):
         if part not in known:
@@ -351,6 +335,36 @@ def _study_rounding(v: _Validator, value: Any) -> str:
     return canonical
 
 
+#: Study-file keys of earlier versions, read as ``params`` entries: key -> (measure, parameter).
+_LEGACY_MEASURE_KEYS = {"knn_k": ("knn", "k"), "knn_queries": ("knn", "n_queries"), "eis_alpha": ("eis", "alpha")}
+
+
+def _measure_params(v: _Validator, m: dict[str, Any], names: tuple[str, ...]) -> tuple:
+    """``measures.params`` checked against each measure's signature (plus the legacy keys)."""
+    import inspect  # noqa: PLC0415
+
+    from embstab.measures import REGISTRY  # noqa: PLC0415
+
+    raw: dict[str, dict[str, Any]] = {}
+    for legacy, (measure, param) in _LEGACY_MEASURE_KEYS.items():
+        if legacy in m:
+            raw.setdefault(measure, {})[param] = m[legacy]
+    given = v.mapping(m.get("params") or {}, "measures.params", {name: False for name in names})
+    for measure, values in given.items():
+        info = REGISTRY[measure]
+        accepted = [p for p in inspect.signature(info.func).parameters if p not in ("X", "Y", "anchor_x", "anchor_y")]
+        checked = v.mapping(values, f"measures.params.{measure}", {p: False for p in accepted})
+        raw.setdefault(measure, {}).update(checked)
+    for measure, values in raw.items():
+        for param, value in values.items():
+            key = f"measures.params.{measure}.{param}"
+            if param in ("k", "n_queries", "seed"):
+                values[param] = v.integer(value, key, 0 if param == "seed" else 1)
+            elif param in ("alpha", "exponent"):
+                values[param] = v.number(value, key, 0.0, 100.0)
+    return tuple(sorted((measure, tuple(sorted(values.items()))) for measure, values in raw.items()))
+
+
 def parse_study(data: Any, source: str | None = None) -> StudySpec:
     """Validate a study definition given as plain data and return a :class:`StudySpec`.
 
@@ -362,7 +376,8 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         training*: {algorithms*: [w2v_cbow], dimensions*: [25, 50], seeds*: [1234, 1235],
                     epochs: 5, min_count: 5, window: 5}
         compression*: {bit_widths*: [1, 2, 4, 8, 16, 32], rounding: nearest|stochastic|stochastic:K}
-        measures*: {names*: [eis, knn, ...], top_n: 10000, knn_k: 5, knn_queries: 1000, eis_alpha: 3.0}
+        measures*: {names*: [eis, knn, ...], top_n: 10000, params: {knn: {k: 5, n_queries: 1000},
+                    eis: {alpha: 3.0}}}   (params: any parameter of a measure, overriding its default)
         downstream*: [{task*: rt_sentiment, model: linear, label: rt_sentiment, options: {...}}]
         budgets: [100, 400]             # memory budgets (bits per word) to recommend for
 
@@ -420,15 +435,11 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         rounding=_study_rounding(v, k.get("rounding", "nearest")),
     )
 
-    m = v.mapping(top["measures"], "measures", {"names": True, "top_n": False, "knn_k": False,
-                                                "knn_queries": False, "eis_alpha": False})
-    measures = MeasureSpec(
-        names=v.str_list(m["names"], "measures.names", _available_measures()),
-        top_n=v.integer(m.get("top_n", 10000), "measures.top_n", 2),
-        knn_k=v.integer(m.get("knn_k", 5), "measures.knn_k", 1),
-        knn_queries=v.integer(m.get("knn_queries", 1000), "measures.knn_queries", 1),
-        eis_alpha=v.number(m.get("eis_alpha", 3.0), "measures.eis_alpha", 0.0, 100.0),
-    )
+    m = v.mapping(top["measures"], "measures", {"names": True, "top_n": False, "params": False, **{
+        legacy: False for legacy in _LEGACY_MEASURE_KEYS}})
+    names = v.str_list(m["names"], "measures.names", _available_measures())
+    measures = MeasureSpec(names=names, top_n=v.integer(m.get("top_n", 10000), "measures.top_n", 2),
+                           params=_measure_params(v, m, names))
 
     task_kinds, model_kinds = _task_kinds()
     entries = v.sequence(top["downstream"], "downstream")
@@ -461,9 +472,10 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         budgets = v.int_list(top["budgets"], "budgets", 1)
 
     # impossible combinations: checked after each part is valid on its own
-    if measures.knn_k >= measures.top_n and "knn" in measures.names:
-        raise v.fail("measures.knn_k", f"k = {measures.knn_k} neighbours need more than top_n = "
-                                       f"{measures.top_n} compared words")
+    knn_k = measures.params_dict().get("knn", {}).get("k", 5)
+    if knn_k >= measures.top_n and "knn" in measures.names:
+        raise v.fail("measures.params.knn.k", f"k = {knn_k} neighbours need more than top_n = "
+                                              f"{measures.top_n} compared words")
     rank_needing = [n for n in measures.names if n in _RANK_MEASURES]
     if rank_needing and measures.top_n <= max(training.dimensions):
         raise v.fail("measures.top_n", f"top_n = {measures.top_n} words cannot span the "

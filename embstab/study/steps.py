@@ -17,8 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from embstab.compress import compress_pair
+from embstab.data import load_corpus, make_corpus_pair
+from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError
+from embstab.measures import compare
+from embstab.train import train_embedding
 from embstab.study.store import ArtifactStore
 
 __all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_corpus", "run_train",
@@ -28,10 +33,6 @@ __all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_corp
 #: threads of one worker would share; serialising downstream tasks per process keeps each model a
 #: function of its seed on multi-threaded Dask workers too.
 _GLOBAL_RNG_LOCK = threading.Lock()
-
-#: Seed of the k-NN query draw, as in the paper's experiments (independent of the embedding seed).
-KNN_SEED = 1234
-
 
 class StudyTaskError(EmbstabError, RuntimeError):
     """A study task failed; names the stage and keeps the original error and traceback.
@@ -82,18 +83,7 @@ class Steps:
 def default_steps() -> Steps:
     """The real embstab functions.
 
-    Raises
-    ------
-    EmbstabError
-        If one of the packages the study needs is missing from this installation.
     """
-    try:
-        from embstab.compress import compress_pair  # noqa: PLC0415
-        from embstab.data import load_corpus, make_corpus_pair  # noqa: PLC0415
-        from embstab.downstream import disagreement  # noqa: PLC0415
-        from embstab.train import train_embedding  # noqa: PLC0415
-    except ImportError as exc:
-        raise EmbstabError(f"the study runner needs {exc.name or exc}, which is not importable: {exc}") from exc
     return Steps(load_corpus=load_corpus, make_corpus_pair=make_corpus_pair, train_embedding=train_embedding,
                  compress_pair=compress_pair, measure_pair=measure_pair, disagreement=disagreement)
 
@@ -102,6 +92,8 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
                  config: Mapping[str, Any]) -> dict[str, float]:
     """Every requested measure of one pair, with the paper's orientation (new = caller).
 
+    The values come from :func:`embstab.compare`, the one path from a pair to measure values.
+
     Parameters
     ----------
     new, old : Embedding
@@ -109,7 +101,7 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
     anchor_new, anchor_old : Embedding
         The anchors (highest-dimension, full-precision pair of the same algorithm and seed).
     config : mapping
-        ``names``, ``top_n``, ``knn_k``, ``knn_queries``, ``eis_alpha`` (see
+        ``names``, ``top_n`` and ``params`` (per-measure parameters; see
         :class:`embstab.study.schema.MeasureSpec`).
 
     Returns
@@ -117,26 +109,14 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
     dict
         Measure name → raw value, plus ``"n_words"``: how many words were compared.
     """
-    from embstab.measures import REGISTRY  # noqa: PLC0415
-
-    words = shared_vocabulary(new, old, top_n=None, rank_by="a")
     # anchors come from the same corpora, but a different dimension may in principle keep other
-    # words (trainers can drop rare words differently); compare only what all four share.
+    # words (trainers can drop rare words differently); compare what all four share, up to top_n.
     anchor_words = set(anchor_new.words) & set(anchor_old.words)
-    words = [w for w in words if w in anchor_words][: int(config["top_n"])]
-    x, y = new.subset(words).vectors, old.subset(words).vectors
-    out: dict[str, float] = {"n_words": float(len(words))}
-    for name in config["names"]:
-        info = REGISTRY[name]
-        if name == "eis":
-            value = info.func(x, y, anchor_new.subset(words).vectors, anchor_old.subset(words).vectors,
-                              alpha=float(config["eis_alpha"]))
-        elif name == "knn":
-            value = info.func(x, y, k=int(config["knn_k"]), n_queries=min(int(config["knn_queries"]), len(words)),
-                              seed=KNN_SEED)
-        else:
-            value = info.func(x, y)
-        out[name] = float(value)
+    available = sum(1 for w in shared_vocabulary(new, old, top_n=None, rank_by="a") if w in anchor_words)
+    df = compare(new, old, anchors=(anchor_new, anchor_old), measures=list(config["names"]),
+                 top_n=min(int(config["top_n"]), available), rank_by="a", params=dict(config.get("params") or {}))
+    out: dict[str, float] = {"n_words": float(df.attrs["n_words"])}
+    out.update({row.measure: float(row.value) for row in df.itertuples()})
     return out
 
 

@@ -1,0 +1,262 @@
+"""``compare``: every measure between two :class:`~embstab.Embedding` objects, as a DataFrame.
+
+This is the one adapter from a pair of embeddings to measure values: the command line, the
+study runner and notebooks all call it. It picks the compared words, aligns the rows, shares
+spans and cross products between the measures and calls each through
+:meth:`~embstab.measures.MeasureInfo.evaluate`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from embstab.embedding import Embedding, shared_vocabulary
+from embstab.errors import EmbstabError, ShapeError, VocabularyError
+from embstab.measures._backend import shared_products
+from embstab.measures.eis import anchor_factors
+from embstab.measures.registry import DEFAULT_MEASURES, get_measure
+
+__all__ = ["Anchors", "compare", "compare_many", "aligned_matrices", "MIN_ANCHOR_COVERAGE"]
+
+COLUMNS = ["measure", "value", "distance", "direction"]
+#: Warn when the anchors hold less than this share of the words the pair shares: the comparison
+#: then shrinks to what the anchors know.
+MIN_ANCHOR_COVERAGE = 0.5
+
+
+@dataclass
+class Anchors:
+    """The anchor embeddings of the two sides, with their factorisations cached per word list.
+
+    Pass one ``Anchors`` to many :func:`compare` calls (as :func:`compare_many` does) and each
+    anchor is factored once per (word list, α), not once per pair.
+
+    Parameters
+    ----------
+    a, b : Embedding
+        The anchors of side a and side b (the paper: the highest-dimension full-precision
+        embeddings trained on the same corpora as each side).
+    """
+
+    a: Embedding
+    b: Embedding
+    _factors: dict = field(default_factory=dict, init=False, repr=False)
+
+    def factors(self, arrays: tuple[Any, Any], words: Sequence[str], alpha: float) -> tuple[Any, Any]:
+        """The anchors' :class:`~embstab.measures.AnchorFactors` for these words (cached).
+
+        Parameters
+        ----------
+        arrays : (array, array)
+            The anchors' rows for ``words``, aligned with the compared matrices.
+        words : sequence of str
+            The compared words.
+        alpha : float
+            EIS's exponent.
+
+        Returns
+        -------
+        (AnchorFactors, AnchorFactors)
+        """
+        key = (hash(tuple(words)), len(words), float(alpha))
+        if key not in self._factors:
+            self._factors[key] = tuple(anchor_factors(arr, alpha, cache=False) for arr in arrays)
+        return self._factors[key]
+
+
+def _device_array(x: np.ndarray, device: str | None):
+    if device is None or device == "cpu-numpy":
+        return x
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise EmbstabError(f"device {device!r} was requested but torch sees no CUDA device; use --device cpu")
+    return torch.from_numpy(np.array(x)).to(device)  # a writable copy: torch refuses read-only arrays
+
+
+def aligned_matrices(a: Embedding, b: Embedding, words: Sequence[str], anchors=None, device: str | None = None):
+    """Row-aligned matrices (and anchors) of ``a`` and ``b`` on ``words``, in their stored dtype.
+
+    The measures cast row blocks to float64 themselves, so float32 embeddings are not copied.
+    """
+    x = _device_array(a.subset(words).vectors, device)
+    y = _device_array(b.subset(words).vectors, device)
+    if anchors is None:
+        return x, y, None
+    ea, eb = anchors
+    for anchor, side in ((ea, "a"), (eb, "b")):
+        absent = [w for w in words if w not in anchor]
+        if absent:
+            raise VocabularyError(f"the anchor of side {side} lacks {len(absent)} of the compared words, e.g. "
+                                  f"{', '.join(repr(w) for w in absent[:5])}; anchors must cover the shared vocabulary")
+    return x, y, (_device_array(ea.subset(words).vectors, device), _device_array(eb.subset(words).vectors, device))
+
+
+def _select_words(a: Embedding, b: Embedding, top_n: int | None, rank_by: str, anchors) -> list[str]:
+    words = shared_vocabulary(a, b, rank_by=rank_by)
+    if anchors is not None:
+        shared = len(words)
+        words = [w for w in words if w in anchors[0] and w in anchors[1]]
+        if shared and len(words) < MIN_ANCHOR_COVERAGE * shared:
+            warnings.warn(f"the anchors hold only {len(words)} of the {shared} words {_name(a)} and {_name(b)} "
+                          f"share ({100 * len(words) / shared:.0f} %): only those are compared", stacklevel=3)
+    if not words:
+        raise VocabularyError(f"{_name(a)} and {_name(b)} share no words" + (" that the anchors also hold"
+                                                                             if anchors is not None else ""))
+    if top_n is not None:
+        if top_n <= 0:
+            raise ShapeError(f"top_n must be positive, got {top_n}")
+        if len(words) < top_n:
+            raise VocabularyError(f"top_n={top_n} was asked but {_name(a)} and {_name(b)} share only {len(words)} "
+                                  "words" + (" (with the anchors)" if anchors is not None else "")
+                                  + "; pass a smaller top_n or top_n=None for all shared words")
+        words = words[:top_n]
+    return words
+
+
+def _name(e: Embedding) -> str:
+    return repr(e.name) if e.name else "an embedding"
+
+
+def compare(
+    a: Embedding,
+    b: Embedding,
+    anchors: tuple[Embedding, Embedding] | Anchors | str | None = "self",
+    measures: Iterable[str] | None = None,
+    top_n: int | None = 10000,
+    rank_by: str = "a",
+    *,
+    device: str | None = None,
+    params: dict[str, dict[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """Compare two embeddings with several stability measures.
+
+    Parameters
+    ----------
+    a, b : Embedding
+        The pair. In the paper's orientation ``a`` is the new (retrained) embedding and ``b`` the
+        old one; the compared words are their shared vocabulary.
+    anchors : (Embedding, Embedding), Anchors, "self" or None, default "self"
+        Anchors of side a and side b for EIS (the paper: the highest-dimension full-precision
+        embeddings trained on the same corpora). ``"self"`` (the default, as on the command
+        line) uses ``a`` and ``b`` themselves; ``None`` skips EIS. The result's
+        ``attrs["anchors"]`` says which were used.
+    measures : iterable of str, optional
+        Registry names (see :data:`embstab.measures.REGISTRY`); default: the paper's five
+        (EIS, k-NN, semantic displacement, PIP loss, eigenspace overlap). Measures that need equal
+        dimensions are skipped, with a warning, when the dimensions differ, unless named explicitly.
+    top_n : int or None, default 10000
+        Keep the ``top_n`` most frequent shared words by the row order of ``rank_by``;
+        ``None`` keeps all shared words.
+    rank_by : {"a", "b"}
+        Whose frequency order decides the top words.
+    device : str, optional
+        ``"cpu"`` or ``"cuda"`` to compute on torch tensors there; default: numpy.
+    params : dict, optional
+        Parameters per measure, overriding the registry's defaults, e.g. ``{"knn": {"k": 10}}``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per measure: ``measure``, ``value`` (raw), ``distance`` (larger is less stable,
+        e.g. 1 − overlap) and ``direction``; ``attrs`` records the number of words compared and
+        the anchors used.
+
+    Warns
+    -----
+    UserWarning
+        When the anchors cover less than :data:`MIN_ANCHOR_COVERAGE` of the shared words, when
+        there are no more compared words than dimensions (EIS and the span measures are then
+        degenerate), and when differing dimensions drop a measure from the default table.
+    """
+    anchors, anchor_label = _resolve_anchors(a, b, anchors)
+    explicit = measures is not None
+    names = list(measures) if explicit else list(DEFAULT_MEASURES)
+    infos = [get_measure(n) for n in names]
+    if anchors is None:
+        if explicit and any(i.needs_anchors for i in infos):
+            raise ShapeError("EIS needs anchors: pass anchors=(anchor_a, anchor_b) or anchors='self'")
+        infos = [i for i in infos if not i.needs_anchors]
+    if a.dim != b.dim:
+        unequal = [i.name for i in infos if i.needs_equal_dim]
+        if unequal and explicit:
+            raise ShapeError(f"{', '.join(unequal)} need equal dimensions, but the embeddings are {a.dim}-d and "
+                             f"{b.dim}-d")
+        if unequal:
+            warnings.warn(f"left out {', '.join(unequal)} (needs equal dimensions; the embeddings are {a.dim}-d "
+                          f"and {b.dim}-d)", stacklevel=2)
+            infos = [i for i in infos if not i.needs_equal_dim]
+    pair_anchors = (anchors.a, anchors.b) if anchors is not None else None
+    words = _select_words(a, b, top_n, rank_by, pair_anchors)
+    if len(words) <= max(a.dim, b.dim):
+        warnings.warn(f"only {len(words)} compared words for {max(a.dim, b.dim)} dimensions: the column spans "
+                      "are the whole space, so EIS and the span measures say nothing; compare more words",
+                      stacklevel=2)
+    need = any(i.needs_anchors for i in infos)
+    x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
+    rows = []
+    with shared_products():  # spans and cross products of x and y are shared by the measures
+        for info in infos:
+            kwargs = dict((params or {}).get(info.name, {}))
+            pair = None
+            if info.needs_anchors:
+                pair = anchors.factors(anchor_arrays, words, kwargs.get("alpha", info.defaults.get("alpha", 3.0)))
+            value = info.evaluate(x, y, anchors=pair, **kwargs)
+            rows.append({"measure": info.name, "value": value, "distance": float(info.to_distance(value)),
+                         "direction": info.direction})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out.attrs.update({"n_words": len(words), "a": a.name, "b": b.name, "rank_by": rank_by,
+                      "anchors": anchor_label})
+    return out
+
+
+def _resolve_anchors(a: Embedding, b: Embedding, anchors) -> tuple[Anchors | None, str]:
+    if anchors is None:
+        return None, "none"
+    if isinstance(anchors, str):
+        if anchors != "self":
+            raise ShapeError(f"anchors must be a pair of embeddings, 'self' or None, got {anchors!r}")
+        return Anchors(a, b), "self"
+    if not isinstance(anchors, Anchors):
+        anchors = Anchors(*anchors)
+    return anchors, f"{anchors.a.name or 'anchor a'} / {anchors.b.name or 'anchor b'}"
+
+
+def compare_many(
+    pairs: Iterable[tuple[Embedding, Embedding]] | dict[str, tuple[Embedding, Embedding]],
+    anchors: tuple[Embedding, Embedding] | Anchors | str | None = "self",
+    measures: Iterable[str] | None = None,
+    top_n: int | None = 10000,
+    rank_by: str = "a",
+    **kwargs: Any,
+) -> pd.DataFrame:
+    """:func:`compare` over many pairs that share the same anchors, factoring the anchors once.
+
+    Parameters
+    ----------
+    pairs : list of (Embedding, Embedding) or dict of str to (Embedding, Embedding)
+        The pairs; a dict labels them, a list is labelled ``"a.name vs b.name"``.
+    anchors, measures, top_n, rank_by, **kwargs
+        As for :func:`compare`; fixed anchors are factored once per word list for all pairs.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A ``pair`` column plus :func:`compare`'s columns.
+    """
+    items = pairs.items() if isinstance(pairs, dict) else ((f"{a.name} vs {b.name}", (a, b)) for a, b in pairs)
+    shared = Anchors(*anchors) if anchors is not None and not isinstance(anchors, (Anchors, str)) else anchors
+    frames = []
+    for label, (a, b) in items:
+        df = compare(a, b, anchors=shared, measures=measures, top_n=top_n, rank_by=rank_by, **kwargs)
+        df.insert(0, "pair", label)
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=["pair", *COLUMNS])
+    return pd.concat(frames, ignore_index=True)
