@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from embstab.lowprec import gpu
 from embstab.lowprec._core import as_generator, check_rounding
 from embstab.lowprec.blockq import quantize_block, quantize_mx
 from embstab.lowprec.fixedq import quantize_fixed, quantize_uniform
@@ -89,6 +90,9 @@ def quantize(x: Any, fmt: Format | str, rounding: str = "nearest", generator: to
     t, back = to_work_tensor(x)
     gen = as_generator(generator, t.device)
     with torch.no_grad():
+        y = gpu.try_kernel(t, fmt, rounding, gen)  # float32 CUDA tensors: one fused pass
+        if y is not None:
+            return back(y)
         if isinstance(fmt, FloatFormat):
             y = quantize_float(t, fmt, rounding, gen, compiled=compiled)
         elif isinstance(fmt, FixedFormat):
