@@ -23,7 +23,7 @@ import torch
 from embstab.lowprec._core import round_integer, scale_pow2, sr_bits, uniform_bits
 from embstab.lowprec.formats import FloatFormat
 
-__all__ = ["quantize_float", "quantize_float_reference"]
+__all__ = ["quantize_float", "quantize_float_reference", "native_dtype"]
 
 # source dtype -> (int view dtype, stored mantissa bits, exponent of the smallest normal)
 _SOURCE = {torch.float32: (torch.int32, 23, -126), torch.float64: (torch.int64, 52, -1022)}
@@ -192,11 +192,50 @@ def _settle_ties(xs: torch.Tensor, fmt: FloatFormat, d: int, generator: torch.Ge
     return torch.copysign(scale_pow2(k0 + (u < rest).double(), qexp), xs.double()).to(xs.dtype)
 
 
+@lru_cache(maxsize=1)
+def _native_dtypes() -> dict[FloatFormat, torch.dtype]:
+    # Formats whose value set, NaN/Inf codes and overflow policy are exactly a torch dtype's, so
+    # a float32 -> dtype -> float32 round trip is round-to-nearest-even onto the format.
+    # torch's e4m3fn cast saturates (the format's default policy is NaN, like ml_dtypes), so only
+    # the saturating variant is native. Every entry is checked against the float64 reference.
+    table = {FloatFormat(8, 7): torch.bfloat16, FloatFormat(5, 10): torch.float16,
+             FloatFormat(4, 3, "fn", "saturate"): torch.float8_e4m3fn, FloatFormat(5, 2): torch.float8_e5m2,
+             FloatFormat(4, 3, "fnuz"): getattr(torch, "float8_e4m3fnuz", None),
+             FloatFormat(5, 2, "fnuz"): getattr(torch, "float8_e5m2fnuz", None)}
+    return {f: dt for f, dt in table.items() if dt is not None}
+
+
+def native_dtype(fmt: FloatFormat, rounding: str, dtype: torch.dtype) -> torch.dtype | None:
+    """The torch dtype whose float32 round trip is exactly ``fmt`` under ``rounding``, if any.
+
+    Parameters
+    ----------
+    fmt : FloatFormat
+        The target format.
+    rounding : str
+        Canonical rounding name; only ``"nearest"`` (torch casts round half to even).
+    dtype : torch.dtype
+        The input dtype; only float32 (a float64 input would be rounded twice by torch's casts,
+        which go through float32).
+
+    Returns
+    -------
+    torch.dtype or None
+        For example ``torch.bfloat16`` for :data:`~embstab.lowprec.BF16`; None otherwise.
+    """
+    if rounding != "nearest" or dtype != torch.float32:
+        return None
+    return _native_dtypes().get(fmt)
+
+
 def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: torch.Generator | None,
                    compiled: bool = False) -> torch.Tensor:
     """Round a float32/float64 tensor onto ``fmt`` (result in the same dtype)."""
     if x.dtype not in _SOURCE:
         raise TypeError(f"quantize_float needs float32 or float64, got {x.dtype}")
+    native = None if compiled else native_dtype(fmt, rounding, x.dtype)
+    if native is not None:
+        return x.to(native).to(x.dtype)  # one fused pass, as fast as torch's own cast
     src_man = _SOURCE[x.dtype][1]
     if sr_bits(rounding) is not None:
         # few-bit stochastic rounding is a study tool, not a hot path: the exact scaled path
