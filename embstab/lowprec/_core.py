@@ -112,13 +112,14 @@ def scale_pow2(x: torch.Tensor, k: int | torch.Tensor) -> torch.Tensor:
 def round_integer(y: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
     """Round float64 values ``y`` to integers (returned as float64).
 
-    Nearest modes and truncation are exact. Stochastic rounding works on the magnitude (so
+    Nearest modes and truncation are exact and also accept float32 (the result keeps ``y``'s
+    dtype); the stochastic modes need float64. Stochastic rounding works on the magnitude (so
     SR(-y) is distributed as -SR(y)) and rounds up iff ``u < frac(|y|)`` with ``u`` a 53-bit
     uniform: the probability equals the fraction exactly whenever the fraction is a multiple of
     2**-53, which holds for every fp32 input whose magnitude is at least 2**-29 grid steps; below
     that the error is under 2**-53 in absolute probability.
     """
-    if y.dtype != torch.float64:
+    if y.dtype != torch.float64 and (rounding.startswith("stochastic") or not y.is_floating_point()):
         raise TypeError("round_integer expects float64")
     if rounding == "nearest":
         return torch.round(y)
@@ -127,9 +128,9 @@ def round_integer(y: torch.Tensor, rounding: str, generator: torch.Generator | N
     f = torch.floor(y)
     diff = y - f  # exact: f and y share their high bits
     if rounding == "nearest_up":
-        return f + (diff >= 0.5)
+        return f + (diff >= 0.5).to(y.dtype)
     if rounding == "nearest_away":
-        return f + ((diff > 0.5) | ((diff == 0.5) & (y > 0)))
+        return f + ((diff > 0.5) | ((diff == 0.5) & (y > 0))).to(y.dtype)
     if rounding == "stochastic":
         a = y.abs()
         fa = torch.floor(a)
