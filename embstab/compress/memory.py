@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embstab.lowprec import BlockFloatFormat, FixedFormat, FloatFormat, Format, MXFormat, UniformFormat, get_format
+from embstab.lowprec import Format, get_format, handler_for
 
 __all__ = ["memory_bits", "bits_per_entry", "memory_table"]
 
@@ -23,14 +23,7 @@ def bits_per_entry(fmt: Format | str | int, dim: int | None = None) -> float:
     if isinstance(fmt, int):
         return float(fmt)
     fmt = get_format(fmt)
-    if isinstance(fmt, (FloatFormat, FixedFormat, UniformFormat)):
-        return float(fmt.bits)
-    if isinstance(fmt, MXFormat):
-        return fmt.bits
-    if isinstance(fmt, BlockFloatFormat):
-        per_block = fmt.block_size or dim
-        return fmt.word_bits + (16.0 / per_block if per_block else 0.0)
-    raise TypeError(f"not a number format: {fmt!r}")
+    return handler_for(fmt).bits_per_entry(fmt, dim)
 
 
 def memory_table(dims, bitrates):

@@ -7,7 +7,7 @@ bumps the exponent, which is the correct next value, so this is exact for every 
 
 Exact path (the few elements in the target's subnormal range, or below fp32's normal range when
 the target has a wider exponent than fp32): scale by a power of two so the target grid becomes
-the integers and round in float64 (:func:`embstab.lowprec._core.round_integer`).
+the integers and round in float64 (:func:`embstab.lowprec.rounding.round_integer`).
 
 Both paths use the same definitions, so nearest rounding is identical on every device.
 """
@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import torch
 
-from embstab.lowprec._core import round_integer, scale_pow2, sr_bits, uniform_bits
+from embstab.lowprec.rounding import round_integer, scale_pow2, sr_bits, uniform_bits
 from embstab.lowprec.formats import FloatFormat
 
 __all__ = ["quantize_float", "quantize_float_reference", "native_dtype"]

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from embstab.errors import EmbstabError
-from embstab.lowprec._core import check_rounding
+from embstab.lowprec.rounding import check_rounding
 from embstab.lowprec.formats import FloatFormat, MXFormat, get_format
 
 __all__ = ["GPUUnavailableError", "available", "kernels_dir", "kernel_sources", "kernel_source_path",

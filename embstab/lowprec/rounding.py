@@ -1,4 +1,4 @@
-"""Exact rounding of scaled values to integers, random draws and small tensor helpers.
+"""Rounding modes, exact rounding of scaled values to integers, random draws and small tensor helpers.
 
 Everything here works on torch tensors. The "scaled" representation is the workhorse of the exact
 paths: a value is multiplied by an exact power of two so that the target grid becomes the
