@@ -17,9 +17,21 @@ def memory_bits(dim: int, bitrate: int | float) -> float:
 
 
 def bits_per_entry(fmt: Format | str | int, dim: int | None = None) -> float:
-    """Storage bits per matrix entry of a format, shared scales included (MX: element bits plus
-    8/32; per-row block float: word bits plus 16/dim for the stored 16-bit exponent). An int is
-    a uniform bit rate."""
+    """Storage bits per matrix entry of a format, shared scales included.
+
+    Parameters
+    ----------
+    fmt : Format, str or int
+        A format or preset name; an int is a uniform bit rate.
+    dim : int, optional
+        Row length. With it, shared scales are counted per block actually stored in a row (a
+        row of 48 holds two MX blocks of 32: 8 + 16/48 bits per entry); without it, full blocks.
+
+    Returns
+    -------
+    float
+        For example 8.25 for MXINT8 (8 + 8/32), word bits + 16/dim for per-row block float.
+    """
     if isinstance(fmt, int):
         return float(fmt)
     fmt = get_format(fmt)

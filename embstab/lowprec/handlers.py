@@ -279,8 +279,11 @@ class BlockFloatHandler(_SharedScaleHandler):
         return exponents.long()
 
     def bits_per_entry(self, fmt, dim=None):
-        per_block = fmt.block_size or dim
-        return fmt.word_bits + (16.0 / per_block if per_block else 0.0)  # a 16-bit exponent per block
+        # a 16-bit exponent per block; a row of dim entries holds ceil(dim / block_size) blocks
+        if fmt.block_size is None:
+            return fmt.word_bits + (16.0 / dim if dim else 0.0)
+        blocks = -(-dim // fmt.block_size) if dim else None
+        return fmt.word_bits + (16.0 * blocks / dim if dim else 16.0 / fmt.block_size)
 
     def code_table(self, fmt):
         return np.arange(2 ** fmt.word_bits, dtype=np.float64) - self._code_offset(fmt)
@@ -320,7 +323,9 @@ class MXHandler(_SharedScaleHandler):
         return exponents.long() - E8M0_BIAS
 
     def bits_per_entry(self, fmt, dim=None):
-        return fmt.bits
+        if not dim:
+            return fmt.bits  # full blocks: element bits + 8 / block_size
+        return fmt.element_bits + 8.0 * -(-dim // fmt.block_size) / dim  # the last block may be partial
 
     def code_table(self, fmt):
         if fmt.element == "int8":
