@@ -184,6 +184,13 @@ def quantize_mx_cuda(x: torch.Tensor, fmt: MXFormat | str, rounding: str = "near
     return y
 
 
+#: Format class -> (does the kernel implement this format for this tensor?, launcher name).
+_KERNELS: dict[type, tuple[Callable[[Any, torch.Tensor], bool], str]] = {
+    FloatFormat: (lambda fmt, t: _float_fits(fmt), "quantize_float_cuda"),
+    MXFormat: (lambda fmt, t: _mx_fits(fmt) and t.dim() == 2, "quantize_mx_cuda"),
+}
+
+
 def _on_cuda(t: torch.Tensor) -> bool:
     return t.device.type == "cuda"
 
@@ -209,15 +216,13 @@ def kernel_for(t: torch.Tensor, fmt: Any, rounding: str) -> Callable[[torch.Tens
     """
     if not _on_cuda(t) or t.dtype != torch.float32 or rounding not in _MODE:
         return None
-    if isinstance(fmt, FloatFormat) and _float_fits(fmt):
-        kernel = quantize_float_cuda
-    elif isinstance(fmt, MXFormat) and _mx_fits(fmt) and t.dim() == 2:
-        kernel = quantize_mx_cuda
-    else:
+    entry = _KERNELS.get(type(fmt))
+    if entry is None or not entry[0](fmt, t):
         return None
     if not available():
         return None
-    return lambda x, seed: kernel(x, fmt, rounding, seed)
+    launch = globals()[entry[1]]  # looked up at call time, so tests can stand in for cupy
+    return lambda x, seed: launch(x, fmt, rounding, seed)
 
 
 def try_kernel(t: torch.Tensor, fmt: Any, rounding: str, generator: torch.Generator | None) -> torch.Tensor | None:
