@@ -85,11 +85,35 @@ def uniform_bits(shape: tuple[int, ...], bits: int, generator: torch.Generator |
                  dtype: torch.dtype = torch.int64) -> torch.Tensor:
     """Independent uniform integers on ``[0, 2**bits)`` drawn from ``generator``.
 
-    Drawn on the generator's device (so a CPU generator gives the same stream whatever the
-    tensor's device or the thread count) and moved afterwards.
+    Parameters
+    ----------
+    shape : tuple of int
+        Result shape.
+    bits : int
+        Bits per draw, 1..62.
+    generator : torch.Generator or None
+        Source of randomness (None: torch's default generator).
+    device : torch.device
+        Where the result lives.
+    dtype : torch.dtype
+        int32 (``bits <= 31``) or int64.
+
+    Returns
+    -------
+    torch.Tensor
+        Drawn on the generator's device (so a CPU generator gives the same stream whatever the
+        tensor's device or the thread count) and moved afterwards.
     """
     gdev = generator.device if generator is not None else device
-    r = torch.randint(0, 2 ** bits, shape, generator=generator, device=gdev, dtype=dtype)
+    n = math.prod(shape)
+    if dtype == torch.int32 and bits <= 31:
+        # the generator's cost is per draw: one 63-bit draw gives two int32 halves of >= 31
+        # uniform bits each, masked to ``bits`` (twice as fast as one draw per element)
+        r = torch.empty((n + 1) // 2, dtype=torch.int64, device=gdev).random_(generator=generator)
+        r = r.view(torch.int32)[:n].reshape(shape)
+        r &= 2 ** bits - 1
+    else:
+        r = torch.randint(0, 2 ** bits, shape, generator=generator, device=gdev, dtype=dtype)
     return r.to(device)
 
 
