@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["MAX_SR_BITS", "ROUNDINGS", "check_rounding", "sr_bits", "as_generator", "round_integer", "uniform_bits", "scale_pow2"]
+from embstab.errors import EmbstabError, did_you_mean
+
+__all__ = ["MAX_SR_BITS", "ROUNDINGS", "RoundingError", "check_rounding", "sr_bits", "as_generator", "round_integer", "uniform_bits", "scale_pow2"]
 
 #: Rounding modes. "nearest" is round-half-to-even (IEEE default); "nearest_away" sends ties away
 #: from zero (QPyTorch's float "nearest"); "nearest_up" sends ties toward +inf (QPyTorch's block
@@ -28,14 +30,35 @@ _ALIASES = {"rne": "nearest", "nearest_even": "nearest", "rna": "nearest_away", 
 MAX_SR_BITS = 52
 
 
+class RoundingError(EmbstabError, ValueError):
+    """An unknown or malformed rounding-mode name."""
+
+
 def check_rounding(rounding: str) -> str:
-    """Canonical name of a rounding mode; raises ValueError naming the valid ones.
+    """Canonical name of a rounding mode.
 
     Besides :data:`ROUNDINGS` (and aliases such as ``"rne"``, ``"sr"``), ``"stochastic:K"`` (also
     ``"sr:K"``, ``"sr_bits(K)"``) is stochastic rounding with only K random bits, as hardware
     does it: K random bits are added to the first K discarded bits and the sum truncated, so the
     probability of rounding up is the fraction truncated to K bits (biased toward zero by less
     than 2**-K of a grid step).
+
+    Parameters
+    ----------
+    rounding : str
+        A rounding name or alias (case-insensitive).
+
+    Returns
+    -------
+    str
+        The canonical name, e.g. ``"nearest"`` or ``"stochastic:8"``.
+
+    Raises
+    ------
+    RoundingError
+        For an unknown name (with a did-you-mean hint) or a bad K.
+    TypeError
+        If ``rounding`` is not a string.
     """
     if not isinstance(rounding, str):
         raise TypeError(f"rounding must be a string, got {type(rounding).__name__}")
@@ -43,12 +66,13 @@ def check_rounding(rounding: str) -> str:
     bits = _sr_bits(name)
     if bits is not None:
         if not 1 <= bits <= MAX_SR_BITS:
-            raise ValueError(f"stochastic rounding with K random bits needs 1 <= K <= {MAX_SR_BITS}, got {rounding!r}")
+            raise RoundingError(f"stochastic rounding with K random bits needs 1 <= K <= {MAX_SR_BITS}, got {rounding!r}")
         return f"stochastic:{bits}"
     key = _ALIASES.get(name, name)
     if key not in ROUNDINGS:
-        raise ValueError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDINGS)} "
-                         "or 'stochastic:K' (K random bits)")
+        hint = did_you_mean(name, [*ROUNDINGS, *_ALIASES])
+        raise RoundingError(f"unknown rounding {rounding!r}{hint}; expected one of {', '.join(ROUNDINGS)} "
+                            "or 'stochastic:K' (K random bits)")
     return key
 
 
@@ -60,7 +84,7 @@ def _sr_bits(name: str) -> int | None:
             try:
                 return int(text)
             except ValueError:
-                raise ValueError(f"rounding {name!r}: K must be an integer number of random bits") from None
+                raise RoundingError(f"rounding {name!r}: K must be an integer number of random bits") from None
     return None
 
 
@@ -70,8 +94,26 @@ def sr_bits(rounding: str) -> int | None:
 
 
 def as_generator(generator: Any, device: torch.device) -> torch.Generator | None:
-    """A ``torch.Generator`` from a generator, an int seed or None (None = torch's default
-    generator, so ``torch.manual_seed`` still governs code that passes nothing)."""
+    """A ``torch.Generator`` from a generator, an int seed or None.
+
+    Parameters
+    ----------
+    generator : torch.Generator, int or None
+        An existing generator (returned as is), a seed for a fresh one, or None.
+    device : torch.device
+        Device of a generator made from a seed.
+
+    Returns
+    -------
+    torch.Generator or None
+        None means torch's default generator, so ``torch.manual_seed`` still governs code that
+        passes nothing.
+
+    Raises
+    ------
+    TypeError
+        For any other type.
+    """
     if generator is None or isinstance(generator, torch.Generator):
         return generator
     if isinstance(generator, (int, np.integer)) and not isinstance(generator, bool):
