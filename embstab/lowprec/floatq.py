@@ -162,15 +162,23 @@ def _bit_round(x: torch.Tensor, fmt: FloatFormat, rounding: str,
             # Below min_normal the grid is uniform (step 2**qexp): scale it to the integers and
             # round there with the one rounding ladder. Power-of-two scalings are exact here, so
             # this is exact and branch-free (what the compiled loop needs).
-            qexp = fmt.emin - (fmt.man_bits if fmt.subnormals else 0)
-            k = round_integer(x * math.ldexp(1.0, -qexp), rounding, None)
-            sub = torch.copysign(k * math.ldexp(1.0, qexp), x)
-            y = torch.where(ax < thr, sub, y)
+            y = torch.where(ax < thr, _subnormal_grid(x, fmt, rounding), y)
         else:
             fix = (ax < thr) & (ax > 0)
     if fmt.specials == "fnuz":
         y = y + 0.0  # no negative zero: -0 + 0 = +0 under round-to-nearest
     return y, fix
+
+
+def _subnormal_grid(x: torch.Tensor, fmt: FloatFormat, rounding: str) -> torch.Tensor:
+    """Deterministic rounding onto the uniform grid below ``min_normal`` (step ``2**qexp``).
+
+    Scales the grid to the integers and rounds there with the one rounding ladder
+    (:func:`~embstab.lowprec.rounding.round_integer`); exact where :func:`_inline_ok` holds.
+    """
+    qexp = fmt.emin - (fmt.man_bits if fmt.subnormals else 0)
+    k = round_integer(x * math.ldexp(1.0, -qexp), rounding, None)
+    return torch.copysign(k * math.ldexp(1.0, qexp), x)
 
 
 def _sr_subnormal(x: torch.Tensor, ax: torch.Tensor, r: torch.Tensor, fmt: FloatFormat,
@@ -309,6 +317,8 @@ def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: 
                 vals[ties] = _settle_ties(xs[ties], fmt, d, generator)
         elif sr_grid:
             vals = _settle_ties(xs, fmt, d, generator)
+        elif rounding != "stochastic" and _inline_ok(fmt, x.dtype):
+            vals = _subnormal_grid(xs, fmt, rounding)  # few ops: cheap even for many tiny elements
         else:
             vals = _exact_small(xs, fmt, rounding, generator)
         y.reshape(-1)[idx] = vals + 0.0 if fmt.specials == "fnuz" else vals  # y is a fresh contiguous tensor
