@@ -13,8 +13,8 @@ from embstab.compress.uniform import _check_bits, optimal_clip
 from embstab.embedding import Embedding
 from embstab.errors import ShapeError
 from embstab.io.compressed import CompressedData, write_compressed
-from embstab.lowprec import (FP32, FloatFormat, Format, UniformFormat, as_generator, check_rounding, get_format,
-                             handler_for, quantize)
+from embstab.lowprec import (Format, UniformFormat, as_generator, check_rounding, get_format, handler_for,
+                             quantize)
 
 __all__ = ["quantize_embedding", "compress_embedding", "compress_pair", "save_compressed"]
 
@@ -33,10 +33,7 @@ def _resolve(bits: int | None, format: Format | str | None, clip: float | None) 
     fmt = get_format(format)
     if isinstance(fmt, UniformFormat):
         return "uniform", fmt.bits, fmt.bits
-    if fmt == FP32 or (isinstance(fmt, FloatFormat) and fmt.bits == 32):
-        fmt, width = fmt, 32  # stored as float32 values, not codes
-    else:
-        fmt, width = handler_for(fmt).for_storage(fmt)
+    fmt, width = handler_for(fmt).for_storage(fmt)  # width 32: stored as float32 values, not codes
     if bits is not None and int(bits) != width:
         raise ValueError(f"bits={bits} contradicts format {fmt} ({width} bits per code)")
     return "format", fmt, width

@@ -184,6 +184,8 @@ class FloatHandler(FormatHandler):
         return float_code_table(fmt)
 
     def for_storage(self, fmt):
+        if fmt.bits == 32:
+            return fmt, 32  # fp32: stored as float32 values, not codes
         if fmt.bits > 16:
             raise StorageError(f"{fmt} has {fmt.bits} bits; compressed storage holds formats of at most 16 bits")
         # embeddings are finite: saturate rather than turn large values into Inf/NaN
