@@ -112,7 +112,7 @@ def main() -> None:
                              lambda e=e, m=m, mode=mode: qt_float(x, e, m, mode)))
 
     times = timeit_interleaved([r[2] for r in rows], args.repeat)
-    rows = [(impl, op, t) for (impl, op, _), t in zip(rows, times)]
+    rows = [(impl, op, t) for (impl, op, _), t in zip(rows, times, strict=True)]
     base = rows[1][2]  # like-for-like: x.to(bfloat16).float()
     qt_sr = {r[1].split()[0]: r[2] for r in rows if r[0].startswith("qtorch") and r[1].endswith("stochastic")}
     print(f"# {args.n:,} float32 elements, {args.threads} threads, torch {torch.__version__}, "

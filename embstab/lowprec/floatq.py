@@ -131,7 +131,7 @@ def _bit_round(x: torch.Tensor, fmt: FloatFormat, rounding: str,
     elements for the exact path. Pure function of its inputs (no data-dependent Python
     branches), so it is what the compiled path compiles; eager mode uses :func:`_bit_round_eager`.
     """
-    itype, man, src_emin = _SOURCE[x.dtype]
+    _, man, src_emin = _SOURCE[x.dtype]
     d = man - fmt.man_bits
     y = _round_bits(x, d, fmt.man_bits, rounding, r)
     vmax = fmt.max
