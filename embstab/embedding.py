@@ -39,6 +39,10 @@ class Embedding:
         What to do when a word occurs twice: raise, or keep the first occurrence with a warning.
     copy : bool
         Copy ``vectors`` (default) or keep a reference when it is already a suitable array.
+    codes : CompressedData, optional
+        The exact low-precision codes ``vectors`` were decoded from (set by
+        :mod:`embstab.compress`), so saving to ``.esq`` writes those codes again instead of
+        float32 values. Saving checks they still decode to ``vectors`` and ignores them otherwise.
 
     Raises
     ------
@@ -48,7 +52,7 @@ class Embedding:
         If a word is duplicated and ``duplicates="error"``.
     """
 
-    __slots__ = ("_words", "_vectors", "_counts", "_index", "name", "source", "metadata")
+    __slots__ = ("_words", "_vectors", "_counts", "_index", "name", "source", "metadata", "codes")
 
     def __init__(
         self,
@@ -61,6 +65,7 @@ class Embedding:
         metadata: Mapping[str, Any] | None = None,
         duplicates: str = "error",
         copy: bool = True,
+        codes: Any = None,
     ) -> None:
         words = [str(w) for w in words]
         vectors = np.array(vectors, copy=copy) if copy else np.asarray(vectors)
@@ -106,6 +111,7 @@ class Embedding:
         self.name = name
         self.source = source
         self.metadata: dict[str, Any] = dict(metadata or {})
+        self.codes: Any = codes
 
     # ------------------------------------------------------------------ basic container protocol
     @property
@@ -182,6 +188,7 @@ class Embedding:
         out.name = self.name
         out.source = self.source
         out.metadata = {**self.metadata, **meta}
+        out.codes = self.codes  # kept only while they still decode to the vectors (checked on save)
         return out
 
     def subset(self, words: Iterable[str], missing: str = "error") -> Embedding:

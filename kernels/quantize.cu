@@ -12,7 +12,16 @@
 // Randomness is counter based (splitmix64 of seed and element index): results depend on the seed
 // and on each element's index only, never on the launch geometry.
 
-#include <stdint.h>
+// NVRTC (what cupy compiles with) has no C library headers: fixed-width types are own typedefs,
+// and NaN / Inf / 2^-24 are built from bit patterns instead of NAN, INFINITY or hex float literals.
+// Own names, so they cannot clash with a toolchain that does predefine the <stdint.h> ones.
+typedef int i32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define F32_NAN __int_as_float(0x7fc00000)
+#define F32_INF __int_as_float(0x7f800000)
+#define F32_TWO_M24 __int_as_float(0x33800000)  // 2^-24: scales a 24-bit draw into [0, 1)
 
 #define OVF_SATURATE 0
 #define OVF_INF 1
@@ -21,8 +30,8 @@
 #define MODE_NEAREST 0
 #define MODE_STOCHASTIC 1
 
-__device__ __forceinline__ uint64_t mix64(uint64_t seed, uint64_t index) {
-    uint64_t z = seed + (index + 1ull) * 0x9E3779B97F4A7C15ull;
+__device__ __forceinline__ u64 mix64(u64 seed, u64 index) {
+    u64 z = seed + (index + 1ull) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -32,10 +41,10 @@ __device__ __forceinline__ uint64_t mix64(uint64_t seed, uint64_t index) {
 // threshold_bits: fp32 pattern of 2^emin (values below take the uniform subnormal grid).
 __device__ __forceinline__ float round_float(float v, int man_bits, int emin, int subnormals,
                                              float vmax, int overflow, int has_inf, int fnuz,
-                                             int mode, uint64_t rnd) {
+                                             int mode, u64 rnd) {
     if (isnan(v)) return v;
-    int32_t b = __float_as_int(v);
-    int32_t mag = b & 0x7FFFFFFF;
+    i32 b = __float_as_int(v);
+    i32 mag = b & 0x7FFFFFFF;
     int d = 23 - man_bits;
     float a = fabsf(v);
     float out;
@@ -49,27 +58,27 @@ __device__ __forceinline__ float round_float(float v, int man_bits, int emin, in
         } else {
             // exact SR on the integer significand: S * 2^(E-23) with S < 2^24
             int e_field = mag >> 23;
-            int64_t S = e_field ? ((mag & 0x7FFFFF) | 0x800000) : (mag & 0x7FFFFF);
+            i64 S = e_field ? ((mag & 0x7FFFFF) | 0x800000) : (mag & 0x7FFFFF);
             int E = e_field ? e_field - 127 : -126;
             int shift = qexp - (E - 23);          // dropped bits, > 0 here
-            int64_t q, rem;
+            i64 q, rem;
             if (shift > 62) { S >>= (shift - 62); shift = 62; }  // probability error < 2^-62
             q = S >> shift;
             rem = S - (q << shift);
-            uint64_t r = rnd >> (64 - shift);
-            if ((uint64_t)rem + r >= (1ull << shift)) q += 1;
+            u64 r = rnd >> (64 - shift);
+            if ((u64)rem + r >= (1ull << shift)) q += 1;
             out = ldexpf((float)q, qexp);
         }
         out = copysignf(out, v);
     } else {
         if (d > 0) {
-            int32_t t;
+            i32 t;
             if (mode == MODE_NEAREST && man_bits == 0) {
                 t = b + (1 << (d - 1));  // no mantissa bit to be even: ties away (as on the CPU)
             } else if (mode == MODE_NEAREST) {
                 t = b + ((b >> d) & 1) + ((1 << (d - 1)) - 1);
             } else {
-                t = b + (int32_t)(rnd >> (64 - d));
+                t = b + (i32)(rnd >> (64 - d));
             }
             t &= -(1 << d);
             out = __int_as_float(t);
@@ -80,9 +89,9 @@ __device__ __forceinline__ float round_float(float v, int man_bits, int emin, in
         if (overflow == OVF_SATURATE) {
             if (!(has_inf && isinf(v))) out = fminf(fmaxf(out, -vmax), vmax);
         } else if (overflow == OVF_INF) {
-            if (ao > vmax) out = copysignf(INFINITY, out);
+            if (ao > vmax) out = copysignf(F32_INF, out);
         } else {
-            if (ao > vmax) out = NAN;
+            if (ao > vmax) out = F32_NAN;
         }
     }
     if (fnuz) out = out + 0.0f;
@@ -95,7 +104,7 @@ extern "C" __global__ void quantize_float_kernel(const float* __restrict__ x, fl
                                                  int mode, unsigned long long seed) {
     long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        uint64_t rnd = (mode == MODE_STOCHASTIC) ? mix64(seed, (uint64_t)i) : 0ull;
+        u64 rnd = (mode == MODE_STOCHASTIC) ? mix64(seed, (u64)i) : 0ull;
         y[i] = round_float(x[i], man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, rnd);
     }
 }
@@ -121,12 +130,12 @@ extern "C" __global__ void quantize_mx_kernel(const float* __restrict__ x, float
         float amax = fabsf(v);
         for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
         if (!inside) continue;
-        if (!isfinite(amax)) { y[idx] = NAN; continue; }
+        if (!isfinite(amax)) { y[idx] = F32_NAN; continue; }
         int e = 0;
         if (amax > 0.0f) { frexpf(amax, &e); e -= 1; }
         int s = min(max(e - emax_elem, -127), 127);
         float scaled = ldexpf(v, -s);  // fp32 keeps this exact for normal-range results
-        uint64_t rnd = (mode == MODE_STOCHASTIC) ? mix64(seed, (uint64_t)idx) : 0ull;
+        u64 rnd = (mode == MODE_STOCHASTIC) ? mix64(seed, (u64)idx) : 0ull;
         float q;
         if (is_int8) {
             float t = scaled * 64.0f;
@@ -136,7 +145,7 @@ extern "C" __global__ void quantize_mx_kernel(const float* __restrict__ x, float
             } else {
                 float f = floorf(fabsf(t));
                 float frac = fabsf(t) - f;
-                float u = (float)(rnd >> 40) * 0x1.0p-24f;
+                float u = (float)(rnd >> 40) * F32_TWO_M24;
                 k = copysignf(f + (u < frac ? 1.0f : 0.0f), t);
             }
             q = fminf(fmaxf(k, -127.0f), 127.0f) / 64.0f;

@@ -215,3 +215,18 @@ def test_cli_few_bit_stochastic_rounding(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _cli(args[:5] + ["stochastic:99"] + args[6:])
     assert "1 <= K <= 52" in capsys.readouterr().err
+
+
+def test_compressed_embedding_carries_typed_codes_not_metadata(tmp_path):
+    from embstab.io.compressed import CompressedData
+
+    emb = compress_embedding(_emb(), format="mxfp4")
+    assert isinstance(emb.codes, CompressedData) and emb.codes.bits == 4
+    assert not any(isinstance(v, CompressedData) for v in emb.metadata.values())
+    emb.save(tmp_path / "c.esq")
+    assert read_compressed_data(tmp_path / "c.esq").bits == 4  # the exact codes, not float32
+    assert np.array_equal(embstab.load(tmp_path / "c.esq").vectors, emb.vectors)
+    moved = emb.normalize()  # the codes no longer decode to these vectors: stored losslessly as float32
+    moved.save(tmp_path / "n.esq")
+    assert read_compressed_data(tmp_path / "n.esq").bits == 32
+    assert Embedding(["a"], np.ones((1, 2))).codes is None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import ml_dtypes
+
+from embstab.errors import UnknownNameError
 import numpy as np
 import pytest
 import torch
@@ -146,7 +148,7 @@ def test_rounding_modes_on_a_tie():
 def test_bad_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match="rounding"):
         quantize(np.ones(2, np.float32), BF16, "up")
-    with pytest.raises(ValueError, match="unknown number format"):
+    with pytest.raises(UnknownNameError, match=r"unknown number format 'fp7' \(did you mean 'fp8'\?\)"):
         quantize(np.ones(2, np.float32), "fp7")
     with pytest.raises(ValueError, match="exp_bits"):
         FloatFormat(0, 3)

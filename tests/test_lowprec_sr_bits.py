@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from embstab.lowprec import BlockFloatFormat, FixedFormat, FloatFormat, quantize
-from embstab.lowprec._core import check_rounding
+from embstab.lowprec.rounding import check_rounding
 
 N = 200_000
 

@@ -34,7 +34,7 @@ examples:
 
 def _rounding(text: str) -> str:
     """argparse type: a rounding mode of :func:`embstab.lowprec.quantize`, canonicalised."""
-    from embstab.lowprec._core import check_rounding
+    from embstab.lowprec.rounding import check_rounding
 
     try:
         return check_rounding(text)

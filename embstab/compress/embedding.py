@@ -13,15 +13,14 @@ from embstab.compress.uniform import _check_bits, optimal_clip
 from embstab.embedding import Embedding
 from embstab.errors import ShapeError
 from embstab.io.compressed import CompressedData, write_compressed
-from embstab.lowprec import (BlockFloatFormat, FloatFormat, Format, MXFormat, UniformFormat, encode,
-                             float_code_table, get_format)
-from embstab.lowprec._core import as_generator, check_rounding
+from embstab.lowprec import (Format, UniformFormat, as_generator, check_rounding, get_format, handler_for,
+                             quantize)
 
 __all__ = ["quantize_embedding", "compress_embedding", "compress_pair", "save_compressed"]
 
 
 def _resolve(bits: int | None, format: Format | str | None, clip: float | None) -> tuple[str, Any, int]:
-    """("uniform", bits, bits) or ("format", fmt, bits-per-code) with checks."""
+    """("uniform", bits, bits) or ("format", storage format, bits per code), with checks."""
     if format is None or (isinstance(format, str) and format.lower() == "uniform"):
         if bits is None:
             raise ValueError("give bits for uniform quantization (or a number format)")
@@ -34,22 +33,7 @@ def _resolve(bits: int | None, format: Format | str | None, clip: float | None) 
     fmt = get_format(format)
     if isinstance(fmt, UniformFormat):
         return "uniform", fmt.bits, fmt.bits
-    if isinstance(fmt, FloatFormat):
-        if fmt.bits > 16 and fmt.bits != 32:
-            raise ValueError(f"{fmt} has {fmt.bits} bits; compressed storage holds formats of at most 16 bits")
-        # embeddings are finite: saturate rather than turn large values into Inf/NaN
-        fmt = fmt.replace(overflow="saturate") if fmt.overflow != "saturate" else fmt
-        width = fmt.bits
-    elif isinstance(fmt, BlockFloatFormat):
-        if fmt.block_size is None and fmt.axis not in (0, -2):
-            raise ValueError("block float formats are applied per row: use axis=0 or a block_size")
-        width = fmt.word_bits
-    elif isinstance(fmt, MXFormat):
-        if fmt.axis not in (-1, 1):
-            raise ValueError("MX blocks run along each row: use axis=-1")
-        width = fmt.element_bits
-    else:
-        raise ValueError(f"cannot compress embeddings with {type(fmt).__name__}")
+    fmt, width = handler_for(fmt).for_storage(fmt)  # width 32: stored as float32 values, not codes
     if bits is not None and int(bits) != width:
         raise ValueError(f"bits={bits} contradicts format {fmt} ({width} bits per code)")
     return "format", fmt, width
@@ -62,11 +46,12 @@ def _code_dtype(bits: int) -> type:
 def quantize_embedding(emb: Embedding, bits: int | None = None, *, format: Format | str | None = None,
                        clip: float | None = None, rounding: str = "nearest", seed: Any = None,
                        progress: bool = False) -> CompressedData:
-    """Quantize ``emb`` and return its codes (:class:`~embstab.io.compressed.CompressedData`).
+    """Quantize ``emb`` and return its codes.
 
     Parameters
     ----------
     emb : Embedding
+        The embedding to compress.
     bits : int, optional
         Uniform bit rate (1..16 stored as packed codes; 17 and more stored as clipped float32).
     format : Format or str, optional
@@ -76,10 +61,24 @@ def quantize_embedding(emb: Embedding, bits: int | None = None, *, format: Forma
     clip : float, optional
         Uniform clip value; by default found by golden-section search on ``emb``.
     rounding : {"nearest", "stochastic"}
+        Rounding mode (any of :data:`embstab.lowprec.ROUNDINGS`).
     seed : int or torch.Generator, optional
         Randomness for stochastic rounding.
     progress : bool
         Progress bar for the clip search.
+
+    Returns
+    -------
+    CompressedData
+        The codes, their value table, per-block scales and the compression metadata.
+
+    Raises
+    ------
+    ShapeError
+        For an empty embedding.
+    ValueError
+        For contradictory or unsupported bits/format/clip (:class:`~embstab.lowprec.StorageError`
+        for formats that cannot store embedding rows).
     """
     rounding = check_rounding(rounding)
     kind, spec, width = _resolve(bits, format, clip)
@@ -88,47 +87,21 @@ def quantize_embedding(emb: Embedding, bits: int | None = None, *, format: Forma
         raise ShapeError("cannot compress an empty embedding")
     gen = as_generator(seed, torch.device("cpu"))
     meta: dict[str, Any] = {"rounding": rounding}
-    scales = None
-    block = None
     if kind == "uniform":
         r = float(optimal_clip(X, spec, progress=progress) if clip is None else clip)
         fmt = UniformFormat(spec, r)
         meta.update(method="uniform", bits=spec, clip=r)
-        if spec > 16 or r == 0.0:
-            # no packed grid: store clipped float32 values (bits >= 32 means "clip only")
-            from embstab.lowprec import quantize
-            vals = np.asarray(quantize(X.astype(np.float32), fmt, rounding, gen), np.float32)
-            data_bits, codes, table = 32, vals, None
-        else:
-            codes = encode(X, fmt, rounding, gen).astype(_code_dtype(spec))
-            n = 2 ** spec - 1
-            table = np.arange(2 ** spec, dtype=np.float64) * (2 * r / n) - r  # same arithmetic as quantize()
-            data_bits = spec
+        stored = spec <= 16 and r != 0.0  # otherwise no packed grid: clipped float32 values
     else:
         fmt = spec
         meta.update(method="format", format=str(fmt), bits=width)
-        if isinstance(fmt, FloatFormat):
-            if fmt.bits == 32:
-                from embstab.lowprec import quantize
-                data_bits, codes, table = 32, np.asarray(quantize(X.astype(np.float32), fmt, rounding, gen), np.float32), None
-            else:
-                codes = encode(X, fmt, rounding, gen).astype(_code_dtype(fmt.bits))
-                table, data_bits = float_code_table(fmt), fmt.bits
-        else:
-            bc = encode(X, fmt, rounding, gen)
-            n_rows, d = X.shape
-            c = bc.codes.reshape(n_rows, -1)[:, :d].numpy().astype(np.int64)
-            e = bc.exponents.reshape(n_rows, -1).numpy().astype(np.int64)
-            if isinstance(fmt, BlockFloatFormat):
-                off = 2 ** (fmt.word_bits - 1)
-                codes, table, scales = c + off, np.arange(2 ** fmt.word_bits, dtype=np.float64) - off, e
-                block = fmt.block_size
-            elif fmt.element == "int8":
-                codes, table, scales, block = c + 128, (np.arange(256, dtype=np.float64) - 128) / 64.0, e - 127, fmt.block_size
-            else:
-                codes, table, scales, block = c, float_code_table(fmt.element), e - 127, fmt.block_size
-            codes = codes.astype(_code_dtype(width))
-            data_bits = width
+        stored = width != 32
+    if stored:
+        rc = handler_for(fmt).row_codes(X, fmt, rounding, gen)
+        codes, table, data_bits, scales, block = rc.codes.astype(_code_dtype(rc.width)), rc.table, rc.width, rc.scales, rc.block
+    else:
+        vals = np.asarray(quantize(X.astype(np.float32), fmt, rounding, gen), np.float32)
+        codes, table, data_bits, scales, block = vals, None, 32, None, None
     meta["memory_bits_per_word"] = memory_bits(emb.dim, bits_per_entry(width if kind == "uniform" else fmt, emb.dim))
     return CompressedData(emb.words, codes, data_bits, table, scales, block, emb.counts, emb.name,
                           {"compression": meta})

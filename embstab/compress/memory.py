@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embstab.lowprec import BlockFloatFormat, FixedFormat, FloatFormat, Format, MXFormat, UniformFormat, get_format
+from embstab.lowprec import Format, get_format, handler_for
 
 __all__ = ["memory_bits", "bits_per_entry", "memory_table"]
 
@@ -17,20 +17,25 @@ def memory_bits(dim: int, bitrate: int | float) -> float:
 
 
 def bits_per_entry(fmt: Format | str | int, dim: int | None = None) -> float:
-    """Storage bits per matrix entry of a format, shared scales included (MX: element bits plus
-    8/32; per-row block float: word bits plus 16/dim for the stored 16-bit exponent). An int is
-    a uniform bit rate."""
+    """Storage bits per matrix entry of a format, shared scales included.
+
+    Parameters
+    ----------
+    fmt : Format, str or int
+        A format or preset name; an int is a uniform bit rate.
+    dim : int, optional
+        Row length. With it, shared scales are counted per block actually stored in a row (a
+        row of 48 holds two MX blocks of 32: 8 + 16/48 bits per entry); without it, full blocks.
+
+    Returns
+    -------
+    float
+        For example 8.25 for MXINT8 (8 + 8/32), word bits + 16/dim for per-row block float.
+    """
     if isinstance(fmt, int):
         return float(fmt)
     fmt = get_format(fmt)
-    if isinstance(fmt, (FloatFormat, FixedFormat, UniformFormat)):
-        return float(fmt.bits)
-    if isinstance(fmt, MXFormat):
-        return fmt.bits
-    if isinstance(fmt, BlockFloatFormat):
-        per_block = fmt.block_size or dim
-        return fmt.word_bits + (16.0 / per_block if per_block else 0.0)
-    raise TypeError(f"not a number format: {fmt!r}")
+    return handler_for(fmt).bits_per_entry(fmt, dim)
 
 
 def memory_table(dims, bitrates):

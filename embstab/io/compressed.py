@@ -117,10 +117,9 @@ class CompressedData:
         return vals.astype(np.float32)
 
     def to_embedding(self, source: str | None = None) -> Embedding:
-        meta = dict(self.metadata)
-        meta["compressed_codes"] = self  # lets save(..., format="embstab") write the exact codes again
-        return Embedding(self.words, self.decode(), self.counts, name=self.name, source=source, metadata=meta,
-                         copy=False)
+        # codes=self lets save(..., format="embstab") write the exact codes again
+        return Embedding(self.words, self.decode(), self.counts, name=self.name, source=source,
+                         metadata=dict(self.metadata), copy=False, codes=self)
 
     def nbytes(self) -> int:
         """Bytes of the packed codes and scales (the vocabulary excluded)."""
@@ -168,14 +167,13 @@ def unpack_bits(buf: bytes | memoryview, bits: int, count: int) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- writing
 def _from_embedding(emb: Embedding) -> CompressedData:
-    data = emb.metadata.get("compressed_codes")
+    data = emb.codes
     if isinstance(data, CompressedData) and data.words == emb.words and data.codes.shape == emb.shape \
             and np.array_equal(data.decode(), np.asarray(emb.vectors, np.float32)):
         return data
     # no (or stale) codes: store the float32 values themselves, which loses nothing for float32 data
-    meta = {k: v for k, v in emb.metadata.items() if k != "compressed_codes"}
     return CompressedData(emb.words, np.asarray(emb.vectors, np.float32), 32, counts=emb.counts, name=emb.name,
-                          metadata=json_safe(meta))
+                          metadata=json_safe(emb.metadata))
 
 
 def write_compressed(data: CompressedData | Embedding, path: str | os.PathLike, **options: Any) -> None:

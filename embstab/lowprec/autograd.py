@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from embstab.lowprec._core import as_generator, check_rounding
+from embstab.lowprec.rounding import as_generator, check_rounding
 from embstab.lowprec.fixedq import quantize_fixed
 from embstab.lowprec.formats import FixedFormat, Format, get_format
 from embstab.lowprec.quantize import quantize

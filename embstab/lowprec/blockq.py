@@ -10,11 +10,12 @@ import math
 
 import torch
 
-from embstab.lowprec._core import round_integer, scale_pow2
+from embstab.lowprec.rounding import round_integer, scale_pow2
 from embstab.lowprec.floatq import quantize_float
-from embstab.lowprec.formats import BlockFloatFormat, MXFormat
+from embstab.lowprec.formats import E8M0_BIAS, MXINT8_FRAC_BITS, BlockFloatFormat, MXFormat
 
-__all__ = ["quantize_block", "quantize_mx", "block_view", "block_exponents"]
+__all__ = ["quantize_block", "quantize_mx", "block_view", "block_exponents", "block_integers",
+           "mx_scale_exponents", "mx_int8_integers"]
 
 
 def block_view(x: torch.Tensor, block_size: int | None, axis: int | None):
@@ -60,19 +61,32 @@ def quantize_block(x: torch.Tensor, fmt: BlockFloatFormat, rounding: str,
     loss scaler) instead of silently zeroing the block's other values.
     """
     view, dims, restore = block_view(x, fmt.block_size, fmt.axis)
-    E, bad = block_exponents(view, dims)
-    se = E - (fmt.word_bits - 2)
-    k = round_integer(scale_pow2(view.double(), -se), rounding, generator)
-    hi = 2 ** (fmt.word_bits - 1) - 1
-    k = k.clamp(-hi - (0 if fmt.symmetric else 1), hi)
+    k, se, bad = block_integers(view, dims, fmt, rounding, generator)
     y = scale_pow2(k, se)
     y = torch.where(bad, torch.full_like(y, math.nan), y)
     return restore(y).to(x.dtype)
 
 
+def block_integers(view: torch.Tensor, dims: tuple[int, ...], fmt: BlockFloatFormat, rounding: str,
+                   generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Block-float integers ``k`` (float64), step exponents ``se`` (value = ``k * 2**se``) and the
+    mask of blocks holding Inf/NaN."""
+    E, bad = block_exponents(view, dims)
+    se = E - (fmt.word_bits - 2)
+    k = round_integer(scale_pow2(view.double(), -se), rounding, generator)
+    hi = 2 ** (fmt.word_bits - 1) - 1
+    return k.clamp(-hi - (0 if fmt.symmetric else 1), hi), se, bad
+
+
 def mx_scale_exponents(view: torch.Tensor, fmt: MXFormat) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-block scale exponents ``s`` (clamped to E8M0's range) and the mask of Inf/NaN blocks."""
     E, bad = block_exponents(view, (view.dim() - 1,))
-    return (E - fmt.emax_elem).clamp(-127, 127), bad
+    return (E - fmt.emax_elem).clamp(-E8M0_BIAS, E8M0_BIAS), bad
+
+
+def mx_int8_integers(v: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """MXINT8 element integers ``k`` (float64, ``|k| <= 127``) of block-scaled values ``v``."""
+    return round_integer(scale_pow2(v, MXINT8_FRAC_BITS), rounding, generator).clamp(-127, 127)
 
 
 def quantize_mx(x: torch.Tensor, fmt: MXFormat, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
@@ -83,8 +97,7 @@ def quantize_mx(x: torch.Tensor, fmt: MXFormat, rounding: str, generator: torch.
     s, bad = mx_scale_exponents(view, fmt)
     v = scale_pow2(view.double(), -s)
     if fmt.element == "int8":
-        k = round_integer(v * 64.0, rounding, generator).clamp(-127, 127)
-        q = k / 64.0
+        q = scale_pow2(mx_int8_integers(v, rounding, generator), -MXINT8_FRAC_BITS)
     else:
         q = quantize_float(v, fmt.element, rounding, generator)
     y = scale_pow2(q, s)

@@ -1,6 +1,7 @@
-"""Integer codes for storage: :func:`encode` a tensor into a format's bit patterns, :func:`decode` back.
+"""Integer codes for storage: float bit patterns and the shared-exponent :class:`BlockCodes`.
 
-Float codes are the standard ``sign | exponent | mantissa`` layouts, so they agree bit for bit
+:func:`embstab.lowprec.encode`/:func:`~embstab.lowprec.decode` dispatch through the format
+handlers (:mod:`embstab.lowprec.handlers`), which build on these. Float codes are the standard ``sign | exponent | mantissa`` layouts, so they agree bit for bit
 with ml_dtypes and torch's fp8 dtypes (e.g. ``encode(x, FP8_E4M3FN)`` equals
 ``x.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)``).
 """
@@ -9,21 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 
 from embstab.errors import EmbstabError
-from embstab.lowprec._core import as_generator, check_rounding, round_integer, scale_pow2
-from embstab.lowprec.blockq import block_view, mx_scale_exponents, block_exponents
-from embstab.lowprec.fixedq import fixed_integers, uniform_levels
-from embstab.lowprec.floatq import quantize_float
-from embstab.lowprec.formats import (BlockFloatFormat, FixedFormat, FloatFormat, Format, MXFormat, UniformFormat,
-                                     get_format)
-from embstab.lowprec.quantize import to_work_tensor
+from embstab.lowprec.formats import BlockFloatFormat, FloatFormat, MXFormat
+from embstab.lowprec.rounding import scale_pow2
 
-__all__ = ["encode", "decode", "BlockCodes", "CodeError", "float_code_table"]
+__all__ = ["BlockCodes", "CodeError", "float_codes", "float_values", "float_code_table"]
 
 
 class CodeError(EmbstabError, ValueError):
@@ -33,8 +28,8 @@ class CodeError(EmbstabError, ValueError):
 @dataclass
 class BlockCodes:
     """Codes of a shared-exponent format: per-element ``codes`` plus one ``exponents`` entry per
-    block (the step exponent for block float; the E8M0 byte, i.e. scale exponent + 127, for MX),
-    and the original ``shape``."""
+    block (the step exponent for block float; the E8M0 byte, i.e. scale exponent +
+    :data:`~embstab.lowprec.formats.E8M0_BIAS`, for MX), and the original ``shape``."""
 
     codes: torch.Tensor
     exponents: torch.Tensor
@@ -42,8 +37,25 @@ class BlockCodes:
     format: BlockFloatFormat | MXFormat
 
 
-def _float_codes(v: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
-    """Bit patterns (int64) of values already on ``fmt``'s grid."""
+def float_codes(v: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    """Bit patterns of values already on ``fmt``'s grid.
+
+    Parameters
+    ----------
+    v : torch.Tensor
+        Values representable in ``fmt`` (e.g. results of quantize).
+    fmt : FloatFormat
+
+    Returns
+    -------
+    torch.Tensor
+        int64 codes.
+
+    Raises
+    ------
+    CodeError
+        For NaN in a format without a NaN code.
+    """
     v = v.double()
     e, m = fmt.exp_bits, fmt.man_bits
     sign = torch.signbit(v).long()
@@ -75,8 +87,20 @@ def _float_codes(v: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     return code
 
 
-def _float_values(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
-    """float64 values of bit patterns."""
+def float_values(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    """float64 values of bit patterns.
+
+    Parameters
+    ----------
+    codes : torch.Tensor
+        Integer bit patterns of ``fmt``.
+    fmt : FloatFormat
+
+    Returns
+    -------
+    torch.Tensor
+        float64 values (NaN/Inf for the special codes).
+    """
     c = codes.long()
     e, m = fmt.exp_bits, fmt.man_bits
     sign = (c >> (e + m)) & 1
@@ -96,104 +120,22 @@ def _float_values(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
 
 
 def float_code_table(fmt: FloatFormat) -> np.ndarray:
-    """The float64 value of every code of a format of at most 16 bits (index = code)."""
-    if fmt.bits > 16:
-        raise ValueError(f"{fmt} has {fmt.bits} bits; a code table needs at most 16")
-    return _float_values(torch.arange(2 ** fmt.bits), fmt).numpy()
+    """The float64 value of every code of a format of at most 16 bits.
 
-
-def _code_dtype(bits: int) -> torch.dtype:
-    return torch.uint8 if bits <= 8 else (torch.int32 if bits <= 31 else torch.int64)
-
-
-def encode(x: Any, fmt: Format | str, rounding: str = "nearest", generator: torch.Generator | int | None = None):
-    """Round ``x`` onto ``fmt`` and return integer codes.
+    Parameters
+    ----------
+    fmt : FloatFormat
 
     Returns
     -------
-    For float formats: bit patterns (uint8 up to 8 bits, else int32/int64). Fixed point: the
-    integer ``k`` with value ``k * 2**-frac_bits``. Uniform: the level index in
-    ``[0, 2**bits - 1]`` (``bits >= 32``: the float32 bit pattern of the clipped value). Block and
-    MX formats: a :class:`BlockCodes`. torch in → torch out; numpy in → numpy out (BlockCodes
-    always hold tensors).
+    numpy.ndarray
+        ``table[code]`` is the code's value.
 
     Raises
     ------
     CodeError
-        If a value has no code (NaN in a format without NaN, non-finite input to fixed, uniform
-        or block formats).
+        For formats wider than 16 bits.
     """
-    fmt = get_format(fmt)
-    rounding = check_rounding(rounding)
-    is_numpy = not isinstance(x, torch.Tensor)
-    t, _ = to_work_tensor(x)
-    gen = as_generator(generator, t.device)
-    with torch.no_grad():
-        if isinstance(fmt, (FixedFormat, UniformFormat, BlockFloatFormat, MXFormat)) and not torch.isfinite(t).all():
-            raise CodeError(f"{fmt} has no codes for NaN or Inf")
-        if isinstance(fmt, FloatFormat):
-            out = _float_codes(quantize_float(t, fmt, rounding, gen), fmt).to(_code_dtype(fmt.bits))
-        elif isinstance(fmt, FixedFormat):
-            k, _ = fixed_integers(t, fmt, rounding, gen)
-            out = k.long()
-        elif isinstance(fmt, UniformFormat):
-            if fmt.bits >= 32:
-                out = t.float().clamp(-fmt.clip, fmt.clip).view(torch.int32)
-            elif fmt.clip == 0:
-                out = torch.full(t.shape, (2 ** fmt.bits - 1) // 2, dtype=_code_dtype(fmt.bits))
-            else:
-                out = uniform_levels(t, fmt, rounding, gen).to(_code_dtype(fmt.bits))
-        elif isinstance(fmt, BlockFloatFormat):
-            view, dims, _ = block_view(t, fmt.block_size, fmt.axis)
-            E, _ = block_exponents(view, dims)
-            se = E - (fmt.word_bits - 2)
-            hi = 2 ** (fmt.word_bits - 1) - 1
-            k = round_integer(scale_pow2(view.double(), -se), rounding, gen).clamp(-hi - (not fmt.symmetric), hi)
-            return BlockCodes(k.to(torch.int32), se.to(torch.int32), tuple(t.shape), fmt)
-        elif isinstance(fmt, MXFormat):
-            view, _, _ = block_view(t, fmt.block_size, fmt.axis)
-            s, _ = mx_scale_exponents(view, fmt)
-            v = scale_pow2(view.double(), -s)
-            if fmt.element == "int8":
-                codes = round_integer(v * 64.0, rounding, gen).clamp(-127, 127).to(torch.int8)
-            else:
-                codes = _float_codes(quantize_float(v, fmt.element, rounding, gen), fmt.element).to(torch.uint8)
-            return BlockCodes(codes, (s + 127).to(torch.uint8), tuple(t.shape), fmt)
-        else:
-            raise TypeError(f"fmt must be a number format, got {type(fmt).__name__}")
-    return out.numpy() if is_numpy else out
-
-
-def decode(codes: Any, fmt: Format | str | None = None, dtype: torch.dtype = torch.float32):
-    """Values of ``codes`` produced by :func:`encode` with format ``fmt`` (as ``dtype``; numpy
-    codes give a numpy array). For :class:`BlockCodes` the format is taken from the codes."""
-    if isinstance(codes, BlockCodes):
-        fmt = codes.format
-        view_codes = codes.codes
-        if isinstance(fmt, BlockFloatFormat):
-            vals = scale_pow2(view_codes.double(), codes.exponents.long())
-        else:
-            s = codes.exponents.long() - 127
-            elem = view_codes.double() / 64.0 if fmt.element == "int8" else _float_values(view_codes, fmt.element)
-            vals = scale_pow2(elem, s)
-        ref = torch.empty(codes.shape, dtype=torch.float64)
-        _, _, restore = block_view(ref, fmt.block_size, fmt.axis)
-        return restore(vals).to(dtype)
-    if fmt is None:
-        raise TypeError("decode needs the format the codes were encoded with")
-    fmt = get_format(fmt)
-    is_numpy = not isinstance(codes, torch.Tensor)
-    c = torch.as_tensor(np.asarray(codes).astype(np.int64)) if is_numpy else codes
-    if isinstance(fmt, FloatFormat):
-        out = _float_values(c, fmt)
-    elif isinstance(fmt, FixedFormat):
-        out = scale_pow2(c.double(), -fmt.frac_bits)
-    elif isinstance(fmt, UniformFormat):
-        if fmt.bits >= 32:
-            out = c.to(torch.int32).view(torch.float32).double()
-        else:
-            out = c.double() * (2 * fmt.clip / (2 ** fmt.bits - 1)) - fmt.clip
-    else:
-        raise TypeError(f"{type(fmt).__name__} codes come as BlockCodes")
-    out = out.to(dtype)
-    return out.numpy() if is_numpy else out
+    if fmt.bits > 16:
+        raise CodeError(f"{fmt} has {fmt.bits} bits; a code table needs at most 16")
+    return float_values(torch.arange(2 ** fmt.bits), fmt).numpy()

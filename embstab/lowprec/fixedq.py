@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from embstab.lowprec._core import round_integer, scale_pow2
+from embstab.lowprec.rounding import round_integer, scale_pow2
 from embstab.lowprec.formats import FixedFormat, UniformFormat
 
 __all__ = ["quantize_fixed", "quantize_uniform", "uniform_levels"]

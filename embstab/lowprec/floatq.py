@@ -7,7 +7,7 @@ bumps the exponent, which is the correct next value, so this is exact for every 
 
 Exact path (the few elements in the target's subnormal range, or below fp32's normal range when
 the target has a wider exponent than fp32): scale by a power of two so the target grid becomes
-the integers and round in float64 (:func:`embstab.lowprec._core.round_integer`).
+the integers and round in float64 (:func:`embstab.lowprec.rounding.round_integer`).
 
 Both paths use the same definitions, so nearest rounding is identical on every device.
 """
@@ -20,10 +20,10 @@ from functools import lru_cache
 
 import torch
 
-from embstab.lowprec._core import round_integer, scale_pow2, sr_bits, uniform_bits
+from embstab.lowprec.rounding import round_integer, scale_pow2, sr_bits, uniform_bits
 from embstab.lowprec.formats import FloatFormat
 
-__all__ = ["quantize_float", "quantize_float_reference"]
+__all__ = ["quantize_float", "quantize_float_reference", "native_dtype"]
 
 # source dtype -> (int view dtype, stored mantissa bits, exponent of the smallest normal)
 _SOURCE = {torch.float32: (torch.int32, 23, -126), torch.float64: (torch.int64, 52, -1022)}
@@ -38,51 +38,104 @@ def _fix_threshold(fmt: FloatFormat, src_emin: int) -> float | None:
     return math.ldexp(1.0, max(fmt.emin, src_emin))
 
 
-def _bit_round(x: torch.Tensor, fmt: FloatFormat, rounding: str, r: torch.Tensor | None,
-               inline: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Fast path: round the bit pattern, then apply the overflow policy and NaN passthrough.
+def _round_bits(x: torch.Tensor, d: int, man_bits: int, rounding: str, r: torch.Tensor | None) -> torch.Tensor:
+    """Round the bit patterns of ``x`` to ``d`` fewer mantissa bits (normal range; no overflow policy).
 
-    Returns the rounded tensor and the mask of elements still to settle (or None): for
-    stochastic rounding with ``inline`` the subnormal-range ties (see :func:`_sr_subnormal`),
-    without ``inline`` all subnormal-range elements, otherwise elements for the exact path.
-    Pure function of its inputs (no data-dependent Python branches), so it can be compiled.
+    An increment below the kept bits, then clearing them: a carry out of the mantissa bumps the
+    exponent, which is the correct next value in every binade. In-place integer ops on one
+    fresh buffer keep this to a few passes over memory.
     """
-    itype, man, src_emin = _SOURCE[x.dtype]
-    d = man - fmt.man_bits
-    b = x.view(itype)
-    if d > 0:
-        if rounding == "nearest" and fmt.man_bits == 0:
-            # no mantissa bit to be even: the significand is always 1 (odd), so ties go away
-            # from zero, as in the float64 reference and ml_dtypes' e8m0 cast
-            t = b + 2 ** (d - 1)
-        elif rounding == "nearest":
-            t = (b >> d) & 1
-            t += 2 ** (d - 1) - 1
-            t += b
-        elif rounding == "nearest_away":
-            t = b + 2 ** (d - 1)
-        elif rounding == "nearest_up":  # ties toward +inf: away for positives, toward zero for negatives
-            t = (b >= 0).to(b.dtype)
-            t += b
-            t += 2 ** (d - 1) - 1
-        elif rounding == "toward_zero":
-            t = b.clone()
-        else:  # stochastic: a uniform integer below the kept bits carries with probability = fraction
-            t = r + b
-        t &= -(2 ** d)
-        y = t.view(x.dtype)
-    else:
-        y = x.clone()
-    vmax = fmt.max
+    if d <= 0:
+        return x.clone()
+    b = x.view(_SOURCE[x.dtype][0])
+    if rounding == "nearest" and man_bits == 0:
+        # no mantissa bit to be even: the significand is always 1 (odd), so ties go away
+        # from zero, as in the float64 reference and ml_dtypes' e8m0 cast
+        t = b + 2 ** (d - 1)
+    elif rounding == "nearest":
+        t = b >> d
+        t &= 1
+        t += b
+        t += 2 ** (d - 1) - 1
+    elif rounding == "nearest_away":
+        t = b + 2 ** (d - 1)
+    elif rounding == "nearest_up":  # ties toward +inf: away for positives, toward zero for negatives
+        t = (b >= 0).to(b.dtype)
+        t += b
+        t += 2 ** (d - 1) - 1
+    elif rounding == "toward_zero":
+        t = b.clone()
+    else:  # stochastic: a uniform integer below the kept bits carries with probability = fraction
+        t = r + b
+    t &= -(2 ** d)
+    return t.view(x.dtype)
+
+
+def _overflow_policy(fmt: FloatFormat, rounding: str, dtype: torch.dtype) -> str:
+    """What rounding results beyond ``fmt.max`` become, for results held in ``dtype``."""
     # An RTZ result never rounds up past max, so it only overflows when the input was already
     # beyond the format's range; IEEE keeps such finite values at max under truncation.
     policy = fmt.overflow
     if rounding == "toward_zero" and policy == "inf":
         policy = "saturate_finite"
-    if vmax > torch.finfo(x.dtype).max:
-        policy = "wider"  # the format outranges the dtype: results beyond it become Inf like a cast
-    elif policy == "inf" and fmt.emax == -src_emin + 1:
-        policy = "wider"  # same exponent range as the dtype (bf16, tf32): the carry already gives Inf
+    if fmt.max > torch.finfo(dtype).max:
+        return "wider"  # the format outranges the dtype: results beyond it become Inf like a cast
+    if policy == "inf" and fmt.emax == -_SOURCE[dtype][2] + 1:
+        return "wider"  # same exponent range as the dtype (bf16, tf32): the carry already gives Inf
+    return policy
+
+
+def _bit_round_eager(x: torch.Tensor, fmt: FloatFormat, rounding: str,
+                     r: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`_bit_round` for eager mode: the same results in fewer passes over memory.
+
+    Ops run in place on the one result buffer, and the rare cases (non-finite inputs, overflow,
+    the target's subnormal range) are found with one cheap test each and then fixed on the
+    affected elements only. Returns the rounded tensor and the mask of subnormal-range elements
+    the caller must still settle exactly (or None).
+    """
+    _, man, src_emin = _SOURCE[x.dtype]
+    y = _round_bits(x, man - fmt.man_bits, fmt.man_bits, rounding, r)
+    vmax = fmt.max
+    policy = _overflow_policy(fmt, rounding, x.dtype)
+    if policy in ("saturate", "saturate_finite"):
+        y.clamp_(-vmax, vmax)  # NaN stays NaN; Inf inputs are set right below
+    elif policy != "wider":
+        over = y.abs() > vmax
+        if bool(over.any()):
+            y[over] = torch.copysign(torch.tensor(math.inf), y[over]) if policy == "inf" else math.nan
+    lo, hi = torch.aminmax(x)  # one read pass (isfinite().all() is several times slower)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        # NaN patterns may carry into other codes: keep them NaN; Inf inputs follow the policy
+        bad = ~torch.isfinite(x)
+        v = x[bad]
+        if policy == "nan":
+            v = torch.full_like(v, math.nan)
+        elif policy == "saturate" and not fmt.has_inf:
+            v = torch.where(v.isinf(), torch.copysign(torch.tensor(vmax, dtype=v.dtype), v), v)
+        y[bad] = v
+    thr = _fix_threshold(fmt, src_emin)
+    # (two bool masks are cheaper than an abs pass: a quarter of the bytes each)
+    fix = None if thr is None else torch.lt(x, thr).logical_and_(torch.gt(x, -thr))
+    if fmt.specials == "fnuz":
+        y.add_(0.0)  # no negative zero: -0 + 0 = +0 under round-to-nearest
+    return y, fix
+
+
+def _bit_round(x: torch.Tensor, fmt: FloatFormat, rounding: str,
+               r: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Fast path: round the bit pattern, then apply the overflow policy and NaN passthrough.
+
+    Returns the rounded tensor and the mask of elements still to settle (or None): for
+    stochastic rounding the subnormal-range ties (see :func:`_sr_subnormal`), otherwise
+    elements for the exact path. Pure function of its inputs (no data-dependent Python
+    branches), so it is what the compiled path compiles; eager mode uses :func:`_bit_round_eager`.
+    """
+    _, man, src_emin = _SOURCE[x.dtype]
+    d = man - fmt.man_bits
+    y = _round_bits(x, d, fmt.man_bits, rounding, r)
+    vmax = fmt.max
+    policy = _overflow_policy(fmt, rounding, x.dtype)
     if policy == "wider":
         pass
     elif policy in ("saturate", "saturate_finite"):
@@ -102,36 +155,30 @@ def _bit_round(x: torch.Tensor, fmt: FloatFormat, rounding: str, r: torch.Tensor
         ax = x.abs()
         if rounding == "stochastic" and r is not None and _inline_ok(fmt, x.dtype):
             tiny = ax < thr
-            if inline:
-                sub, ties = _sr_subnormal(x, ax, r, fmt, d)
-                y = torch.where(tiny, sub, y)
-                fix = tiny & ties
-            else:  # eager: redo only the tiny elements afterwards (fewer passes over memory)
-                fix = tiny & (ax > 0)
+            sub, ties = _sr_subnormal(x, ax, r, fmt, d)
+            y = torch.where(tiny, sub, y)
+            fix = tiny & ties
         elif rounding != "stochastic" and _inline_ok(fmt, x.dtype):
             # Below min_normal the grid is uniform (step 2**qexp): scale it to the integers and
-            # round there. Power-of-two scalings are exact here, so this is exact and branch-free.
-            m_sub = fmt.man_bits if fmt.subnormals else 0
-            qexp = fmt.emin - m_sub
-            ys = ax * math.ldexp(1.0, -qexp)
-            if rounding == "nearest":
-                k = torch.round(ys)
-            elif rounding == "toward_zero":
-                k = torch.trunc(ys)
-            else:
-                f = torch.floor(ys)
-                diff = ys - f
-                if rounding == "nearest_away":
-                    k = f + (diff >= 0.5).to(ys.dtype)
-                else:  # nearest_up: ties up for positives, down (toward zero) for negatives
-                    k = f + torch.where(x > 0, diff >= 0.5, diff > 0.5).to(ys.dtype)
-            sub = torch.copysign(k * math.ldexp(1.0, qexp), x)
-            y = torch.where(ax < thr, sub, y)
+            # round there with the one rounding ladder. Power-of-two scalings are exact here, so
+            # this is exact and branch-free (what the compiled loop needs).
+            y = torch.where(ax < thr, _subnormal_grid(x, fmt, rounding), y)
         else:
             fix = (ax < thr) & (ax > 0)
     if fmt.specials == "fnuz":
         y = y + 0.0  # no negative zero: -0 + 0 = +0 under round-to-nearest
     return y, fix
+
+
+def _subnormal_grid(x: torch.Tensor, fmt: FloatFormat, rounding: str) -> torch.Tensor:
+    """Deterministic rounding onto the uniform grid below ``min_normal`` (step ``2**qexp``).
+
+    Scales the grid to the integers and rounds there with the one rounding ladder
+    (:func:`~embstab.lowprec.rounding.round_integer`); exact where :func:`_inline_ok` holds.
+    """
+    qexp = fmt.emin - (fmt.man_bits if fmt.subnormals else 0)
+    k = round_integer(x * math.ldexp(1.0, -qexp), rounding, None)
+    return torch.copysign(k * math.ldexp(1.0, qexp), x)
 
 
 def _sr_subnormal(x: torch.Tensor, ax: torch.Tensor, r: torch.Tensor, fmt: FloatFormat,
@@ -192,11 +239,50 @@ def _settle_ties(xs: torch.Tensor, fmt: FloatFormat, d: int, generator: torch.Ge
     return torch.copysign(scale_pow2(k0 + (u < rest).double(), qexp), xs.double()).to(xs.dtype)
 
 
+@lru_cache(maxsize=1)
+def _native_dtypes() -> dict[FloatFormat, torch.dtype]:
+    # Formats whose value set, NaN/Inf codes and overflow policy are exactly a torch dtype's, so
+    # a float32 -> dtype -> float32 round trip is round-to-nearest-even onto the format.
+    # torch's e4m3fn cast saturates (the format's default policy is NaN, like ml_dtypes), so only
+    # the saturating variant is native. Every entry is checked against the float64 reference.
+    table = {FloatFormat(8, 7): torch.bfloat16, FloatFormat(5, 10): torch.float16,
+             FloatFormat(4, 3, "fn", "saturate"): torch.float8_e4m3fn, FloatFormat(5, 2): torch.float8_e5m2,
+             FloatFormat(4, 3, "fnuz"): getattr(torch, "float8_e4m3fnuz", None),
+             FloatFormat(5, 2, "fnuz"): getattr(torch, "float8_e5m2fnuz", None)}
+    return {f: dt for f, dt in table.items() if dt is not None}
+
+
+def native_dtype(fmt: FloatFormat, rounding: str, dtype: torch.dtype) -> torch.dtype | None:
+    """The torch dtype whose float32 round trip is exactly ``fmt`` under ``rounding``, if any.
+
+    Parameters
+    ----------
+    fmt : FloatFormat
+        The target format.
+    rounding : str
+        Canonical rounding name; only ``"nearest"`` (torch casts round half to even).
+    dtype : torch.dtype
+        The input dtype; only float32 (a float64 input would be rounded twice by torch's casts,
+        which go through float32).
+
+    Returns
+    -------
+    torch.dtype or None
+        For example ``torch.bfloat16`` for :data:`~embstab.lowprec.BF16`; None otherwise.
+    """
+    if rounding != "nearest" or dtype != torch.float32:
+        return None
+    return _native_dtypes().get(fmt)
+
+
 def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: torch.Generator | None,
                    compiled: bool = False) -> torch.Tensor:
     """Round a float32/float64 tensor onto ``fmt`` (result in the same dtype)."""
     if x.dtype not in _SOURCE:
         raise TypeError(f"quantize_float needs float32 or float64, got {x.dtype}")
+    native = None if compiled else native_dtype(fmt, rounding, x.dtype)
+    if native is not None:
+        return x.to(native).to(x.dtype)  # one fused pass, as fast as torch's own cast
     src_man = _SOURCE[x.dtype][1]
     if sr_bits(rounding) is not None:
         # few-bit stochastic rounding is a study tool, not a hot path: the exact scaled path
@@ -219,10 +305,10 @@ def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: 
             # compiled loop store a bool mask, which stops inductor from vectorising it
             _, fix = _bit_round(x, fmt, rounding, r)
     else:
-        y, fix = _bit_round(x, fmt, rounding, r, inline=False)
-    if fix is not None and bool(fix.any()):
+        y, fix = _bit_round_eager(x, fmt, rounding, r)
+    idx = None if fix is None else fix.reshape(-1).nonzero().squeeze(1)
+    if idx is not None and idx.numel():
         # one scan of the mask; the exact path then touches only the (usually few) flagged elements
-        idx = fix.reshape(-1).nonzero().squeeze(1)
         xs = x.reshape(-1)[idx]
         if sr_grid and not compiled:
             # the same formula as the compiled loop, on the subset: identical results
@@ -231,9 +317,12 @@ def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: 
                 vals[ties] = _settle_ties(xs[ties], fmt, d, generator)
         elif sr_grid:
             vals = _settle_ties(xs, fmt, d, generator)
+        elif rounding != "stochastic" and _inline_ok(fmt, x.dtype):
+            vals = _subnormal_grid(xs, fmt, rounding)  # few ops: cheap even for many tiny elements
         else:
             vals = _exact_small(xs, fmt, rounding, generator)
         y.reshape(-1)[idx] = vals + 0.0 if fmt.specials == "fnuz" else vals  # y is a fresh contiguous tensor
+        # (zeros in the subset come back as the same signed zero; fnuz's -0 is cleared above)
     return y
 
 

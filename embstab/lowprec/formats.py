@@ -1,7 +1,10 @@
-"""Number-format descriptors: plain frozen dataclasses that only *describe* a set of values.
+"""Number-format descriptors: frozen dataclasses that describe a set of values.
 
-The arithmetic lives in :mod:`embstab.lowprec.quantize` and friends; keeping descriptors free of
-behaviour lets them be hashed, compared, stored in file headers and shared by the CPU and GPU paths.
+Descriptors hold the constants of their format (ranges, E8M0 bias, MXINT8 grid); the arithmetic
+each kind of format performs (quantize, encode/decode, storage) is its handler in
+:mod:`embstab.lowprec.handlers`, reached through :func:`embstab.lowprec.handler_for`. Keeping the
+descriptors plain lets them be hashed, compared, stored in file headers and shared by the CPU and
+GPU paths.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Union
 
+from embstab.errors import UnknownNameError
+
 __all__ = [
     "FloatFormat",
     "FixedFormat",
@@ -19,6 +24,8 @@ __all__ = [
     "UniformFormat",
     "Format",
     "PRESETS",
+    "E8M0_BIAS",
+    "MXINT8_FRAC_BITS",
     "get_format",
     "qtorch_float",
     "BF16", "FP16", "TF32", "FP32",
@@ -26,6 +33,11 @@ __all__ = [
     "FP6_E3M2", "FP6_E2M3", "FP4_E2M1",
     "MXFP8_E4M3", "MXFP8_E5M2", "MXFP6_E3M2", "MXFP6_E2M3", "MXFP4", "MXINT8",
 ]
+
+#: Bias of the E8M0 shared scale of MX formats: the stored byte is the scale exponent + 127.
+E8M0_BIAS = 127
+#: MXINT8 elements are ``k * 2**-MXINT8_FRAC_BITS`` with ``|k| <= 127``.
+MXINT8_FRAC_BITS = 6
 
 _SPECIALS = ("ieee", "fn", "fnuz", "finite")
 _OVERFLOWS = ("saturate", "inf", "nan")
@@ -362,8 +374,23 @@ PRESETS.update({"fp8": FP8_E4M3FN, "fp6": FP6_E3M2, "fp4": FP4_E2M1, "bfloat16":
 
 
 def get_format(name: str | Format) -> Format:
-    """A format from its preset name (``"bf16"``, ``"fp8_e4m3fn"``, ``"mxfp4"``, ``"bfp8"`` = 8-bit
-    block float with one exponent per row, ...) or the format itself."""
+    """A format from its preset name, or the format itself.
+
+    Parameters
+    ----------
+    name : str or Format
+        A preset (``"bf16"``, ``"fp8_e4m3fn"``, ``"mxfp4"``, ...; case-insensitive), ``"bfpN"``
+        (N-bit block float with one exponent per row) or a format object, returned as is.
+
+    Returns
+    -------
+    Format
+
+    Raises
+    ------
+    UnknownNameError
+        For an unknown name (the message suggests the closest preset).
+    """
     if not isinstance(name, str):
         return name
     key = name.strip().lower()
@@ -371,4 +398,4 @@ def get_format(name: str | Format) -> Format:
         return PRESETS[key]
     if key.startswith("bfp") and key[3:].isdigit():
         return BlockFloatFormat(int(key[3:]), axis=0)
-    raise ValueError(f"unknown number format {name!r}; known: {', '.join(sorted(PRESETS))}, bfpN")
+    raise UnknownNameError("number format", name, [*PRESETS, "bfpN"])

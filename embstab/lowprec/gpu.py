@@ -1,18 +1,21 @@
-"""Optional CUDA kernels (``kernels/quantize.cu``) loaded through ``cupy.RawModule``.
+"""Optional CUDA kernels (``quantize.cu``, shipped as ``embstab.kernels``) loaded through ``cupy.RawModule``.
 
 Everything here imports without cupy or a GPU; :func:`available` says whether the kernels can
 run, and the functions raise :class:`GPUUnavailableError` (an :class:`~embstab.errors.EmbstabError`)
-with the reason otherwise. :func:`embstab.lowprec.quantize` itself runs on CUDA tensors through
-torch without these kernels; they fuse a whole quantization into one pass over memory.
+with the reason otherwise. :func:`embstab.lowprec.quantize` calls :func:`try_kernel` first, so
+float32 CUDA tensors take the fused one-pass kernel wherever it applies and torch otherwise.
 
-Status: the kernel source is compile-checked with ``nvcc -ptx`` but has not been run on a GPU in
-embstab's CI (no GPU there); the ``gpu``-marked tests run it against the CPU path where one exists.
+Status: every kernel source compiles under NVRTC (what cupy uses) for compute_80 and compute_90 in
+the default test suite, which needs no GPU; the ``gpu``-marked tests compare the kernels with the
+CPU path bit for bit where a GPU is present.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import math
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,10 +23,11 @@ from typing import Any
 import torch
 
 from embstab.errors import EmbstabError
-from embstab.lowprec._core import check_rounding
+from embstab.lowprec.rounding import check_rounding
 from embstab.lowprec.formats import FloatFormat, MXFormat, get_format
 
-__all__ = ["GPUUnavailableError", "available", "kernel_source_path", "quantize_float_cuda", "quantize_mx_cuda"]
+__all__ = ["GPUUnavailableError", "available", "kernels_dir", "kernel_sources", "kernel_source_path",
+           "quantize_float_cuda", "quantize_mx_cuda", "kernel_for", "try_kernel"]
 
 _OVERFLOW = {"saturate": 0, "inf": 1, "nan": 2}
 _MODE = {"nearest": 0, "stochastic": 1}
@@ -34,11 +38,40 @@ class GPUUnavailableError(EmbstabError, RuntimeError):
     """The CUDA kernels cannot run here (no cupy, no GPU, or the kernel source is missing)."""
 
 
-def kernel_source_path() -> Path:
-    """Where ``quantize.cu`` is read from: ``$EMBSTAB_KERNELS_DIR`` or the repository's ``kernels/``."""
+def kernels_dir() -> Any:
+    """Folder the CUDA sources are read from.
+
+    Returns
+    -------
+    pathlib.Path or importlib.resources.abc.Traversable
+        ``$EMBSTAB_KERNELS_DIR`` when set (to try edited kernels without reinstalling), else the
+        ``embstab.kernels`` package data, which a wheel or a non-editable install ships.
+    """
     env = os.environ.get("EMBSTAB_KERNELS_DIR")
-    base = Path(env) if env else Path(__file__).resolve().parents[2] / "kernels"
-    return base / "quantize.cu"
+    return Path(env) if env else importlib.resources.files("embstab.kernels")
+
+
+def kernel_sources() -> dict[str, str]:
+    """Every CUDA source (``*.cu``) in :func:`kernels_dir`, by file name.
+
+    Returns
+    -------
+    dict of str to str
+        File name to source text, sorted by name.
+    """
+    base = kernels_dir()
+    return {f.name: f.read_text() for f in sorted(base.iterdir(), key=lambda f: f.name) if f.name.endswith(".cu")}
+
+
+def kernel_source_path() -> Any:
+    """The ``quantize.cu`` source inside :func:`kernels_dir`.
+
+    Returns
+    -------
+    pathlib.Path or importlib.resources.abc.Traversable
+        Readable with ``read_text()``; a real file path in a source checkout or unpacked wheel.
+    """
+    return kernels_dir() / "quantize.cu"
 
 
 def _why_unavailable() -> str | None:
@@ -70,6 +103,7 @@ def _module():
         raise GPUUnavailableError(f"GPU kernels unavailable: {why}")
     import cupy
 
+    # NVRTC flags: the same ones embstab.lowprec.nvrtc.compile_ptx checks the sources with
     return cupy.RawModule(code=kernel_source_path().read_text(), options=("--std=c++14",))
 
 
@@ -89,6 +123,14 @@ def _grid(n: int) -> tuple[int]:
     return (max(1, min(65535 * 8, math.ceil(n / _THREADS))),)
 
 
+def _float_fits(fmt: FloatFormat) -> bool:
+    return fmt.emin >= -126 and fmt.man_bits <= 23 and fmt.max <= 3.4028234663852886e38
+
+
+def _mx_fits(fmt: MXFormat) -> bool:
+    return fmt.block_size == 32 and fmt.axis in (-1, 1)
+
+
 def quantize_float_cuda(x: torch.Tensor, fmt: FloatFormat | str, rounding: str = "nearest", seed: int = 0) -> torch.Tensor:
     """Round a float32 CUDA tensor onto ``fmt`` in one kernel (nearest-even or exact stochastic).
 
@@ -99,7 +141,7 @@ def quantize_float_cuda(x: torch.Tensor, fmt: FloatFormat | str, rounding: str =
     rounding = check_rounding(rounding)
     if not isinstance(fmt, FloatFormat) or rounding not in _MODE:
         raise ValueError("quantize_float_cuda handles FloatFormat with nearest or stochastic rounding")
-    if fmt.emin < -126 or fmt.man_bits > 23 or fmt.max > 3.4028234663852886e38:
+    if not _float_fits(fmt):
         raise ValueError(f"{fmt} reaches beyond fp32's range; use embstab.lowprec.quantize")
     x = _prepare(x)
     kern = _module().get_function("quantize_float_kernel")
@@ -120,7 +162,7 @@ def quantize_mx_cuda(x: torch.Tensor, fmt: MXFormat | str, rounding: str = "near
     """MX quantization of a 2-D float32 CUDA tensor along its rows (blocks of 32), one warp per block."""
     fmt = get_format(fmt)
     rounding = check_rounding(rounding)
-    if not isinstance(fmt, MXFormat) or fmt.block_size != 32 or fmt.axis not in (-1, 1) or rounding not in _MODE:
+    if not (isinstance(fmt, MXFormat) and _mx_fits(fmt)) or rounding not in _MODE:
         raise ValueError("quantize_mx_cuda handles MX formats with 32-element blocks along rows")
     x = _prepare(x)
     if x.dim() != 2:
@@ -140,3 +182,74 @@ def quantize_mx_cuda(x: torch.Tensor, fmt: MXFormat | str, rounding: str = "near
                 cupy.int32(_MODE[rounding]), cupy.uint64(seed))
         kern((max(1, min(65535 * 8, math.ceil(blocks * 32 / _THREADS))),), (_THREADS,), args)
     return y
+
+
+#: Format class -> (does the kernel implement this format for this tensor?, launcher name).
+_KERNELS: dict[type, tuple[Callable[[Any, torch.Tensor], bool], str]] = {
+    FloatFormat: (lambda fmt, t: _float_fits(fmt), "quantize_float_cuda"),
+    MXFormat: (lambda fmt, t: _mx_fits(fmt) and t.dim() == 2, "quantize_mx_cuda"),
+}
+
+
+def _on_cuda(t: torch.Tensor) -> bool:
+    return t.device.type == "cuda"
+
+
+def kernel_for(t: torch.Tensor, fmt: Any, rounding: str) -> Callable[[torch.Tensor, int], torch.Tensor] | None:
+    """The fused kernel that can quantize ``t`` onto ``fmt``, or None where torch must do it.
+
+    Parameters
+    ----------
+    t : torch.Tensor
+        The work tensor.
+    fmt : Format
+        A resolved format.
+    rounding : str
+        A canonical rounding name.
+
+    Returns
+    -------
+    callable or None
+        ``f(t, seed) -> tensor`` when ``t`` is a float32 CUDA tensor, the kernels are available and
+        they implement ``fmt`` and ``rounding`` (float formats within fp32's range; MX formats with
+        32-element row blocks of 2-D tensors; nearest-even or stochastic rounding); else None.
+    """
+    if not _on_cuda(t) or t.dtype != torch.float32 or rounding not in _MODE:
+        return None
+    entry = _KERNELS.get(type(fmt))
+    if entry is None or not entry[0](fmt, t):
+        return None
+    if not available():
+        return None
+    launch = globals()[entry[1]]  # looked up at call time, so tests can stand in for cupy
+    return lambda x, seed: launch(x, fmt, rounding, seed)
+
+
+def try_kernel(t: torch.Tensor, fmt: Any, rounding: str, generator: torch.Generator | None) -> torch.Tensor | None:
+    """Quantize ``t`` with a fused CUDA kernel if one applies (see :func:`kernel_for`), else None.
+
+    Parameters
+    ----------
+    t : torch.Tensor
+        The work tensor.
+    fmt : Format
+        A resolved format.
+    rounding : str
+        A canonical rounding name.
+    generator : torch.Generator or None
+        For stochastic rounding the kernel's counter-based stream is seeded with one draw from
+        this generator, so results stay reproducible under a seed.
+
+    Returns
+    -------
+    torch.Tensor or None
+        The quantized tensor, or None when the caller should use the torch path.
+    """
+    kernel = kernel_for(t, fmt, rounding)
+    if kernel is None:
+        return None
+    seed = 0
+    if rounding == "stochastic":
+        gdev = generator.device if generator is not None else t.device
+        seed = int(torch.randint(0, 2**63 - 1, (1,), generator=generator, device=gdev, dtype=torch.int64))
+    return kernel(t, seed)

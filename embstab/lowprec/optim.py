@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from embstab.lowprec._core import as_generator, check_rounding
+from embstab.lowprec.rounding import as_generator, check_rounding
 from embstab.lowprec.formats import BF16, FP16, FloatFormat, Format, get_format
 from embstab.lowprec.quantize import quantize
 

@@ -1,4 +1,5 @@
-"""The public entry point :func:`quantize`: any format, any rounding, torch or numpy input."""
+"""The public entry points :func:`quantize`, :func:`encode` and :func:`decode`: any format, any
+rounding, torch or numpy input. Each dispatches through the format's handler."""
 
 from __future__ import annotations
 
@@ -8,14 +9,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from embstab.lowprec._core import as_generator, check_rounding
-from embstab.lowprec.blockq import quantize_block, quantize_mx
-from embstab.lowprec.fixedq import quantize_fixed, quantize_uniform
-from embstab.lowprec.floatq import quantize_float
-from embstab.lowprec.formats import (BlockFloatFormat, FixedFormat, FloatFormat, Format, MXFormat,
-                                     UniformFormat, get_format)
+from embstab.lowprec import gpu
+from embstab.lowprec.codes import BlockCodes
+from embstab.lowprec.formats import Format, get_format
+from embstab.lowprec.handlers import check_encodable, handler_for
+from embstab.lowprec.rounding import as_generator, check_rounding
 
-__all__ = ["quantize", "to_work_tensor"]
+__all__ = ["quantize", "encode", "decode", "to_work_tensor"]
 
 
 def to_work_tensor(x: Any) -> tuple[torch.Tensor, Callable[[torch.Tensor], Any]]:
@@ -85,20 +85,89 @@ def quantize(x: Any, fmt: Format | str, rounding: str = "nearest", generator: to
     :func:`encode` raises). Infinite inputs follow the format's overflow policy.
     """
     fmt = get_format(fmt)
+    handler = handler_for(fmt)
     rounding = check_rounding(rounding)
     t, back = to_work_tensor(x)
     gen = as_generator(generator, t.device)
     with torch.no_grad():
-        if isinstance(fmt, FloatFormat):
-            y = quantize_float(t, fmt, rounding, gen, compiled=compiled)
-        elif isinstance(fmt, FixedFormat):
-            y = quantize_fixed(t, fmt, rounding, gen)
-        elif isinstance(fmt, BlockFloatFormat):
-            y = quantize_block(t, fmt, rounding, gen)
-        elif isinstance(fmt, MXFormat):
-            y = quantize_mx(t, fmt, rounding, gen)
-        elif isinstance(fmt, UniformFormat):
-            y = quantize_uniform(t, fmt, rounding, gen)
-        else:
-            raise TypeError(f"fmt must be a number format or a preset name, got {type(fmt).__name__}")
+        y = gpu.try_kernel(t, fmt, rounding, gen)  # float32 CUDA tensors: one fused pass
+        if y is None:
+            y = handler.quantize(t, fmt, rounding, gen, compiled=compiled)
     return back(y)
+
+
+def encode(x: Any, fmt: Format | str, rounding: str = "nearest", generator: torch.Generator | int | None = None):
+    """Round ``x`` onto ``fmt`` and return integer codes.
+
+    Parameters
+    ----------
+    x : torch.Tensor or array_like
+        Values to encode.
+    fmt : Format or str
+        A format or preset name.
+    rounding : str
+        As for :func:`quantize`.
+    generator : torch.Generator or int, optional
+        Randomness for stochastic rounding.
+
+    Returns
+    -------
+    torch.Tensor, numpy.ndarray or BlockCodes
+        For float formats: bit patterns (uint8 up to 8 bits, else int32/int64). Fixed point: the
+        integer ``k`` with value ``k * 2**-frac_bits``. Uniform: the level index in
+        ``[0, 2**bits - 1]`` (``bits >= 32``: the float32 bit pattern of the clipped value).
+        Block and MX formats: a :class:`BlockCodes`. torch in → torch out; numpy in → numpy out
+        (BlockCodes always hold tensors).
+
+    Raises
+    ------
+    CodeError
+        If a value has no code (NaN in a format without NaN, non-finite input to fixed, uniform
+        or block formats).
+    """
+    fmt = get_format(fmt)
+    handler = handler_for(fmt)
+    rounding = check_rounding(rounding)
+    is_numpy = not isinstance(x, torch.Tensor)
+    t, _ = to_work_tensor(x)
+    gen = as_generator(generator, t.device)
+    with torch.no_grad():
+        check_encodable(t, fmt)
+        out = handler.encode(t, fmt, rounding, gen)
+    return out.numpy() if is_numpy and not isinstance(out, BlockCodes) else out
+
+
+def decode(codes: Any, fmt: Format | str | None = None, dtype: torch.dtype = torch.float32):
+    """Values of codes produced by :func:`encode`.
+
+    Parameters
+    ----------
+    codes : torch.Tensor, array_like or BlockCodes
+        The codes; :class:`BlockCodes` carry their format.
+    fmt : Format or str, optional
+        The format the codes were encoded with (required unless ``codes`` is a BlockCodes).
+    dtype : torch.dtype
+        Result dtype.
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+        numpy codes give a numpy array.
+
+    Raises
+    ------
+    TypeError
+        Without a format, or for block formats given plain codes.
+    """
+    if isinstance(codes, BlockCodes):
+        return handler_for(codes.format).decode(codes, codes.format).to(dtype)
+    if fmt is None:
+        raise TypeError("decode needs the format the codes were encoded with")
+    fmt = get_format(fmt)
+    handler = handler_for(fmt)
+    if handler.block_codes:
+        raise TypeError(f"{type(fmt).__name__} codes come as BlockCodes")
+    is_numpy = not isinstance(codes, torch.Tensor)
+    c = torch.as_tensor(np.asarray(codes).astype(np.int64)) if is_numpy else codes
+    out = handler.decode(c, fmt).to(dtype)
+    return out.numpy() if is_numpy else out

@@ -321,7 +321,7 @@ def _corpus_name(v: _Validator, value: Any) -> str:
 
 def _study_rounding(v: _Validator, value: Any) -> str:
     """``compression.rounding``: nearest, stochastic or stochastic:K (K random bits), canonicalised."""
-    from embstab.lowprec._core import check_rounding
+    from embstab.lowprec.rounding import check_rounding
 
     text = v.string(value, "compression.rounding")
     try:

@@ -1,4 +1,4 @@
-"""Exact rounding of scaled values to integers, random draws and small tensor helpers.
+"""Rounding modes, exact rounding of scaled values to integers, random draws and small tensor helpers.
 
 Everything here works on torch tensors. The "scaled" representation is the workhorse of the exact
 paths: a value is multiplied by an exact power of two so that the target grid becomes the
@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["MAX_SR_BITS", "ROUNDINGS", "check_rounding", "sr_bits", "as_generator", "round_integer", "uniform_bits", "scale_pow2"]
+from embstab.errors import EmbstabError, did_you_mean
+
+__all__ = ["MAX_SR_BITS", "ROUNDINGS", "RoundingError", "check_rounding", "sr_bits", "as_generator", "round_integer", "uniform_bits", "scale_pow2"]
 
 #: Rounding modes. "nearest" is round-half-to-even (IEEE default); "nearest_away" sends ties away
 #: from zero (QPyTorch's float "nearest"); "nearest_up" sends ties toward +inf (QPyTorch's block
@@ -28,14 +30,35 @@ _ALIASES = {"rne": "nearest", "nearest_even": "nearest", "rna": "nearest_away", 
 MAX_SR_BITS = 52
 
 
+class RoundingError(EmbstabError, ValueError):
+    """An unknown or malformed rounding-mode name."""
+
+
 def check_rounding(rounding: str) -> str:
-    """Canonical name of a rounding mode; raises ValueError naming the valid ones.
+    """Canonical name of a rounding mode.
 
     Besides :data:`ROUNDINGS` (and aliases such as ``"rne"``, ``"sr"``), ``"stochastic:K"`` (also
     ``"sr:K"``, ``"sr_bits(K)"``) is stochastic rounding with only K random bits, as hardware
     does it: K random bits are added to the first K discarded bits and the sum truncated, so the
     probability of rounding up is the fraction truncated to K bits (biased toward zero by less
     than 2**-K of a grid step).
+
+    Parameters
+    ----------
+    rounding : str
+        A rounding name or alias (case-insensitive).
+
+    Returns
+    -------
+    str
+        The canonical name, e.g. ``"nearest"`` or ``"stochastic:8"``.
+
+    Raises
+    ------
+    RoundingError
+        For an unknown name (with a did-you-mean hint) or a bad K.
+    TypeError
+        If ``rounding`` is not a string.
     """
     if not isinstance(rounding, str):
         raise TypeError(f"rounding must be a string, got {type(rounding).__name__}")
@@ -43,12 +66,13 @@ def check_rounding(rounding: str) -> str:
     bits = _sr_bits(name)
     if bits is not None:
         if not 1 <= bits <= MAX_SR_BITS:
-            raise ValueError(f"stochastic rounding with K random bits needs 1 <= K <= {MAX_SR_BITS}, got {rounding!r}")
+            raise RoundingError(f"stochastic rounding with K random bits needs 1 <= K <= {MAX_SR_BITS}, got {rounding!r}")
         return f"stochastic:{bits}"
     key = _ALIASES.get(name, name)
     if key not in ROUNDINGS:
-        raise ValueError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDINGS)} "
-                         "or 'stochastic:K' (K random bits)")
+        hint = did_you_mean(name, [*ROUNDINGS, *_ALIASES])
+        raise RoundingError(f"unknown rounding {rounding!r}{hint}; expected one of {', '.join(ROUNDINGS)} "
+                            "or 'stochastic:K' (K random bits)")
     return key
 
 
@@ -60,7 +84,7 @@ def _sr_bits(name: str) -> int | None:
             try:
                 return int(text)
             except ValueError:
-                raise ValueError(f"rounding {name!r}: K must be an integer number of random bits") from None
+                raise RoundingError(f"rounding {name!r}: K must be an integer number of random bits") from None
     return None
 
 
@@ -70,8 +94,26 @@ def sr_bits(rounding: str) -> int | None:
 
 
 def as_generator(generator: Any, device: torch.device) -> torch.Generator | None:
-    """A ``torch.Generator`` from a generator, an int seed or None (None = torch's default
-    generator, so ``torch.manual_seed`` still governs code that passes nothing)."""
+    """A ``torch.Generator`` from a generator, an int seed or None.
+
+    Parameters
+    ----------
+    generator : torch.Generator, int or None
+        An existing generator (returned as is), a seed for a fresh one, or None.
+    device : torch.device
+        Device of a generator made from a seed.
+
+    Returns
+    -------
+    torch.Generator or None
+        None means torch's default generator, so ``torch.manual_seed`` still governs code that
+        passes nothing.
+
+    Raises
+    ------
+    TypeError
+        For any other type.
+    """
     if generator is None or isinstance(generator, torch.Generator):
         return generator
     if isinstance(generator, (int, np.integer)) and not isinstance(generator, bool):
@@ -85,11 +127,35 @@ def uniform_bits(shape: tuple[int, ...], bits: int, generator: torch.Generator |
                  dtype: torch.dtype = torch.int64) -> torch.Tensor:
     """Independent uniform integers on ``[0, 2**bits)`` drawn from ``generator``.
 
-    Drawn on the generator's device (so a CPU generator gives the same stream whatever the
-    tensor's device or the thread count) and moved afterwards.
+    Parameters
+    ----------
+    shape : tuple of int
+        Result shape.
+    bits : int
+        Bits per draw, 1..62.
+    generator : torch.Generator or None
+        Source of randomness (None: torch's default generator).
+    device : torch.device
+        Where the result lives.
+    dtype : torch.dtype
+        int32 (``bits <= 31``) or int64.
+
+    Returns
+    -------
+    torch.Tensor
+        Drawn on the generator's device (so a CPU generator gives the same stream whatever the
+        tensor's device or the thread count) and moved afterwards.
     """
     gdev = generator.device if generator is not None else device
-    r = torch.randint(0, 2 ** bits, shape, generator=generator, device=gdev, dtype=dtype)
+    n = math.prod(shape)
+    if dtype == torch.int32 and bits <= 31:
+        # the generator's cost is per draw: one 63-bit draw gives two int32 halves of >= 31
+        # uniform bits each, masked to ``bits`` (twice as fast as one draw per element)
+        r = torch.empty((n + 1) // 2, dtype=torch.int64, device=gdev).random_(generator=generator)
+        r = r.view(torch.int32)[:n].reshape(shape)
+        r &= 2 ** bits - 1
+    else:
+        r = torch.randint(0, 2 ** bits, shape, generator=generator, device=gdev, dtype=dtype)
     return r.to(device)
 
 
@@ -112,13 +178,14 @@ def scale_pow2(x: torch.Tensor, k: int | torch.Tensor) -> torch.Tensor:
 def round_integer(y: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
     """Round float64 values ``y`` to integers (returned as float64).
 
-    Nearest modes and truncation are exact. Stochastic rounding works on the magnitude (so
+    Nearest modes and truncation are exact and also accept float32 (the result keeps ``y``'s
+    dtype); the stochastic modes need float64. Stochastic rounding works on the magnitude (so
     SR(-y) is distributed as -SR(y)) and rounds up iff ``u < frac(|y|)`` with ``u`` a 53-bit
     uniform: the probability equals the fraction exactly whenever the fraction is a multiple of
     2**-53, which holds for every fp32 input whose magnitude is at least 2**-29 grid steps; below
     that the error is under 2**-53 in absolute probability.
     """
-    if y.dtype != torch.float64:
+    if y.dtype != torch.float64 and (rounding.startswith("stochastic") or not y.is_floating_point()):
         raise TypeError("round_integer expects float64")
     if rounding == "nearest":
         return torch.round(y)
@@ -127,9 +194,9 @@ def round_integer(y: torch.Tensor, rounding: str, generator: torch.Generator | N
     f = torch.floor(y)
     diff = y - f  # exact: f and y share their high bits
     if rounding == "nearest_up":
-        return f + (diff >= 0.5)
+        return f + (diff >= 0.5).to(y.dtype)
     if rounding == "nearest_away":
-        return f + ((diff > 0.5) | ((diff == 0.5) & (y > 0)))
+        return f + ((diff > 0.5) | ((diff == 0.5) & (y > 0))).to(y.dtype)
     if rounding == "stochastic":
         a = y.abs()
         fa = torch.floor(a)
