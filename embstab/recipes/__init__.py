@@ -7,5 +7,8 @@ small-problem acceptance check; ``embstab recipes list`` and ``embstab recipes c
 from __future__ import annotations
 
 from embstab.recipes.registry import RECIPES, CheckResult, Recipe, get_recipe, register_recipe
+from embstab.recipes.sixteen_bit import (SIXTEEN_BIT_MODES, PrecisionRecipeError, SixteenBitTraining,
+                                         least_squares_16bit, sixteen_bit)
 
 __all__ = ["RECIPES", "CheckResult", "Recipe", "get_recipe", "register_recipe"]
+__all__ += ["SIXTEEN_BIT_MODES", "PrecisionRecipeError", "SixteenBitTraining", "least_squares_16bit", "sixteen_bit"]
