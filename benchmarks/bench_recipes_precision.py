@@ -41,7 +41,7 @@ def bench_sixteen_bit(steps: int) -> pd.DataFrame:
             rec = sixteen_bit(model, base, "bf16", mode, inplace=True)
             net, opt = rec.model, rec.optimizer
 
-        def step():
+        def step(net=net, opt=opt):
             opt.zero_grad()
             net(x).pow(2).mean().backward()
             opt.step()

@@ -7,7 +7,13 @@ import torch
 from torch import nn
 
 from embstab.lowprec import quantize
-from embstab.recipes import RECIPES, SWALP, PrecisionRecipeError, least_squares_swalp, swalp_formats
+from embstab.recipes import (
+    RECIPES,
+    SWALP,
+    PrecisionRecipeError,
+    least_squares_swalp,
+    swalp_formats,
+)
 from embstab.recipes.swalp import check_swalp
 
 

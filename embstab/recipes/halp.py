@@ -195,7 +195,7 @@ def least_squares_halp(method: str, epochs: tuple[int, ...] = (5, 10, 20, 40), *
             if (t + 1) % T == 0 and (t + 1) // T in epochs:
                 out[(t + 1) // T] = float(torch.linalg.norm(w.detach() - w_opt))
         return out
-    fmt = FixedFormat(bits, int(round(-math.log2(lp_step))))
+    fmt = FixedFormat(bits, round(-math.log2(lp_step)))
     lp = method.startswith("lp-")
     w = torch.zeros(d, dtype=torch.float64)
     anchor, full = w.clone(), None

@@ -25,7 +25,7 @@ from torch.utils.checkpoint import checkpoint as _torch_checkpoint
 from embstab.recipes.registry import CheckResult, register_recipe
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
 
-__all__ = ["MemoryProfile", "memory_profile", "LowMemoryModel", "low_memory"]
+__all__ = ["LowMemoryModel", "MemoryProfile", "low_memory", "memory_profile"]
 
 _STORAGE = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -22,11 +22,22 @@ import torch
 from torch import nn
 
 from embstab.errors import EmbstabError
-from embstab.lowprec import FloatFormat, LowPrecisionOptimizer, Quantizer, get_format, lower
+from embstab.lowprec import (
+    FloatFormat,
+    LowPrecisionOptimizer,
+    Quantizer,
+    get_format,
+    lower,
+)
 from embstab.recipes.registry import CheckResult, register_recipe
 
-__all__ = ["PrecisionRecipeError", "SixteenBitTraining", "sixteen_bit", "least_squares_16bit",
-           "SIXTEEN_BIT_MODES"]
+__all__ = [
+    "SIXTEEN_BIT_MODES",
+    "PrecisionRecipeError",
+    "SixteenBitTraining",
+    "least_squares_16bit",
+    "sixteen_bit",
+]
 
 #: Weight-update modes: three all-16-bit updates and the float32-master-weight baseline.
 SIXTEEN_BIT_MODES = ("nearest", "stochastic", "kahan", "mixed")

@@ -21,11 +21,18 @@ import pandas as pd
 import torch
 from torch import nn
 
-from embstab.lowprec import BlockFloatFormat, FixedFormat, LowPrecisionOptimizer, Quantizer, lower, quantize
+from embstab.lowprec import (
+    BlockFloatFormat,
+    FixedFormat,
+    LowPrecisionOptimizer,
+    Quantizer,
+    lower,
+    quantize,
+)
 from embstab.recipes.registry import CheckResult, register_recipe
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
 
-__all__ = ["SWALP", "bn_update", "swalp_formats", "least_squares_swalp"]
+__all__ = ["SWALP", "bn_update", "least_squares_swalp", "swalp_formats"]
 
 
 def swalp_formats(word_bits: int = 8) -> dict[str, BlockFloatFormat]:
