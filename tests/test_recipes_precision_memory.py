@@ -56,3 +56,17 @@ def test_profile_needs_trainable_parameters():
     m = _net().requires_grad_(False)
     with pytest.raises(PrecisionRecipeError, match="trainable"):
         memory_profile(m, torch.randn(2, 10))
+
+
+@pytest.mark.parametrize("build", ["mlp", "cnn"])
+def test_graph_walk_agrees_with_saved_tensor_count(build):
+    torch.manual_seed(0)
+    if build == "mlp":
+        model, x = _net(), torch.randn(16, 10)
+    else:
+        model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(8 * 4 * 4, 10))
+        x = torch.randn(4, 1, 8, 8)
+    prof = memory_profile(model, (x, torch.randint(0, 3, (len(x),))), nn.functional.cross_entropy)
+    assert prof.graph_activations is not None
+    assert abs(prof.graph_activations - prof.activations) <= 0.10 * prof.activations

@@ -40,6 +40,10 @@ class MemoryProfile:
         Bytes of each kind (activations: tensors saved for backward, each storage once).
     graph_nodes : int
         Backward nodes reached from the loss.
+    graph_activations : int or None
+        The same activations found by walking the autograd graph from the loss and reading each
+        node's saved tensors (an independent count; None for a :class:`LowMemoryModel`, whose
+        saved tensors are packed).
     """
 
     weights: int
@@ -47,6 +51,7 @@ class MemoryProfile:
     optimizer_state: int
     activations: int
     graph_nodes: int
+    graph_activations: int | None = None
 
     @property
     def total(self) -> int:
@@ -62,6 +67,31 @@ class MemoryProfile:
 
 def _nbytes(t: torch.Tensor) -> int:
     return t.untyped_storage().nbytes()
+
+
+def _graph_saved_bytes(fn, skip: set[int]) -> int:
+    """Bytes of the tensors the backward nodes reachable from ``fn`` hold (``_saved_*``), each
+    storage once, parameters left out."""
+    seen, stack, found = set(), [fn], {}
+    while stack:
+        f = stack.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        for name in dir(f):
+            if not name.startswith("_saved_"):
+                continue
+            try:
+                vals = getattr(f, name)
+            except RuntimeError:  # already freed
+                continue
+            for v in vals if isinstance(vals, (tuple, list)) else (vals,):
+                if isinstance(v, torch.Tensor):
+                    ptr = v.untyped_storage().data_ptr()
+                    if ptr not in skip:
+                        found[ptr] = max(found.get(ptr, 0), _nbytes(v))
+        stack.extend(nf for nf, _ in getattr(f, "next_functions", ()))
+    return sum(found.values())
 
 
 def _count_nodes(fn) -> int:
@@ -115,6 +145,7 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
             saved[ptr] = max(saved.get(ptr, 0), _nbytes(t))
         return t
 
+    graph = None
     if isinstance(model, LowMemoryModel):
         # micro-batches run one after another: the peak is the largest micro-batch's saved set
         _, nodes, per_micro = model._profile_step(inputs, target, loss_fn, param_ptrs)
@@ -124,6 +155,7 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
             out = model(*inputs)
             loss = loss_fn(out, target) if loss_fn is not None else out.float().sum()
         nodes = _count_nodes(loss.grad_fn)
+        graph = _graph_saved_bytes(loss.grad_fn, param_ptrs)
         activations = sum(saved.values())
         del loss, out
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -132,7 +164,7 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
     if optimizer is not None:
         for st in optimizer.state.values():
             state += sum(v.numel() * v.element_size() for v in st.values() if isinstance(v, torch.Tensor))
-    return MemoryProfile(weights, gradients, state, activations, nodes)
+    return MemoryProfile(weights, gradients, state, activations, nodes, graph)
 
 
 class _Checkpointed(nn.Module):
