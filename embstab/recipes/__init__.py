@@ -7,5 +7,7 @@ small-problem acceptance check; ``embstab recipes list`` and ``embstab recipes c
 from __future__ import annotations
 
 from embstab.recipes.registry import RECIPES, CheckResult, Recipe, get_recipe, register_recipe
+from embstab.recipes.tt import TTEmbedding, TTShape, suggest_tt_shape, tt_compress_embedding, tt_decompose, tt_full
 
-__all__ = ["RECIPES", "CheckResult", "Recipe", "get_recipe", "register_recipe"]
+__all__ = ["RECIPES", "CheckResult", "Recipe", "get_recipe", "register_recipe",
+           "TTEmbedding", "TTShape", "suggest_tt_shape", "tt_compress_embedding", "tt_decompose", "tt_full"]
