@@ -11,8 +11,10 @@ from embstab.recipes.tt import TTEmbedding, TTShape, suggest_tt_shape, tt_compre
 from embstab.recipes.ocs import ocs_merge, ocs_quantize, ocs_split
 from embstab.recipes.rotation import random_hadamard, random_orthogonal, rotate_quantize
 from embstab.recipes.adasum import AdasumOptimizer, adasum_pair, adasum_reduce, simulate_data_parallel
+from embstab.recipes.pipemare import delayed_gd_threshold, simulate_pipeline
 
 __all__ = ["RECIPES", "CheckResult", "Recipe", "get_recipe", "register_recipe",
            "TTEmbedding", "TTShape", "suggest_tt_shape", "tt_compress_embedding", "tt_decompose", "tt_full",
            "ocs_merge", "ocs_quantize", "ocs_split", "random_hadamard", "random_orthogonal", "rotate_quantize",
-           "AdasumOptimizer", "adasum_pair", "adasum_reduce", "simulate_data_parallel"]
+           "AdasumOptimizer", "adasum_pair", "adasum_reduce", "simulate_data_parallel",
+           "delayed_gd_threshold", "simulate_pipeline"]
