@@ -12,9 +12,11 @@ from embstab.recipes.ocs import ocs_merge, ocs_quantize, ocs_split
 from embstab.recipes.rotation import random_hadamard, random_orthogonal, rotate_quantize
 from embstab.recipes.adasum import AdasumOptimizer, adasum_pair, adasum_reduce, simulate_data_parallel
 from embstab.recipes.pipemare import delayed_gd_threshold, simulate_pipeline
+from embstab.recipes.communication import maurey_sparsify, message_bits, round_robin, topk_sparsify
 
 __all__ = ["RECIPES", "CheckResult", "Recipe", "get_recipe", "register_recipe",
            "TTEmbedding", "TTShape", "suggest_tt_shape", "tt_compress_embedding", "tt_decompose", "tt_full",
            "ocs_merge", "ocs_quantize", "ocs_split", "random_hadamard", "random_orthogonal", "rotate_quantize",
            "AdasumOptimizer", "adasum_pair", "adasum_reduce", "simulate_data_parallel",
-           "delayed_gd_threshold", "simulate_pipeline"]
+           "delayed_gd_threshold", "simulate_pipeline",
+           "maurey_sparsify", "message_bits", "round_robin", "topk_sparsify"]
