@@ -11,7 +11,7 @@ import torch
 
 from embstab.errors import UnknownNameError
 from embstab.recipes import RECIPES
-from embstab.recipes.adasum import (AdasumError, _ls_grad_fn, adasum_pair, adasum_reduce, least_squares_problem,
+from embstab.recipes.adasum import (AdasumError, least_squares_grad_fn, adasum_pair, adasum_reduce, least_squares_problem,
                                     simulate_data_parallel)
 
 
@@ -60,11 +60,11 @@ def test_simulator_reductions():
     X, y, _ = least_squares_problem(d=10, n=256, seed=0)
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
     w0 = [torch.zeros(10, dtype=torch.float64)]
-    one = simulate_data_parallel(w0, _ls_grad_fn(Xt, yt, 1, 16, 0), 1, 0.1, 5, reduce="adasum")
-    avg = simulate_data_parallel(w0, _ls_grad_fn(Xt, yt, 1, 16, 0), 1, 0.1, 5, reduce="average")
+    one = simulate_data_parallel(w0, least_squares_grad_fn(Xt, yt, 1, 16, 0), 1, 0.1, 5, reduce="adasum")
+    avg = simulate_data_parallel(w0, least_squares_grad_fn(Xt, yt, 1, 16, 0), 1, 0.1, 5, reduce="average")
     assert torch.allclose(one[0], avg[0])  # one worker: every rule is the identity
-    q = simulate_data_parallel(w0, _ls_grad_fn(Xt, yt, 4, 16, 0), 4, 0.1, 5, comm_format="bf16", generator=3)
-    full = simulate_data_parallel(w0, _ls_grad_fn(Xt, yt, 4, 16, 0), 4, 0.1, 5)
+    q = simulate_data_parallel(w0, least_squares_grad_fn(Xt, yt, 4, 16, 0), 4, 0.1, 5, comm_format="bf16", generator=3)
+    full = simulate_data_parallel(w0, least_squares_grad_fn(Xt, yt, 4, 16, 0), 4, 0.1, 5)
     assert 0 < float((q[0] - full[0]).norm()) < 0.05 * float(full[0].norm())
 
 
@@ -82,12 +82,12 @@ def test_torchrun_gloo_matches_simulator(tmp_path):
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(sys.path)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--standalone",
-           "-m", "embstab.recipes.adasum", "--out", str(out), "--steps", "20", "--lr", "0.1"]
+           "-m", "embstab.recipes.adasum_demo", "--out", str(out), "--steps", "20", "--lr", "0.1"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     got = np.load(out)
     X, y, _ = least_squares_problem(d=20, n=1024, seed=0)
     ref = simulate_data_parallel([torch.zeros(20, dtype=torch.float64)],
-                                 _ls_grad_fn(torch.from_numpy(X), torch.from_numpy(y), 4, 16, 0), 4, 0.1, 20)[0]
+                                 least_squares_grad_fn(torch.from_numpy(X), torch.from_numpy(y), 4, 16, 0), 4, 0.1, 20)[0]
     assert np.abs(got - ref.numpy()).max() < 1e-6
     assert np.linalg.norm(got) > 0

@@ -8,13 +8,12 @@ pairing (worker ``r`` with ``r ^ level`` for level = 1, 2, 4, ...). Other counts
 
 :class:`AdasumOptimizer` runs the same reduction over ``torch.distributed`` (any backend; gloo on
 CPU): each rank takes its local optimizer step, the model deltas are all-gathered and every rank
-reduces them with the same tree, so all ranks end identical. ``python -m embstab.recipes.adasum``
-is a least-squares demo meant for ``torchrun``.
+reduces them with the same tree, so all ranks end identical. ``embstab.recipes.adasum_demo`` is a
+least-squares demo meant for ``torchrun``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from embstab.errors import EmbstabError, lookup
 from embstab.recipes.registry import CheckResult, register_recipe
 
 __all__ = ["AdasumError", "REDUCTIONS", "adasum_pair", "adasum_reduce", "simulate_data_parallel",
-           "AdasumOptimizer", "least_squares_problem", "check_adasum"]
+           "AdasumOptimizer", "least_squares_problem", "least_squares_grad_fn", "check_adasum"]
 
 #: Ways to combine the workers' updates (name -> description).
 REDUCTIONS = {"adasum": "adaptive sum (recursive pairing)", "average": "mean of the workers", "sum": "sum of the workers"}
@@ -265,7 +264,14 @@ def least_squares_problem(d: int = 100, n: int = 8192, noise: float = 0.1, seed:
     return X, y, np.linalg.lstsq(X, y, rcond=None)[0]
 
 
-def _ls_grad_fn(X: torch.Tensor, y: torch.Tensor, workers: int, batch: int, seed: int):
+def least_squares_grad_fn(X: torch.Tensor, y: torch.Tensor, workers: int, batch: int, seed: int
+                          ) -> Callable[[list[torch.Tensor], int, int], list[torch.Tensor]]:
+    """``grad_fn(w, worker, step)`` for :func:`simulate_data_parallel` on ``0.5 mean((X w - y)^2)``.
+
+    Each step draws one ``(workers, batch)`` block of sample ids from a generator seeded with
+    ``seed``; worker ``k`` uses row ``k``. Every process that builds it with the same arguments sees
+    the same ids, which is what lets a multi-process run match the simulator.
+    """
     gen = torch.Generator().manual_seed(seed)
     cache: dict[int, torch.Tensor] = {}
 
@@ -328,7 +334,7 @@ def check_adasum(seed: int = 0, seeds: int = 3, rounds: int = 300) -> CheckResul
         for method in ("sum", "average", "adasum", "sequential"):
             losses = []
             for s in range(seed, seed + seeds):
-                gf = _ls_grad_fn(Xt, yt, 8, 16, s)
+                gf = least_squares_grad_fn(Xt, yt, 8, 16, s)
                 w0 = [torch.zeros(X.shape[1], dtype=torch.float64)]
                 if method == "sequential":  # one worker taking the 8 batches of a round in turn
                     w = w0[0].clone()
@@ -355,35 +361,3 @@ def check_adasum(seed: int = 0, seeds: int = 3, rounds: int = 300) -> CheckResul
         "lr 0.8: Adasum diverges, average does not": math.isinf(e[(0.8, "adasum")]) and math.isfinite(e[(0.8, "average")]),
     })
     return CheckResult("adasum", t, claims, seed)
-
-
-def _demo(argv: list[str] | None = None) -> None:
-    """Least-squares data-parallel SGD with AdasumOptimizer under torchrun; rank 0 saves the result."""
-    import torch.distributed as dist
-
-    ap = argparse.ArgumentParser(description="Adasum least-squares demo; run with "
-                                 "`torchrun --nproc-per-node 4 -m embstab.recipes.adasum --out w.npy`")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--lr", type=float, default=0.1)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    X, y, _ = least_squares_problem(d=20, n=1024, seed=args.seed)
-    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
-    gf = _ls_grad_fn(Xt, yt, world, args.batch, args.seed)  # same index stream on every rank
-    w = torch.nn.Parameter(torch.zeros(X.shape[1], dtype=torch.float64))
-    opt = AdasumOptimizer(torch.optim.SGD([w], lr=args.lr))
-    for step in range(args.steps):
-        opt.zero_grad()
-        w.grad = gf([w.detach()], rank, step)[0]
-        opt.step()
-    if rank == 0:
-        np.save(args.out, w.detach().numpy())
-    dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    _demo()
