@@ -1,0 +1,197 @@
+"""Rotate before quantizing: randomized Hadamard and random orthogonal rotations.
+
+For an embedding table ``X`` and an orthogonal ``R``, ``X R`` has exactly the Gram matrix of ``X``,
+so rotation-invariant measures (kNN, EIS, PIP) are unchanged until quantization; a rotation spreads
+outlier dimensions over all coordinates, which shrinks the range the quantizer must cover. Both
+members of an embedding pair must use the same ``R`` (or be rotated back).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from embstab.errors import EmbstabError, ShapeError, lookup
+from embstab.lowprec import UniformFormat, quantize
+from embstab.recipes.registry import CheckResult, register_recipe
+
+__all__ = ["ROTATIONS", "RotationError", "hadamard", "random_hadamard", "random_orthogonal", "rotate_quantize", "check_rotation"]
+
+#: Rotations of :func:`rotate_quantize` (name -> description).
+ROTATIONS = {
+    "hadamard": "randomized Hadamard H diag(s) / sqrt(m), power-of-two blocks or zero padding",
+    "orthogonal": "Haar-random orthogonal matrix (QR of a Gaussian matrix)",
+}
+
+
+class RotationError(EmbstabError, ValueError):
+    """A dimension or rotation matrix the rotation cannot take."""
+
+
+def _gen(generator: torch.Generator | int | None) -> np.random.Generator:
+    if isinstance(generator, torch.Generator):
+        return np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
+    return np.random.default_rng(0 if generator is None else int(generator))
+
+
+def hadamard(m: int) -> np.ndarray:
+    """The Sylvester Hadamard matrix of order ``m`` (a power of two), entries ±1, float64.
+
+    Raises
+    ------
+    RotationError
+        ``m`` is not a positive power of two.
+    """
+    if not (isinstance(m, (int, np.integer)) and m >= 1 and (m & (m - 1)) == 0):
+        raise RotationError(f"a Sylvester Hadamard matrix needs a power-of-two order, got {m!r}")
+    H = np.ones((1, 1))
+    while H.shape[0] < m:
+        H = np.block([[H, H], [H, -H]])
+    return H
+
+
+def random_hadamard(d: int, generator: torch.Generator | int | None = None, mode: str = "blocks") -> np.ndarray:
+    """A randomized Hadamard rotation ``H diag(s) / sqrt(m)`` for dimension ``d``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension (any positive int).
+    generator : torch.Generator or int, optional
+        Seed of the random signs.
+    mode : {"blocks", "pad"}
+        For ``d`` not a power of two: ``"blocks"`` is block-diagonal over the binary
+        decomposition of ``d`` (e.g. 100 = 64 + 32 + 4; square, orthogonal); ``"pad"`` zero-pads to
+        the next power of two ``D`` and returns a ``d x D`` matrix with orthonormal rows
+        (``X R`` has ``D`` columns; ``X R R^T = X``).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``d x d`` (blocks, or ``d`` a power of two) or ``d x D`` (pad), float64.
+
+    Raises
+    ------
+    RotationError
+        ``d`` is not a positive integer, or an unknown mode.
+    """
+    if not (isinstance(d, (int, np.integer)) and d >= 1):
+        raise RotationError(f"rotation dimension must be a positive integer, got {d!r}")
+    if mode not in ("blocks", "pad"):
+        raise RotationError(f"mode must be 'blocks' or 'pad', got {mode!r}")
+    rng = _gen(generator)
+    if mode == "pad":
+        D = 1 << (int(d) - 1).bit_length()
+        s = rng.choice([-1.0, 1.0], size=D)
+        return (hadamard(D) * s[None, :] / np.sqrt(D))[:d]
+    R = np.zeros((d, d))
+    start = 0
+    for bit in reversed(range(int(d).bit_length())):
+        m = 1 << bit
+        if d & m:
+            s = rng.choice([-1.0, 1.0], size=m)
+            R[start:start + m, start:start + m] = hadamard(m) * s[None, :] / np.sqrt(m)
+            start += m
+    return R
+
+
+def random_orthogonal(d: int, generator: torch.Generator | int | None = None) -> np.ndarray:
+    """A Haar-random ``d x d`` orthogonal matrix (QR of a Gaussian matrix, signs fixed), float64."""
+    if not (isinstance(d, (int, np.integer)) and d >= 1):
+        raise RotationError(f"rotation dimension must be a positive integer, got {d!r}")
+    Q, Rr = np.linalg.qr(_gen(generator).standard_normal((d, d)))
+    return Q * np.sign(np.diag(Rr))[None, :]
+
+
+def rotate_quantize(X: Any, fmt: Any, rotation: str | np.ndarray | None = "hadamard", rotate_back: bool = True,
+                    rounding: str = "nearest", generator: torch.Generator | int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Quantize ``X R`` with a lowprec format, optionally rotating back with ``R^T``.
+
+    Parameters
+    ----------
+    X : array-like, shape (n, d)
+        The table.
+    fmt : lowprec Format or str
+        Target format (e.g. ``UniformFormat(4, clip)``, ``"bf16"``), through
+        :func:`embstab.lowprec.quantize`.
+    rotation : {"hadamard", "orthogonal", None} or numpy.ndarray
+        A rotation name, or an explicit matrix with ``d`` rows and orthonormal rows (pass the ``R``
+        returned for the first member of a pair to quantize the second the same way).
+    rotate_back : bool
+        Return ``Q(X R) R^T`` (``n x d``) rather than ``Q(X R)``.
+    rounding : str
+        Rounding mode of the quantizer.
+    generator : torch.Generator or int, optional
+        Seed of the rotation and of stochastic rounding.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray or None)
+        The quantized table (float64) and the rotation used.
+
+    Raises
+    ------
+    RotationError
+        A matrix whose row count differs from ``d``.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ShapeError(f"rotate_quantize expects a 2-D table, got shape {X.shape}")
+    d = X.shape[1]
+    if rotation is None:
+        R = None
+    elif isinstance(rotation, str):
+        lookup(ROTATIONS, rotation, "rotation")
+        R = random_hadamard(d, generator) if rotation == "hadamard" else random_orthogonal(d, generator)
+    else:
+        R = np.asarray(rotation, dtype=np.float64)
+        if R.ndim != 2 or R.shape[0] != d or R.shape[1] < d:
+            raise RotationError(f"rotation matrix of shape {R.shape} cannot rotate a {d}-dimensional table")
+    Y = X if R is None else X @ R
+    Yq = quantize(torch.from_numpy(Y), fmt, rounding=rounding, generator=generator).numpy().astype(np.float64)
+    if R is not None and rotate_back:
+        Yq = Yq @ R.T
+    return Yq, R
+
+
+def _rel_mse(X: np.ndarray, Y: np.ndarray) -> float:
+    return float(np.sum((X - Y) ** 2) / np.sum(X ** 2))
+
+
+@register_recipe("rotation", "Randomized Hadamard / random orthogonal rotation before quantization",
+                 ("random_hadamard", "random_orthogonal", "rotate_quantize"))
+def check_rotation(seed: int = 0) -> CheckResult:
+    """Rotation before uniform quantization of a 10,000 x 64 Gaussian table with two outlier dimensions.
+
+    Dimensions 3 and 17 are scaled x10; the quantizer is ``UniformFormat(bits, clip=max|X R|)``.
+    Returns one row per (bits, rotation) with relMSE after rotating back.
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((10_000, 64))
+    X[:, [3, 17]] *= 10
+    rows = []
+    for bits in (4, 8):
+        for rot in (None, "hadamard", "orthogonal"):
+            R = None if rot is None else (random_hadamard(64, seed) if rot == "hadamard" else random_orthogonal(64, seed))
+            Y = X if R is None else X @ R
+            Xq, _ = rotate_quantize(X, UniformFormat(bits, float(np.abs(Y).max())), R if R is not None else None)
+            rows.append({"bits": bits, "rotation": rot or "none", "rel_mse": _rel_mse(X, Xq),
+                         "max_over_rms": float(np.abs(Y).max() / np.sqrt(np.mean(Y ** 2)))})
+    t = pd.DataFrame(rows)
+    e = {(r.bits, r.rotation): r.rel_mse for r in t.itertuples()}
+    H = random_hadamard(64, seed)
+    gram_ok = np.allclose((X[:500] @ H) @ (X[:500] @ H).T, X[:500] @ X[:500].T, rtol=1e-10, atol=1e-8)
+    shapes_ok = all(np.allclose(R @ R.T, np.eye(d), atol=1e-12)
+                    for d in (17, 64, 100) for R in (random_hadamard(d, seed), random_hadamard(d, seed, "pad")))
+    claims = {
+        "rotation keeps the Gram matrix before quantization": bool(gram_ok),
+        "Hadamard cuts the error on outlier dimensions at 4 and 8 bits (>= 2.6x)":
+            all(e[(b, "none")] >= 2.6 * e[(b, "hadamard")] for b in (4, 8)),
+        "Hadamard beats a random orthogonal rotation": all(e[(b, "hadamard")] < e[(b, "orthogonal")] for b in (4, 8)),
+        "block and padded Hadamard are orthonormal for d = 17, 64, 100": bool(shapes_ok),
+    }
+    return CheckResult("rotation", t, claims, seed)
