@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from embstab.errors import EmbstabError
 
-__all__ = ["atomic_write", "is_special", "check_outputs", "check_writable", "OutputClashError", "to_json",
+__all__ = ["atomic_write", "is_temp_name", "temp_path_for", "TEMP_SUFFIX", "is_special", "check_outputs", "check_writable", "OutputClashError", "to_json",
            "json_safe", "publish"]
 
 
@@ -84,6 +84,24 @@ def is_special(path: str | os.PathLike) -> bool:
     return not stat.S_ISREG(st.st_mode) or _through_fd_link(path)
 
 
+TEMP_SUFFIX = ".tmp"
+
+
+def temp_path_for(target: str, token: str) -> str:
+    """The name a writer gives its temporary file beside ``target`` (hidden, ``.tmp`` suffix)."""
+    parent, _, base = target.rpartition("/")
+    return f"{parent}/.{base}.{token}{TEMP_SUFFIX}" if parent else f".{base}.{token}{TEMP_SUFFIX}"
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is a writer's temporary file.
+
+    A writer killed mid-write (SIGKILL, power cut) leaves one behind; readers skip these names and
+    a store sweeps them once they are old enough that no live writer can own them.
+    """
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None,
                  newline: str | None = None, fsync: bool = True) -> Iterator[IO[Any]]:
@@ -136,7 +154,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | N
         old_mode = stat.S_IMODE(os.stat(target).st_mode)
     except OSError:
         old_mode = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=TEMP_SUFFIX, dir=directory)
     try:
         with os.fdopen(fd, mode, **text) as fh:
             yield fh

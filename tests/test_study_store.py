@@ -13,7 +13,7 @@ import pytest
 
 from embstab import Embedding
 from embstab.study import ArtifactStore, ResultDB, config_hash
-from embstab.study.store import TEMP_MARKER
+from embstab._fs import atomic_write, is_temp_name, temp_path_for
 
 
 def _emb(seed: int = 0, n: int = 50, d: int = 8) -> Embedding:
@@ -72,7 +72,8 @@ def test_leftover_temp_file_is_never_an_artifact(tmp_path):
     final = store.path("embedding", key, "npz")
     os.makedirs(os.path.dirname(final))
     # what a writer killed mid-write leaves behind: a truncated temporary file
-    with open(final + TEMP_MARKER + "dead", "wb") as fh:
+    # (named exactly as atomic_write names its temporary file)
+    with open(temp_path_for(final, "dead"), "wb") as fh:
         fh.write(b"PK\x03\x04 truncated")
     assert not store.has_embedding("embedding", key)
     assert list(store.iter_artifacts()) == []
@@ -156,3 +157,18 @@ def test_two_processes_inserting_the_same_rows_store_each_once(tmp_path):
     with ResultDB(path) as db:
         df = db.results()
     assert len(df) == 60 and df["row_id"].is_unique
+
+
+def test_atomic_write_temp_files_are_what_the_store_skips(tmp_path):
+    """The temp file a writer leaves when killed mid-write is the one the store skips and sweeps."""
+    store = ArtifactStore(tmp_path)
+    key = config_hash({"k": 3})
+    final = store.path("measures", key, "result.json")
+    os.makedirs(os.path.dirname(final))
+    with atomic_write(final) as fh:
+        fh.write(b"{")
+        # a SIGKILL here leaves exactly this file behind
+        (leftover,) = [n for n in os.listdir(os.path.dirname(final))]
+        assert is_temp_name(leftover)
+        assert list(store.iter_artifacts()) == []
+        assert len(store.temp_files()) == 1

@@ -20,15 +20,14 @@ from typing import Any
 
 import fsspec
 
-from embstab._fs import atomic_write, to_json
+from embstab._fs import atomic_write, is_temp_name, temp_path_for, to_json
 from embstab.embedding import Embedding
 from embstab.errors import EmbeddingFormatError, EmbstabError, OptionalDependencyError
 from embstab.io.arrays import npz_bytes, read_npz
 
-__all__ = ["ArtifactStore", "CorruptArtifactError", "config_hash", "canonical_json", "TEMP_MARKER"]
+__all__ = ["ArtifactStore", "CorruptArtifactError", "config_hash", "canonical_json"]
 
 #: Part of every temporary file name; such files are never artifacts.
-TEMP_MARKER = ".tmp-"
 
 
 class CorruptArtifactError(EmbstabError):
@@ -164,7 +163,7 @@ class ArtifactStore:
             with atomic_write(target) as fh:  # fsynced before the rename
                 fh.write(data)
             return
-        tmp = f"{target}{TEMP_MARKER}{uuid.uuid4().hex}"
+        tmp = temp_path_for(target, uuid.uuid4().hex)
         with self.fs.open(tmp, "wb") as fh:
             fh.write(data)
         try:
@@ -250,7 +249,7 @@ class ArtifactStore:
             return
         for path in sorted(self.fs.find(self.root)):
             name = path.rsplit("/", 1)[-1]
-            if TEMP_MARKER in name or name.endswith(".json") and not name.endswith(".result.json"):
+            if is_temp_name(name) or name.endswith(".json") and not name.endswith(".result.json"):
                 continue
             rel = path[len(self.root) + 1:] if path.startswith(self.root + "/") else path
             parts = rel.split("/")
@@ -305,7 +304,7 @@ class ArtifactStore:
         """Leftover temporary files (from writers killed mid-write)."""
         if not self.fs.exists(self.root):
             return []
-        return [p for p in self.fs.find(self.root) if TEMP_MARKER in p.rsplit("/", 1)[-1]]
+        return [p for p in self.fs.find(self.root) if is_temp_name(p.rsplit("/", 1)[-1])]
 
     def clean_temp(self, older_than: float = 3600.0) -> int:
         """Delete temporary files older than ``older_than`` seconds; return how many.
