@@ -37,7 +37,6 @@ def test_tt_full_matches_entrywise_definition():
     s = TTShape((2, 3, 4), (2, 2, 3), (3, 2))
     g = [rng.standard_normal(c) for c in s.core_shapes]
     W = tt_full(g)
-    p, q = s.p, s.q
     for i in (0, 5, 17, 23):
         i1, i2, i3 = i // 12, (i % 12) // 4, i % 4
         for j in (0, 4, 11):

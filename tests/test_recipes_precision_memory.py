@@ -7,7 +7,6 @@ import torch
 from torch import nn
 
 from embstab.recipes import PrecisionRecipeError, low_memory, memory_profile
-from embstab.recipes.memory import check_low_memory
 
 
 def _net():

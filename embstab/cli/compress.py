@@ -26,10 +26,20 @@ word plus the vocabulary), which `embstab.load` and every embstab command read. 
 --output-format to write dequantized floats in another format (word2vec, glove, npz, ...).
 OUT may be /dev/stdout or a pipe (written into, never replaced); it may not be IN or OLD.
 
+Transforms change what is quantized (uniform --bits only): --rotate hadamard|orthogonal rotates
+the vectors before quantizing and back after (it spreads outlier dimensions over all of them),
+--ocs R splits the ceil(R*d) dimensions holding the largest values in half (outlier channel
+splitting; with --like they are chosen on OLD), --tt-ranks R stores the table as tensor-train cores
+of inner rank R quantized to B bits. --rotate and --ocs combine (rotation first). The rotation is
+drawn from --seed (default 0), so compressing OLD and NEW with the same seed rotates both the same
+way. A transformed result is written dequantized (float32); the summary line gives the bits per
+word the transform really needs.
+
 examples:
   embstab compress new.txt new4.esq --bits 4
   embstab compress new.txt new4.esq --bits 4 --like old.txt     # the pair protocol
-  embstab compress new.txt new8.esq --format fp8 --rounding stochastic --seed 0"""
+  embstab compress new.txt new8.esq --format fp8 --rounding stochastic --seed 0
+  embstab compress new.txt new4h.npz --bits 4 --rotate hadamard --ocs 0.03 --like old.txt"""
 
 
 def _rounding(text: str) -> str:
@@ -40,6 +50,40 @@ def _rounding(text: str) -> str:
         return check_rounding(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _ratio(text: str) -> float:
+    """argparse type: a number in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _transform(args: argparse.Namespace) -> str:
+    """The transform the flags name, in :func:`embstab.compress.parse_transform` spelling."""
+    from embstab.errors import EmbstabError
+
+    if args.tt_ranks is not None and (args.rotate or args.ocs is not None):
+        raise EmbstabError("--tt-ranks stands alone: it cannot combine with --rotate or --ocs")
+    if args.tt_ranks is not None:
+        return f"tt:{args.tt_ranks}"
+    steps = ([args.rotate] if args.rotate else []) + ([f"ocs:{args.ocs}"] if args.ocs is not None else [])
+    return "+".join(steps) or "none"
 
 
 def register(subparsers) -> None:
@@ -55,7 +99,13 @@ def register(subparsers) -> None:
     p.add_argument("--rounding", type=_rounding, default="nearest", metavar="MODE",
                    help="rounding of the entries: nearest (default), stochastic, or stochastic:K "
                    "(hardware-like, K random bits); the clip search always rounds to nearest")
-    p.add_argument("--seed", type=seed, default=None, help="seed for stochastic rounding")
+    p.add_argument("--seed", type=seed, default=None, help="seed for stochastic rounding and of --rotate (default 0)")
+    p.add_argument("--rotate", choices=("hadamard", "orthogonal"), default=None,
+                   help="rotate before quantizing and back after (same --seed: same rotation)")
+    p.add_argument("--ocs", type=_ratio, default=None, metavar="R",
+                   help="outlier channel splitting: split the ceil(R*d) largest dimensions in half, R in (0, 1)")
+    p.add_argument("--tt-ranks", type=_positive_int, default=None, metavar="R",
+                   help="store the table as tensor-train cores of inner rank R, quantized to --bits")
     from embstab.io import FORMATS
 
     p.add_argument("--output-format", default="embstab", choices=FORMATS,
@@ -93,8 +143,20 @@ def run(args: argparse.Namespace) -> int:
                 from None
         flag = f"--format {args.format}" if fmt else f"--bits {args.bits}"
         raise EmbstabError(f"{flag}: {exc}") from None
+    transform = _transform(args)
+    if transform != "none" and kind != "uniform":
+        raise EmbstabError(f"--rotate/--ocs/--tt-ranks apply to uniform quantization (--bits), not --format {args.format}")
     progress = not args.quiet and sys.stderr.isatty()  # bars are for a person watching, not for logs
     emb = load(args.input, trust_pickle=args.trust_pickle)
+    if transform != "none":
+        out = _compress_transformed(emb, args, spec, transform)
+        save(out if args.output_format == "embstab" else out.astype("float32"), args.output,
+             format=args.output_format)
+        if not args.quiet:
+            info = out.metadata["compression"]
+            print(f"{len(out)} words x {out.dim} dims, {transform} -> {info['memory_bits_per_word']:g} bits/word "
+                  f"stored (written dequantized): {args.output}", file=sys.stderr)
+        return 0
     clip = None
     if args.like:
         old = load(args.like, trust_pickle=args.trust_pickle)
@@ -114,3 +176,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(out)} words x {out.dim} dims -> {info['memory_bits_per_word']:g} bits/word "
               f"({detail}){size}: {args.output}", file=sys.stderr)
     return 0
+
+
+def _compress_transformed(emb, args: argparse.Namespace, bits: int, transform: str):
+    """Quantize ``emb`` through a transform, against ``--like`` when given (its clip and splits)."""
+    from embstab.compress import transform_quantize_pair
+    from embstab.io import load
+
+    seed_value = 0 if args.seed is None else args.seed
+    old = load(args.like, trust_pickle=args.trust_pickle) if args.like else emb
+    new = emb.align_to(old) if args.like else emb
+    res = transform_quantize_pair(old.vectors, new.vectors, bits, transform, rounding=args.rounding, seed=seed_value)
+    meta = {"method": "uniform", "bits": bits, "transform": transform, "rounding": args.rounding,
+            "memory_bits_per_word": res.bits_per_word, **res.details}
+    return new.with_vectors(res.new, compression=meta)

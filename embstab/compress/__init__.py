@@ -8,6 +8,7 @@ from __future__ import annotations
 from embstab.compress.embedding import compress_embedding, compress_pair, quantize_embedding, save_compressed
 from embstab.compress.memory import bits_per_entry, memory_bits, memory_table
 from embstab.compress.pca import truncate_dimension
+from embstab.compress.transforms import TRANSFORMS, Transform, TransformError, parse_transform, transform_quantize_pair
 from embstab.compress.uniform import optimal_clip, quantization_error, uniform_quantize
 from embstab.io.compressed import CompressedData, read_compressed, read_compressed_data
 
@@ -15,4 +16,5 @@ __all__ = [
     "CompressedData", "bits_per_entry", "compress_embedding", "compress_pair", "memory_bits", "memory_table",
     "optimal_clip", "quantization_error", "quantize_embedding", "read_compressed", "read_compressed_data",
     "save_compressed", "truncate_dimension", "uniform_quantize",
+    "TRANSFORMS", "Transform", "TransformError", "parse_transform", "transform_quantize_pair",
 ]

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from embstab.compress.memory import bits_per_entry, memory_bits
+from embstab.compress.transforms import TransformError, parse_transform, transform_quantize_pair
 from embstab.compress.uniform import _check_bits, optimal_clip
 from embstab.embedding import Embedding
 from embstab.errors import ShapeError
@@ -120,7 +121,8 @@ def compress_embedding(emb: Embedding, bits: int | None = None, *, format: Forma
 
 
 def compress_pair(old: Embedding, new: Embedding, bits: int, rounding: str = "nearest", seed: Any = None, *,
-                  format: Format | str | None = None, progress: bool = False) -> tuple[Embedding, Embedding]:
+                  format: Format | str | None = None, transform: str | None = None,
+                  progress: bool = False) -> tuple[Embedding, Embedding]:
     """Compress an (old, new) pair the way the stability study does.
 
     ``new`` is first rotated onto ``old`` by orthogonal Procrustes fitted on the shared
@@ -138,16 +140,36 @@ def compress_pair(old: Embedding, new: Embedding, bits: int, rounding: str = "ne
     seed : int or torch.Generator, optional
         One generator serves old then new, so a seed reproduces the pair.
     format : Format or str, optional
+    transform : str, optional
+        Applied around uniform quantization (see :func:`embstab.compress.transforms.parse_transform`):
+        ``"hadamard"``, ``"orthogonal"``, ``"ocs:R"``, ``"tt:R"`` or ``"none"``. The members come back
+        dequantized in the original coordinates (no bit-packed codes), with the transform and its
+        true memory per word in ``metadata["compression"]``.
     progress : bool
 
     Returns
     -------
     (old_compressed, new_compressed) : tuple of Embedding
+
+    Raises
+    ------
+    TransformError
+        A transform with ``format=`` (transforms apply to uniform quantization), or a malformed one.
     """
     rounding = check_rounding(rounding)
+    t = parse_transform(transform)
+    if not t.is_identity and format is not None:
+        raise TransformError(f"compression transform {t.name!r} applies to uniform quantization (bits=), not format=")
     kind, spec, _ = _resolve(bits if format is None else None, format, None)
     aligned = new.align_to(old)
     gen = as_generator(seed, torch.device("cpu"))
+    if not t.is_identity:
+        res = transform_quantize_pair(old.vectors, aligned.vectors, spec, t, rounding=rounding, seed=gen)
+        meta = {"method": "uniform", "bits": spec, "transform": t.name, "rounding": rounding,
+                "memory_bits_per_word": res.bits_per_word, **res.details}
+        old_c = old.with_vectors(res.old, compression=dict(meta))
+        new_c = aligned.with_vectors(res.new, compression={**meta, "aligned_to": old.name})
+        return old_c, new_c
     if kind == "uniform":
         r = optimal_clip(old.vectors, spec, progress=progress)
         old_c = compress_embedding(old, spec, clip=r, rounding=rounding, seed=gen)

@@ -453,7 +453,7 @@ class TTEmbedding(nn.Module):
         g1, g2, g3 = self.cores
         s1, s2 = self._strides
         i1, i2, i3 = idx // s1, (idx % s1) // s2, idx % s2
-        (q1, q2, q3), (r1, r2) = self.shape.q, self.shape.ranks
+        (q1, q2, _), (r1, r2) = self.shape.q, self.shape.ranks
         a = g1[0, i1]                                          # (B, q1, r1)
         b = g2[:, i2].permute(1, 0, 2, 3).reshape(-1, r1, q2 * r2)  # (B, r1, q2 r2)
         ab = torch.bmm(a, b).reshape(-1, q1 * q2, r2)          # (B, q1 q2, r2)

@@ -110,6 +110,9 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         _oracle_section(gap),
         _measures_section(measure_figs),
     ]
+    variants = _variant_table(df, measures)
+    if variants is not None:
+        sections.insert(1, _variant_section(variants))
     return H.page(title, intro, sections)
 
 
@@ -231,6 +234,28 @@ def _trend_section(fig_b64: str, trends: dict, threshold) -> H.Section:
         sec.add(H.paragraph("Intercepts of the memory trend:"))
         sec.add(H.table(memory.intercepts, digits=3, index=False))
     return sec
+
+
+def _variant_table(df: pd.DataFrame, measures: list[str]) -> pd.DataFrame | None:
+    """Mean measures and disagreement per training recipe and compression transform, or None when
+    the study swept neither."""
+    axes = [c for c in ("recipe", "transform") if c in df.columns and df[c].nunique() > 1]
+    if not axes:
+        return None
+    cols = ["disagreement", *[c for c in ("quality",) if c in df.columns], *measures]
+    table = df.groupby([*axes, "bitrate"], sort=False)[cols].mean()
+    table.insert(0, "memory", df.groupby([*axes, "bitrate"], sort=False)["memory"].mean())
+    table.insert(0, "rows", df.groupby([*axes, "bitrate"], sort=False).size())
+    return table.reset_index()
+
+
+def _variant_section(table: pd.DataFrame) -> H.Section:
+    sec = H.Section("Training recipes and compression transforms", "variants")
+    sec.add(H.paragraph("Means over algorithms, seeds, dimensions and tasks, per training recipe "
+                        "(precision of the tables while they were fitted) and compression transform, "
+                        "at each bit width. Measures compare the two corpus versions trained with the "
+                        "same seed; memory is the bits per word each variant really stores."))
+    return sec.add(H.table(table, index=False, digits=4))
 
 
 def _correlation_section(rho: pd.DataFrame) -> H.Section:

@@ -176,16 +176,19 @@ def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFra
         if len(several):
             pick = out["task"].isin(several)
             out.loc[pick, "task"] = out.loc[pick, "task"] + ":" + out.loc[pick, "model"].astype(str)
-    memory = out["dim"] * out["bitrate"]
+    transformed = _fold_variants(out)
+    memory = (out["dim"] * out["bitrate"]).astype(np.float64)
     if "memory" in out.columns:
         given = pd.to_numeric(out["memory"], errors="coerce")
+        # a compression transform stores what it really needs (OCS columns, TT cores), not dim * bits
+        memory[transformed] = given[transformed]
         bad = given.to_numpy() != memory.to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ResultsError(f"{source}: column 'memory' must equal dim * bitrate; row {row} has "
                                f"memory={out['memory'].iloc[row]!r} for dim={out['dim'].iloc[row]}"
                                f", bitrate={out['bitrate'].iloc[row]}")
-    out["memory"] = memory.astype(np.int64)
+    out["memory"] = memory.astype(np.int64) if (memory == memory.round()).all() else memory
     for col in ["disagreement", "quality", *measure_columns(out)]:
         if col in out.columns:
             converted = pd.to_numeric(out[col], errors="coerce")
@@ -215,6 +218,25 @@ def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFra
         front.append("quality")
     rest = [c for c in out.columns if c not in front]
     return out[front + rest].reset_index(drop=True)
+
+
+def _fold_variants(out: pd.DataFrame) -> pd.Series:
+    """Make training recipes and compression transforms part of the configuration's ``algo``.
+
+    A study that sweeps them holds several pairs per (algo, seed, dim, bitrate); like several
+    models on one task, each variant becomes its own configuration, e.g. ``"mc/bf16-kahan"`` or
+    ``"glove+hadamard"``. Returns which rows carry a transform (their memory is their own).
+    """
+    transformed = pd.Series(False, index=out.index)
+    if "recipe" in out.columns:
+        recipe = out["recipe"].fillna("fp32").astype(str)
+        if (recipe != "fp32").any():
+            out["algo"] = out["algo"] + "/" + recipe
+    if "transform" in out.columns:
+        transform = out["transform"].fillna("none").astype(str)
+        transformed = transform != "none"
+        out.loc[transformed, "algo"] = out.loc[transformed, "algo"] + "+" + transform[transformed]
+    return transformed
 
 
 def from_published_csv(path: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:

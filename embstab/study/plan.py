@@ -16,12 +16,15 @@ from embstab.study import steps as S
 from embstab.study.schema import DownstreamSpec, StudySpec
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["Ref", "Node", "StudyPlan", "plan_study", "row_configs", "PLAN_VERSION", "FULL_PRECISION_BITS"]
+__all__ = ["Ref", "Node", "StudyPlan", "plan_study", "row_configs", "PLAN_VERSION", "FULL_PRECISION_BITS", "Variant"]
 
 #: Bumped when the meaning of a configuration changes, so old artifacts are not reused.
 PLAN_VERSION = 1
 #: Bit width of the anchors (full precision: clipping only, no rounding).
 FULL_PRECISION_BITS = 32
+#: The training recipe and compression transform of the anchors (and the axes' defaults).
+REFERENCE_RECIPE = "fp32"
+NO_TRANSFORM = "none"
 # Higher runs first among ready tasks: finish rows before starting new trainings, so results
 # arrive steadily and an interrupted study has kept as much as possible.
 _PRIORITY = {"corpus": 0, "train": 1, "compress": 2, "measures": 3, "downstream": 3, "row": 4}
@@ -64,7 +67,8 @@ class StudyPlan:
     rows : dict
         Row id → node key of the task that assembles it (only rows still to compute).
     all_rows : dict
-        Row id → row metadata (algo, seed, dim, bitrate, task, model) for every row of the study.
+        Row id → row metadata (algo, recipe, seed, dim, bitrate, transform, task, model) for every
+        row of the study.
     """
 
     spec: StudySpec
@@ -91,45 +95,72 @@ def _corpus_cfg(spec: StudySpec) -> dict[str, Any]:
     return {"v": PLAN_VERSION, "embstab": embstab.__version__, "stage": "corpus", **asdict(spec.corpus)}
 
 
-def _train_cfg(spec: StudySpec, side: str, algo: str, dim: int, seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Variant:
+    """One point of the grid above the pair: algorithm, training recipe, seed, dimension, bits,
+    compression transform."""
+
+    algo: str
+    recipe: str
+    seed: int
+    dim: int
+    bits: int
+    transform: str
+
+    def anchor(self, spec: StudySpec) -> Variant:
+        """The anchors: highest dimension, full precision, trained in fp32, no transform."""
+        return Variant(self.algo, REFERENCE_RECIPE, self.seed, spec.anchor_dim, FULL_PRECISION_BITS, NO_TRANSFORM)
+
+
+def _train_cfg(spec: StudySpec, side: str, v: Variant) -> dict[str, Any]:
     t = spec.training
-    return {"v": PLAN_VERSION, "stage": "train", "corpus": _corpus_cfg(spec), "side": side, "algo": algo,
-            "dim": dim, "seed": seed, "epochs": t.epochs, "min_count": t.min_count, "window": t.window}
+    cfg = {"v": PLAN_VERSION, "stage": "train", "corpus": _corpus_cfg(spec), "side": side, "algo": v.algo,
+           "dim": v.dim, "seed": v.seed, "epochs": t.epochs, "min_count": t.min_count, "window": t.window}
+    if v.recipe != REFERENCE_RECIPE:  # the key only when it matters: fp32 trainings keep their names
+        cfg["recipe"] = v.recipe
+    return cfg
 
 
-def _pair_cfg(spec: StudySpec, algo: str, dim: int, seed: int, bits: int) -> dict[str, Any]:
-    return {"v": PLAN_VERSION, "stage": "compress", "old": _train_cfg(spec, "old", algo, dim, seed),
-            "new": _train_cfg(spec, "new", algo, dim, seed), "bits": bits,
-            "rounding": spec.compression.rounding, "seed": seed}
+def _pair_cfg(spec: StudySpec, v: Variant) -> dict[str, Any]:
+    cfg = {"v": PLAN_VERSION, "stage": "compress", "old": _train_cfg(spec, "old", v),
+           "new": _train_cfg(spec, "new", v), "bits": v.bits, "rounding": spec.compression.rounding, "seed": v.seed}
+    if v.transform != NO_TRANSFORM:
+        cfg["transform"] = v.transform
+    return cfg
 
 
-def _measures_cfg(spec: StudySpec, algo: str, dim: int, seed: int, bits: int) -> dict[str, Any]:
+def _measures_cfg(spec: StudySpec, v: Variant) -> dict[str, Any]:
     m = {"names": list(spec.measures.names), "top_n": spec.measures.top_n, "params": spec.measures.params_dict()}
-    return {"v": PLAN_VERSION, "stage": "measures", "pair": _pair_cfg(spec, algo, dim, seed, bits),
-            "anchor": _pair_cfg(spec, algo, spec.anchor_dim, seed, FULL_PRECISION_BITS), "measures": m}
+    return {"v": PLAN_VERSION, "stage": "measures", "pair": _pair_cfg(spec, v),
+            "anchor": _pair_cfg(spec, v.anchor(spec)), "measures": m}
 
 
-def _downstream_cfg(spec: StudySpec, entry: DownstreamSpec, algo: str, dim: int, seed: int,
-                    bits: int) -> dict[str, Any]:
+def _downstream_cfg(spec: StudySpec, entry: DownstreamSpec, v: Variant) -> dict[str, Any]:
     # the model seed is the embedding seed: the two models differ only by embedding
-    return {"v": PLAN_VERSION, "stage": "downstream", "pair": _pair_cfg(spec, algo, dim, seed, bits),
-            "task": entry.task, "model": entry.model, "options": dict(entry.options), "seed": seed}
+    return {"v": PLAN_VERSION, "stage": "downstream", "pair": _pair_cfg(spec, v),
+            "task": entry.task, "model": entry.model, "options": dict(entry.options), "seed": v.seed}
+
+
+def _variants(spec: StudySpec) -> Iterable[Variant]:
+    t, c = spec.training, spec.compression
+    for algo in t.algorithms:
+        for recipe in t.recipes:
+            for seed in t.seeds:
+                for dim in sorted(t.dimensions, reverse=True):
+                    for bits in sorted(c.bit_widths, reverse=True):
+                        for transform in c.transforms:
+                            yield Variant(algo, recipe, seed, dim, bits, transform)
 
 
 def row_configs(spec: StudySpec) -> Iterable[tuple[str, dict[str, Any], dict[str, Any]]]:
     """Yield ``(row_id, row_meta, row_config)`` for every row of the study, in plan order."""
-    t = spec.training
-    for algo in t.algorithms:
-        for seed in t.seeds:
-            for dim in sorted(t.dimensions, reverse=True):
-                for bits in sorted(spec.compression.bit_widths, reverse=True):
-                    for entry in spec.downstream:
-                        cfg = {"v": PLAN_VERSION, "stage": "row", "label": entry.label,
-                               "measures": _measures_cfg(spec, algo, dim, seed, bits),
-                               "downstream": _downstream_cfg(spec, entry, algo, dim, seed, bits)}
-                        meta = {"algo": algo, "seed": seed, "dim": dim, "bitrate": bits, "task": entry.label,
-                                "model": entry.model}
-                        yield config_hash(cfg), meta, cfg
+    for v in _variants(spec):
+        for entry in spec.downstream:
+            cfg = {"v": PLAN_VERSION, "stage": "row", "label": entry.label,
+                   "measures": _measures_cfg(spec, v), "downstream": _downstream_cfg(spec, entry, v)}
+            meta = {"algo": v.algo, "recipe": v.recipe, "seed": v.seed, "dim": v.dim, "bitrate": v.bits,
+                    "transform": v.transform, "task": entry.label, "model": entry.model}
+            yield config_hash(cfg), meta, cfg
 
 
 def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iterable[str] = ()) -> StudyPlan:
@@ -168,20 +199,20 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
         plan.all_rows[row_id] = meta
         if row_id in done:
             continue
-        algo, seed, dim, bits = meta["algo"], meta["seed"], meta["dim"], meta["bitrate"]
+        variant = Variant(meta["algo"], meta["recipe"], meta["seed"], meta["dim"], meta["bitrate"], meta["transform"])
         corpus_key = add("corpus", corpus_cfg, S.run_corpus, store, steps, config_hash(corpus_cfg), corpus_cfg)
 
-        def pair(d: int, b: int, algo: str = algo, seed: int = seed, corpus_key: str = corpus_key) -> str:
+        def pair(v: Variant, corpus_key: str = corpus_key) -> str:
             trained = []
             for side in ("old", "new"):
-                tcfg = _train_cfg(spec, side, algo, d, seed)
+                tcfg = _train_cfg(spec, side, v)
                 trained.append(add("train", tcfg, S.run_train, store, steps, config_hash(tcfg), tcfg, Ref(corpus_key)))
-            pcfg = _pair_cfg(spec, algo, d, seed, b)
+            pcfg = _pair_cfg(spec, v)
             return add("compress", pcfg, S.run_compress, store, steps, config_hash(pcfg), pcfg,
                        Ref(trained[0]), Ref(trained[1]))
 
-        anchor_key = pair(spec.anchor_dim, FULL_PRECISION_BITS)
-        pair_key = pair(dim, bits)
+        anchor_key = pair(variant.anchor(spec))
+        pair_key = pair(variant)
         mcfg = cfg["measures"]
         measures_key = add("measures", mcfg, S.run_measures, store, steps, config_hash(mcfg), mcfg,
                            Ref(pair_key), Ref(anchor_key))

@@ -27,7 +27,9 @@ class ResultDBError(EmbstabError):
 
 #: Fixed columns of a result row (the shared result-table convention), before the measure columns.
 ROW_COLUMNS = ("algo", "seed", "dim", "bitrate", "memory", "task", "model", "disagreement", "quality",
-               "quality_old")
+               "quality_old", "recipe", "transform")
+#: Columns added after the first release, with the value older rows hold: (name, SQL type, default).
+_ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"))
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS studies (
@@ -37,7 +39,7 @@ CREATE TABLE IF NOT EXISTS plan (
     name TEXT NOT NULL, fingerprint TEXT NOT NULL, row_id TEXT NOT NULL,
     PRIMARY KEY (name, fingerprint, row_id));
 CREATE TABLE IF NOT EXISTS results (
-    row_id TEXT PRIMARY KEY, algo TEXT, seed INTEGER, dim INTEGER, bitrate INTEGER, memory INTEGER,
+    row_id TEXT PRIMARY KEY, algo TEXT, seed INTEGER, dim INTEGER, bitrate INTEGER, memory REAL,
     task TEXT, model TEXT, disagreement REAL, quality REAL, quality_old REAL,
     measures TEXT NOT NULL, extra TEXT NOT NULL, finished REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS failures (
@@ -72,9 +74,17 @@ class ResultDB:
             # lose the last transactions, which a restart then recomputes.
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
+            self._add_missing_columns()
         except sqlite3.DatabaseError as exc:
             raise ResultDBError(f"results database {self.path} cannot be used ({exc}); move it away or pass "
                                 "another --db") from None
+
+    def _add_missing_columns(self) -> None:
+        # a database written before an axis existed gains its column, older rows holding the default
+        have = {r[1] for r in self._conn.execute("PRAGMA table_info(results)")}
+        for name, sql_type, default in _ADDED_COLUMNS:
+            if name not in have:
+                self._conn.execute(f"ALTER TABLE results ADD COLUMN {name} {sql_type} DEFAULT '{default}'")
 
     def close(self) -> None:
         """Close the connection."""
@@ -126,11 +136,14 @@ class ResultDB:
         ``row`` holds the :data:`ROW_COLUMNS` plus ``measures`` (name → raw value) and optionally
         ``extra`` (anything else worth keeping, e.g. test-set sizes).
         """
-        values = [row_id, *[_plain(row.get(c)) for c in ROW_COLUMNS],
+        defaults = {name: default for name, _, default in _ADDED_COLUMNS}
+        columns = ["row_id", *ROW_COLUMNS, "measures", "extra", "finished"]
+        values = [row_id, *[_plain(row.get(c, defaults.get(c))) for c in ROW_COLUMNS],
                   json.dumps({k: _plain(v) for k, v in dict(row.get("measures", {})).items()}, sort_keys=True),
                   json.dumps(row.get("extra", {}), sort_keys=True, default=str), time.time()]
         with self._tx() as cur:
-            cur.execute(f"INSERT OR IGNORE INTO results VALUES ({', '.join('?' * len(values))})", values)
+            cur.execute(f"INSERT OR IGNORE INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(values))})",
+                        values)
             inserted = cur.rowcount == 1
             cur.execute("DELETE FROM failures WHERE row_id = ?", (row_id,))
         return inserted
@@ -170,8 +183,11 @@ class ResultDB:
             raw = raw[raw["row_id"].isin(set(row_ids))]
         measures = pd.DataFrame([json.loads(m) for m in raw["measures"]], index=raw.index)
         df = pd.concat([raw[["row_id", *ROW_COLUMNS]], measures], axis=1)
-        for col in ("seed", "dim", "bitrate", "memory"):
+        for col in ("seed", "dim", "bitrate"):
             df[col] = df[col].astype("int64")
+        df["memory"] = df["memory"].astype("float64")
+        if (df["memory"] == df["memory"].round()).all():
+            df["memory"] = df["memory"].astype("int64")  # bits per word are whole without transforms
         return df.sort_values(["algo", "task", "dim", "bitrate", "seed"], kind="stable").reset_index(drop=True)
 
     def export_parquet(self, path: str | os.PathLike, row_ids: Iterable[str] | None = None) -> pd.DataFrame:

@@ -82,14 +82,18 @@ class TrainingSpec:
     epochs: int = 5
     min_count: int = 5
     window: int = 5
+    #: Training recipes (precision of the tables while they are fitted); ``fp32`` is the reference.
+    recipes: tuple[str, ...] = ("fp32",)
 
 
 @dataclass(frozen=True)
 class CompressionSpec:
-    """Bit widths of the uniform-quantization pair protocol (32 = full precision)."""
+    """Bit widths of the uniform-quantization pair protocol (32 = full precision), and the
+    transforms applied around it (``none``, ``hadamard``, ``ocs:0.03``, ``tt:8`` ...)."""
 
     bit_widths: tuple[int, ...]
     rounding: str = "nearest"
+    transforms: tuple[str, ...] = ("none",)
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,11 @@ class StudySpec:
         """The definition as plain data (what :func:`parse_study` accepts), without ``source``."""
         out = asdict(self)
         out.pop("source")
+        # default axes are left out, so adding an axis does not change older studies' fingerprints
+        if tuple(out["training"]["recipes"]) == ("fp32",):
+            out["training"].pop("recipes")
+        if tuple(out["compression"]["transforms"]) == ("none",):
+            out["compression"].pop("transforms")
         out["measures"] = {"names": list(self.measures.names), "top_n": self.measures.top_n,
                            **({"params": self.measures.params_dict()} if self.measures.params else {})}
         out["downstream"] = [
@@ -156,9 +165,10 @@ class StudySpec:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def n_rows(self) -> int:
-        """Number of result rows: one per (algo, seed, dim, bitrate, downstream entry)."""
+        """Number of result rows: one per (algo, recipe, seed, dim, bitrate, transform, downstream entry)."""
         t = self.training
         grid = len(t.algorithms) * len(t.seeds) * len(t.dimensions) * len(self.compression.bit_widths)
+        grid *= len(t.recipes) * len(self.compression.transforms)
         return grid * len(self.downstream)
 
 
@@ -335,6 +345,35 @@ def _study_rounding(v: _Validator, value: Any) -> str:
     return canonical
 
 
+#: Trainers that take a training recipe (gensim's C loops update float32 tables with no hook).
+_TORCH_ALGORITHMS = ("glove", "mc")
+
+
+def _training_recipes(v: _Validator, value: Any) -> tuple[str, ...]:
+    """``training.recipes``: names of :data:`embstab.recipes.TRAINING_RECIPES`, fp32 first when present."""
+    from embstab.recipes.training import TRAINING_RECIPES  # noqa: PLC0415
+
+    names = v.str_list(value, "training.recipes", tuple(TRAINING_RECIPES))
+    return tuple(sorted(names, key=lambda r: r != "fp32"))
+
+
+def _transforms(v: _Validator, value: Any) -> tuple[str, ...]:
+    """``compression.transforms``: canonical spellings of :func:`embstab.compress.parse_transform`."""
+    from embstab.compress.transforms import parse_transform  # noqa: PLC0415
+    from embstab.errors import EmbstabError  # noqa: PLC0415
+
+    out: list[str] = []
+    for i, item in enumerate(v.sequence(value, "compression.transforms")):
+        try:
+            name = parse_transform(str(item) if isinstance(item, (str, int, float)) else item).name
+        except EmbstabError as exc:
+            raise v.fail(f"compression.transforms[{i}]", str(exc)) from None
+        if name in out:
+            raise v.fail(f"compression.transforms[{i}]", f"{name!r} is listed twice")
+        out.append(name)
+    return tuple(out)
+
+
 #: Study-file keys of earlier versions, read as ``params`` entries: key -> (measure, parameter).
 _LEGACY_MEASURE_KEYS = {"knn_k": ("knn", "k"), "knn_queries": ("knn", "n_queries"), "eis_alpha": ("eis", "alpha")}
 
@@ -374,8 +413,10 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         description: free text
         corpus*:   {name*, pair: leave_out|extend, fraction: 0.05, seed: 0, max_docs: null}
         training*: {algorithms*: [w2v_cbow], dimensions*: [25, 50], seeds*: [1234, 1235],
-                    epochs: 5, min_count: 5, window: 5}
-        compression*: {bit_widths*: [1, 2, 4, 8, 16, 32], rounding: nearest|stochastic|stochastic:K}
+                    epochs: 5, min_count: 5, window: 5,
+                    recipes: [fp32, bf16-nearest, bf16-stochastic, bf16-kahan, swalp]}  # glove/mc only
+        compression*: {bit_widths*: [1, 2, 4, 8, 16, 32], rounding: nearest|stochastic|stochastic:K,
+                       transforms: [none, hadamard, "ocs:0.03", "hadamard+ocs:0.03", "tt:8"]}
         measures*: {names*: [eis, knn, ...], top_n: 10000, params: {knn: {k: 5, n_queries: 1000},
                     eis: {alpha: 3.0}}}   (params: any parameter of a measure, overriding its default)
         downstream*: [{task*: rt_sentiment, model: linear, label: rt_sentiment, options: {...}}]
@@ -419,7 +460,8 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
     )
 
     t = v.mapping(top["training"], "training", {"algorithms": True, "dimensions": True, "seeds": True,
-                                                "epochs": False, "min_count": False, "window": False})
+                                                "epochs": False, "min_count": False, "window": False,
+                                                "recipes": False})
     training = TrainingSpec(
         algorithms=v.str_list(t["algorithms"], "training.algorithms", _available_algorithms()),
         dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
@@ -427,12 +469,19 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         epochs=v.integer(t.get("epochs", 5), "training.epochs", 1, 10_000),
         min_count=v.integer(t.get("min_count", 5), "training.min_count", 1),
         window=v.integer(t.get("window", 5), "training.window", 1, 1000),
+        recipes=_training_recipes(v, t.get("recipes", ["fp32"])),
     )
+    reduced = [r for r in training.recipes if r != "fp32"]
+    gensim_algos = [a for a in training.algorithms if a not in _TORCH_ALGORITHMS]
+    if reduced and gensim_algos:
+        raise v.fail("training.recipes", f"recipe {reduced[0]!r} needs a torch trainer ({', '.join(_TORCH_ALGORITHMS)}); "
+                                         f"{gensim_algos[0]} trains only in fp32")
 
-    k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False})
+    k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False, "transforms": False})
     compression = CompressionSpec(
         bit_widths=v.int_list(k["bit_widths"], "compression.bit_widths", 1, MAX_BITS),
         rounding=_study_rounding(v, k.get("rounding", "nearest")),
+        transforms=_transforms(v, k.get("transforms", ["none"])),
     )
 
     m = v.mapping(top["measures"], "measures", {"names": True, "top_n": False, "params": False, **{

@@ -65,8 +65,10 @@ class Steps:
     ----------
     load_corpus : ``(name) -> list[list[str]]``
     make_corpus_pair : ``(docs, kind, fraction, seed) -> (old_docs, new_docs)``
-    train_embedding : ``(docs, algo, dim, seed, epochs, min_count, window, progress) -> Embedding``
-    compress_pair : ``(old, new, bits, rounding, seed) -> (old_q, new_q)``
+    train_embedding : ``(docs, algo, dim, seed, epochs, min_count, window, progress[, recipe]) -> Embedding``
+        (``recipe`` is passed only for a training recipe other than fp32)
+    compress_pair : ``(old, new, bits, rounding, seed[, transform]) -> (old_q, new_q)``
+        (``transform`` is passed only for a compression transform other than none)
     measure_pair : ``(new, old, anchor_new, anchor_old, measures_config) -> {name: value}``
     disagreement : ``(emb_a, emb_b, task, model, seed, **options) -> result`` with attributes
         ``disagreement``, ``quality_a``, ``quality_b`` (percent)
@@ -174,9 +176,11 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     if store.has_embedding("embedding", key):
         return key
     docs = _docs(store, f"corpus_{config['side']}", corpus_key)
+    # a recipe is passed only when it is not the fp32 reference (the key is absent then)
+    extra = {"recipe": config["recipe"]} if "recipe" in config else {}
     emb = steps.train_embedding(docs, algo=config["algo"], dim=config["dim"], seed=config["seed"],
                                 epochs=config["epochs"], min_count=config["min_count"], window=config["window"],
-                                progress=False)
+                                progress=False, **extra)
     store.put_embedding("embedding", key, emb, config)
     return key
 
@@ -189,7 +193,11 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         return key
     old, new = _embedding(store, "embedding", old_key), _embedding(store, "embedding", new_key)
     seed = config["seed"] if config["rounding"].startswith("stochastic") else None
-    old_q, new_q = steps.compress_pair(old, new, config["bits"], rounding=config["rounding"], seed=seed)
+    extra = {}
+    if "transform" in config:
+        extra["transform"] = config["transform"]
+        seed = config["seed"]  # the rotation is drawn from the seed, whatever the rounding
+    old_q, new_q = steps.compress_pair(old, new, config["bits"], rounding=config["rounding"], seed=seed, **extra)
     # old first, new last: a pair counts as present only once its second half exists
     store.put_embedding("pair_old", key, old_q, config)
     store.put_embedding("pair_new", key, new_q, config)
@@ -206,6 +214,10 @@ def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     anchor_new, anchor_old = _embedding(store, "pair_new", anchor_key), _embedding(store, "pair_old", anchor_key)
     values = steps.measure_pair(new, old, anchor_new, anchor_old, config["measures"])
     values = {k: float(v) for k, v in values.items()}
+    stored = (new.metadata.get("compression") or {}).get("memory_bits_per_word")
+    if "transform" in config["pair"] and stored is not None:
+        # a transform stores more (OCS, padding) or less (TT) than dim x bits per word
+        values["memory_bits_per_word"] = float(stored)
     store.put_json("measures", key, values, config)
     return values
 
@@ -230,8 +242,9 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
 def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
                  downstream: Mapping[str, Any]) -> dict[str, Any]:
     """One result row in the shared convention (new embedding's quality as ``quality``)."""
-    measure_values = {k: v for k, v in measures.items() if k != "n_words"}
-    return {**meta, "memory": int(meta["dim"]) * int(meta["bitrate"]),
+    measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word")}
+    memory = measures.get("memory_bits_per_word", int(meta["dim"]) * int(meta["bitrate"]))
+    return {**meta, "memory": float(memory),
             "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],
             "quality_old": downstream["quality_b"], "measures": measure_values,
             "extra": {"n_words": int(measures.get("n_words", 0)), "n_test": downstream.get("n_test", 0)}}

@@ -46,7 +46,8 @@ def train_embedding(docs: Sequence[Sequence[str]], algo: str = "w2v_cbow", dim: 
     **kwargs
         Algorithm-specific settings: any gensim keyword for the gensim algorithms (``workers``,
         ``negative``, ``alpha``, ``max_vocab``...), ``lr``, ``batch_size``, ``max_vocab``, ``threads`` (and
-        ``x_max``, ``alpha`` for GloVe) for the torch ones.
+        ``x_max``, ``alpha`` for GloVe) for the torch ones. ``recipe`` (torch algorithms only): a
+        training recipe of :data:`embstab.recipes.TRAINING_RECIPES`, e.g. ``"bf16-kahan"``.
 
     Returns
     -------
@@ -63,6 +64,12 @@ def train_embedding(docs: Sequence[Sequence[str]], algo: str = "w2v_cbow", dim: 
         raise EmbstabError("the corpus is empty: no document has any token")
     if algo in ("w2v_cbow", "w2v_sg", "fasttext"):
         from embstab.train.gensim_trainers import train_gensim
+
+        recipe = kwargs.pop("recipe", None)
+        if recipe not in (None, "fp32"):
+            # gensim's C loops update float32 tables in place; there is no hook to round them
+            raise EmbstabError(f"training recipe {recipe!r} needs a torch trainer ('glove' or 'mc'); "
+                               f"{algo} trains only in fp32")
 
         words, vectors, counts, settings = train_gensim(docs, algo, dim, seed, epochs, min_count, window,
                                                         progress, **kwargs)

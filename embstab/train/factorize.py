@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from embstab._threads import torch_threads
+from embstab.recipes.training import IterateAverage, TrainingRecipe, training_recipe
 
 __all__ = ["fit_observed_entries"]
 
@@ -17,8 +18,8 @@ __all__ = ["fit_observed_entries"]
 def fit_observed_entries(rows: np.ndarray, cols: np.ndarray, targets: np.ndarray, weights: np.ndarray,
                          n: int, dim: int, *, epochs: int = 25, lr: float = 0.05, batch_size: int = 4096,
                          biases: bool = True, seed: int = 0, init_scale: float | None = None,
-                         progress: bool = True, desc: str = "fitting", threads: int | None = None
-                         ) -> dict[str, np.ndarray | list]:
+                         progress: bool = True, desc: str = "fitting", threads: int | None = None,
+                         recipe: str | TrainingRecipe | None = None) -> dict[str, np.ndarray | list]:
     """Minimise Σ w_ij (u_i·v_j [+ a_i + b_j] − t_ij)² over the observed (i, j) with AdaGrad.
 
     Mini-batches of ``batch_size`` entries are drawn in a shuffled order from a local
@@ -45,6 +46,11 @@ def fit_observed_entries(rows: np.ndarray, cols: np.ndarray, targets: np.ndarray
         Progress-bar label.
     threads : int, optional
         torch intra-op threads for the fit (see :func:`embstab._threads.torch_threads`).
+    recipe : str or TrainingRecipe, optional
+        How the factors are stored and updated (see :data:`embstab.recipes.TRAINING_RECIPES`):
+        ``"fp32"`` (default), ``"bf16-nearest"``, ``"bf16-stochastic"``, ``"bf16-kahan"``, the
+        ``fp16`` variants, or ``"swalp"`` (8-bit block floating point, stochastic rounding, the
+        float64 average of the second half's epochs returned).
 
     Returns
     -------
@@ -52,6 +58,7 @@ def fit_observed_entries(rows: np.ndarray, cols: np.ndarray, targets: np.ndarray
         ``u``, ``v`` (n, dim) float32 arrays, ``a``, ``b`` biases (zeros without biases) and
         ``loss`` (weighted loss per epoch, a list).
     """
+    recipe = training_recipe(recipe)
     gen = torch.Generator().manual_seed(int(seed))
     scale = 0.5 / dim if init_scale is None else init_scale
 
@@ -64,6 +71,9 @@ def fit_observed_entries(rows: np.ndarray, cols: np.ndarray, targets: np.ndarray
     params = [p for p in (u, v, a, b) if p is not None]
     # initial_accumulator_value=1 mirrors GloVe's gradsq initialised to 1 (a damped first step).
     opt = torch.optim.Adagrad(params, lr=lr, initial_accumulator_value=1.0)
+    # the rounding stream is its own seeded generator, so the batch order is the same for every recipe
+    opt = recipe.wrap(opt, seed=int(seed) + 1)
+    average = IterateAverage(params) if recipe.average else None
     r_t = torch.as_tensor(np.asarray(rows, dtype=np.int64))
     c_t = torch.as_tensor(np.asarray(cols, dtype=np.int64))
     y_t = torch.as_tensor(np.asarray(targets, dtype=np.float32))
@@ -72,16 +82,23 @@ def fit_observed_entries(rows: np.ndarray, cols: np.ndarray, targets: np.ndarray
     with warnings.catch_warnings(), torch_threads(threads):
         # torch warns once per sparse AdaGrad step that it skips invariant checks; our indices are valid.
         warnings.filterwarnings("ignore", message="Sparse invariant checks")
-        history = _run_epochs(epochs, desc, progress, gen, m, batch_size, r_t, c_t, y_t, w_t, u, v, a, b, opt)
-    out = {"u": u.detach().numpy().copy(), "v": v.detach().numpy().copy(), "loss": history}
-    out["a"] = a.detach().numpy().ravel().copy() if biases else np.zeros(n, np.float32)
-    out["b"] = b.detach().numpy().ravel().copy() if biases else np.zeros(n, np.float32)
+        history = _run_epochs(epochs, desc, progress, gen, m, batch_size, r_t, c_t, y_t, w_t, u, v, a, b, opt,
+                              average)
+    final = [p.detach() for p in params]
+    if average is not None and average.mean is not None:
+        final = [m_.to(torch.float32) for m_ in average.mean]
+    out = {"u": final[0].numpy().copy(), "v": final[1].numpy().copy(), "loss": history}
+    out["a"] = final[2].numpy().ravel().copy() if biases else np.zeros(n, np.float32)
+    out["b"] = final[3].numpy().ravel().copy() if biases else np.zeros(n, np.float32)
     return out
 
 
-def _run_epochs(epochs, desc, progress, gen, m, batch_size, r_t, c_t, y_t, w_t, u, v, a, b, opt) -> list[float]:
+def _run_epochs(epochs, desc, progress, gen, m, batch_size, r_t, c_t, y_t, w_t, u, v, a, b, opt,
+                average=None) -> list[float]:
     history: list[float] = []
-    for _ in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress):
+    # SWALP averages once per epoch over the second half of training
+    average_from = epochs // 2
+    for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress):
         order = torch.randperm(m, generator=gen)
         total = 0.0
         for start in range(0, m, batch_size):
@@ -96,4 +113,6 @@ def _run_epochs(epochs, desc, progress, gen, m, batch_size, r_t, c_t, y_t, w_t, 
             opt.step()
             total += float(loss.detach())
         history.append(total)
+        if average is not None and epoch >= average_from:
+            average.update()
     return history

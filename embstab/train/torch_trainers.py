@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab.recipes.training import training_recipe
 from embstab.train.factorize import fit_observed_entries
 from embstab.train.vocab import build_vocab, cooccurrence, encode_corpus, ppmi
 
@@ -24,14 +25,15 @@ def _prepare(docs, min_count, window, weighting, max_vocab, progress):
 def train_glove(docs: Sequence[Sequence[str]], dim: int = 100, seed: int = 0, epochs: int = 25,
                 min_count: int = 5, window: int = 10, progress: bool = True, *, lr: float = 0.05,
                 x_max: float = 100.0, alpha: float = 0.75, batch_size: int = 4096,
-                max_vocab: int | None = None, threads: int | None = None
+                max_vocab: int | None = None, threads: int | None = None, recipe: str | None = None
                 ) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, Any]]:
     """GloVe (Pennington et al. 2014).
 
     Distance-weighted (1/k) symmetric co-occurrence counts X within ``window``; weighted least
     squares Σ f(X_ij)(w_i·w̃_j + b_i + b̃_j − log X_ij)² with f(x) = min(1, (x/x_max)^alpha),
     minimised by AdaGrad. The returned vectors are W + W̃ (GloVe's default output).
-    ``threads`` sets torch's thread count for the fit (``None``: torch's default).
+    ``threads`` sets torch's thread count for the fit (``None``: torch's default); ``recipe`` is a
+    training recipe of :data:`embstab.recipes.TRAINING_RECIPES` (default ``"fp32"``).
     """
     start = time.perf_counter()
     words, counts, cooc, n_tokens = _prepare(docs, min_count, window, "harmonic", max_vocab, progress)
@@ -39,10 +41,11 @@ def train_glove(docs: Sequence[Sequence[str]], dim: int = 100, seed: int = 0, ep
     weights = np.minimum(1.0, (coo.data / x_max) ** alpha)
     fit = fit_observed_entries(coo.row, coo.col, np.log(coo.data), weights, len(words), dim, epochs=epochs,
                                lr=lr, batch_size=batch_size, biases=True, seed=seed, progress=progress,
-                               desc="training glove", threads=threads)
+                               desc="training glove", threads=threads, recipe=recipe)
     elapsed = time.perf_counter() - start
     settings = {"vector_size": dim, "window": window, "min_count": min_count, "epochs": epochs, "seed": seed,
                 "lr": lr, "x_max": x_max, "alpha": alpha, "batch_size": batch_size, "max_vocab": max_vocab,
+                "recipe": training_recipe(recipe).name,
                 "nonzero_cooccurrences": int(coo.nnz), "final_loss": fit["loss"][-1] if fit["loss"] else None,
                 "train_seconds": elapsed, "corpus_tokens": n_tokens,
                 "tokens_per_second": n_tokens * epochs / max(elapsed, 1e-9)}
@@ -51,24 +54,27 @@ def train_glove(docs: Sequence[Sequence[str]], dim: int = 100, seed: int = 0, ep
 
 def train_mc(docs: Sequence[Sequence[str]], dim: int = 100, seed: int = 0, epochs: int = 25,
              min_count: int = 5, window: int = 10, progress: bool = True, *, lr: float = 0.05,
-             batch_size: int = 4096, max_vocab: int | None = None, threads: int | None = None
-             ) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, Any]]:
+             batch_size: int = 4096, max_vocab: int | None = None, threads: int | None = None,
+             recipe: str | None = None) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, Any]]:
     """Matrix completion of the PPMI matrix.
 
     Counts co-occurrences within ``window`` (unweighted), turns them into PPMI, and fits
     U Vᵀ ≈ PPMI on the *observed* (non-zero count) entries only, unweighted, with AdaGrad; the
     unobserved entries are left free, which is what makes it completion rather than SVD.
     The returned vectors are U + V (the matrix is symmetric, so both factors describe words).
+    ``recipe`` is a training recipe of :data:`embstab.recipes.TRAINING_RECIPES` (default ``"fp32"``).
     """
     start = time.perf_counter()
     words, counts, cooc, n_tokens = _prepare(docs, min_count, window, "uniform", max_vocab, progress)
     target = ppmi(cooc)
     fit = fit_observed_entries(target.row, target.col, target.data, np.ones_like(target.data), len(words), dim,
                                epochs=epochs, lr=lr, batch_size=batch_size, biases=False, seed=seed,
-                               init_scale=0.1, progress=progress, desc="training mc", threads=threads)
+                               init_scale=0.1, progress=progress, desc="training mc", threads=threads,
+                               recipe=recipe)
     elapsed = time.perf_counter() - start
     settings = {"vector_size": dim, "window": window, "min_count": min_count, "epochs": epochs, "seed": seed,
                 "lr": lr, "batch_size": batch_size, "max_vocab": max_vocab, "observed_entries": int(target.nnz),
+                "recipe": training_recipe(recipe).name,
                 "final_loss": fit["loss"][-1] if fit["loss"] else None, "train_seconds": elapsed,
                 "corpus_tokens": n_tokens, "tokens_per_second": n_tokens * epochs / max(elapsed, 1e-9)}
     return words, fit["u"] + fit["v"], counts, settings

@@ -1,0 +1,226 @@
+"""Transforms applied around uniform quantization of an embedding pair.
+
+A *transform* changes what is quantized, not how: ``"hadamard"`` / ``"orthogonal"`` rotate both
+members with the same random rotation before quantizing and rotate back (outliers that sit in a
+few dimensions are spread over all of them), ``"ocs:R"`` splits the ``ceil(R d)`` dimensions holding
+the largest values of the old member in half (the same dimensions for both members), and
+``"tt:R"`` replaces each member by a tensor train of inner rank ``R`` whose cores are quantized.
+``"none"`` is plain uniform quantization. Each transform reports the memory it really needs per
+word, which is what a budget compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from embstab.compress.uniform import optimal_clip, uniform_quantize
+from embstab.errors import EmbstabError, lookup
+from embstab.recipes.ocs import ocs_merge, ocs_split
+from embstab.recipes.rotation import random_hadamard, random_orthogonal
+from embstab.recipes.tt import TTCores, suggest_tt_shape, tt_decompose, tt_full
+
+__all__ = ["Transform", "TransformError", "TRANSFORMS", "parse_transform", "transform_quantize_pair"]
+
+
+class TransformError(EmbstabError, ValueError):
+    """A compression transform that is malformed or cannot apply to this pair."""
+
+
+#: Transform kinds and what their parameter means.
+TRANSFORMS: dict[str, str] = {
+    "none": "plain uniform quantization",
+    "hadamard": "randomized Hadamard rotation of both members, quantize, rotate back",
+    "orthogonal": "random orthogonal rotation of both members, quantize, rotate back",
+    "ocs": "ocs:R — split the ceil(R*d) largest dimensions (chosen on old) in half, quantize, merge",
+    "tt": "tt:R — tensor-train cores of inner rank R, quantized; rows rebuilt from the cores",
+}
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A parsed transform: an optional rotation, then optional OCS; or a tensor train alone.
+
+    Attributes
+    ----------
+    rotation : {"hadamard", "orthogonal"} or None
+    ocs : float or None
+        OCS expand ratio in (0, 1).
+    tt_rank : int or None
+        Inner TT rank.
+    """
+
+    rotation: str | None = None
+    ocs: float | None = None
+    tt_rank: int | None = None
+
+    @property
+    def is_identity(self) -> bool:
+        """True for plain uniform quantization."""
+        return self.rotation is None and self.ocs is None and self.tt_rank is None
+
+    @property
+    def name(self) -> str:
+        """The canonical spelling (``"none"``, ``"hadamard+ocs:0.03"``, ``"tt:8"``)."""
+        parts = ([self.rotation] if self.rotation else []) + ([f"ocs:{self.ocs:g}"] if self.ocs else [])
+        parts += [f"tt:{self.tt_rank}"] if self.tt_rank else []
+        return "+".join(parts) or "none"
+
+
+def _parse_step(step: str, spec: str) -> tuple[str, float | None]:
+    kind, _, arg = step.strip().partition(":")
+    lookup(TRANSFORMS, kind, "compression transform")
+    if kind in ("none", "hadamard", "orthogonal"):
+        if arg:
+            raise TransformError(f"compression transform {kind!r} takes no parameter, got {spec!r}")
+        return kind, None
+    try:
+        value = float(arg)
+    except ValueError:
+        raise TransformError(f"compression transform {spec!r}: {TRANSFORMS[kind]}") from None
+    if kind == "ocs" and not 0 < value < 1:
+        raise TransformError(f"OCS expand ratio must lie in (0, 1), got {arg}")
+    if kind == "tt" and (value != int(value) or value < 1):
+        raise TransformError(f"TT rank must be a positive integer, got {arg}")
+    return kind, value
+
+
+def parse_transform(spec: str | Transform | None) -> Transform:
+    """Parse ``"none"``, ``"hadamard"``, ``"orthogonal"``, ``"ocs:R"``, ``"tt:R"`` or a rotation and
+    OCS joined by ``+`` (``"hadamard+ocs:0.03"``: rotate, then split, quantize, merge, rotate back).
+
+    Raises
+    ------
+    UnknownNameError
+        An unknown transform kind.
+    TransformError
+        A missing or out-of-range parameter (OCS ratio in (0, 1), TT rank a positive integer), or a
+        combination that does not compose (two rotations, TT with anything else).
+    """
+    if spec is None:
+        return Transform()
+    if isinstance(spec, Transform):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise TransformError(f"a compression transform is a name such as 'hadamard' or 'ocs:0.05', got {spec!r}")
+    steps = [_parse_step(step, spec) for step in spec.split("+")]
+    kinds = [k for k, _ in steps if k != "none"]
+    if len(kinds) != len(set(kinds)) or ("hadamard" in kinds and "orthogonal" in kinds):
+        raise TransformError(f"compression transform {spec!r} repeats a step; use at most one rotation and one OCS")
+    if "tt" in kinds and len(kinds) > 1:
+        raise TransformError(f"compression transform {spec!r}: a tensor train stands alone")
+    values = dict(steps)
+    rotation = next((k for k in kinds if k in ("hadamard", "orthogonal")), None)
+    return Transform(rotation, values.get("ocs"), int(values["tt"]) if "tt" in values else None)
+
+
+@dataclass
+class TransformedPair:
+    """Dequantized pair after a transform, and what it costs.
+
+    Attributes
+    ----------
+    old, new : numpy.ndarray
+        Dequantized vectors, float32, in the original coordinates.
+    bits_per_word : float
+        Stored bits per word (extra OCS dimensions, Hadamard padding, TT cores spread over rows).
+    details : dict
+        What the transform chose (clip, channels split, TT shape), for the embedding's metadata.
+    """
+
+    old: np.ndarray
+    new: np.ndarray
+    bits_per_word: float
+    details: dict[str, Any]
+
+
+def _quantize_both(A: np.ndarray, B: np.ndarray, bits: int, rounding: str, gen: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    # the pair protocol: the clip is old's, so both members share one grid
+    clip = optimal_clip(A, bits) if bits < 32 else float(np.abs(A).max())
+    return (uniform_quantize(A, bits, clip=clip, rounding=rounding, seed=gen),
+            uniform_quantize(B, bits, clip=clip, rounding=rounding, seed=gen), clip)
+
+
+def _half_splits(splits: list[tuple[int, int]], X: np.ndarray) -> np.ndarray:
+    """Apply a recorded sequence of half splits (made on another matrix) to ``X``'s columns."""
+    cols = [X[:, i].copy() for i in range(X.shape[1])]
+    for src, new in splits:
+        if new != len(cols):
+            raise TransformError("OCS splits must append their new dimension, as ocs_split records them")
+        cols[src] = cols[src] / 2
+        cols.append(cols[src].copy())
+    return np.stack(cols, axis=1)
+
+
+def transform_quantize_pair(old: np.ndarray, new: np.ndarray, bits: int, transform: str | Transform,
+                            rounding: str = "nearest", seed: Any = None) -> TransformedPair:
+    """Quantize an aligned pair uniformly at ``bits`` through ``transform``.
+
+    Parameters
+    ----------
+    old, new : numpy.ndarray, shape (n_old, d) and (n_new, d)
+        The pair, ``new`` already aligned onto ``old``'s coordinates.
+    bits : int
+        Bits per stored value (32: clipping only).
+    transform : str or Transform
+        See :func:`parse_transform`.
+    rounding : {"nearest", "stochastic"}
+    seed : int or torch.Generator, optional
+        Seed of the rotation and of stochastic rounding.
+
+    Returns
+    -------
+    TransformedPair
+
+    Raises
+    ------
+    TransformError
+        A TT transform on a table too small to factor.
+    """
+    t = parse_transform(transform)
+    A, B = np.asarray(old, np.float64), np.asarray(new, np.float64)
+    if t.tt_rank is not None:
+        return _tt_pair(A, B, bits, t.tt_rank, rounding, seed)
+    details: dict[str, Any] = {}
+    R = None
+    if t.rotation is not None:
+        d = A.shape[1]
+        R = random_hadamard(d, seed) if t.rotation == "hadamard" else random_orthogonal(d, seed)
+        A, B = A @ R, B @ R
+        details["rotation"] = t.rotation
+    split = None
+    if t.ocs is not None:
+        split = ocs_split(A, float(t.ocs), axis=1, split="half")
+        A, B = split.values, _half_splits(split.splits, B)
+        details["dimensions_split"] = len(split.splits)
+    qa, qb, details["clip"] = _quantize_both(A, B, bits, rounding, seed)
+    # stored: the (rotated, split) coordinates; R is regenerated from its seed
+    bits_per_word = float(A.shape[1] * bits)
+    if split is not None:
+        qa = ocs_merge(split, qa)
+        qb = ocs_merge(type(split)(qb, split.splits, split.source_index, split.rule, split.axis))
+    if R is not None:
+        qa, qb = qa @ R.T, qb @ R.T
+    return TransformedPair(qa.astype(np.float32), qb.astype(np.float32), bits_per_word, details)
+
+
+def _tt_pair(A: np.ndarray, B: np.ndarray, bits: int, rank: int, rounding: str, seed: Any) -> TransformedPair:
+    d = A.shape[1]
+    out, params = [], []
+    for X in (A, B):
+        try:
+            shape = suggest_tt_shape(X.shape[0], d, ranks=rank)
+            fit = tt_decompose(X, shape)
+        except EmbstabError as exc:
+            raise TransformError(f"tt:{rank} cannot factor a {X.shape[0]} x {d} table: {exc}") from None
+        # each core on its own grid: the two members' cores live in different gauges
+        cores = [uniform_quantize(c.reshape(-1, c.shape[-1]), bits, rounding=rounding, seed=seed).reshape(c.shape)
+                 if bits < 32 else c for c in fit.cores]
+        out.append(tt_full(TTCores(cores, fit.shape), X.shape[0], d).astype(np.float32))
+        params.append(fit.num_parameters)
+    per_word = max(params[0] / A.shape[0], params[1] / B.shape[0]) * bits
+    return TransformedPair(out[0], out[1], float(per_word),
+                           {"tt_rank": rank, "tt_parameters": params,
+                            "tt_shape": {"p": list(fit.shape.p), "q": list(fit.shape.q)}})

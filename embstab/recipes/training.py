@@ -1,0 +1,177 @@
+"""Precision recipes as a setting of embstab's own trainers and of a study.
+
+A *training recipe* names how an embedding table is stored and updated while it is fitted:
+``"fp32"`` (the reference), ``"bf16-nearest"`` / ``"bf16-stochastic"`` / ``"bf16-kahan"`` (16-bit
+weights, the update rounded to nearest, stochastically, or with a Kahan compensation buffer; the
+same for ``fp16``), and ``"swalp"`` (8-bit block floating point with stochastic rounding plus a
+float64 average of the iterates over the second half of training). The names are what a study
+file sweeps (``training.recipes``) and what ``embstab train --recipe`` takes.
+
+The rounding itself is the low-precision core's (:class:`embstab.lowprec.LowPrecisionOptimizer`);
+this module only turns a name into that configuration and keeps the SWALP average.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from embstab.errors import lookup
+from embstab.lowprec import Format, LowPrecisionOptimizer, get_format
+from embstab.recipes.sixteen_bit import PrecisionRecipeError
+from embstab.recipes.swalp import swalp_formats
+
+__all__ = ["TrainingRecipe", "TRAINING_RECIPES", "training_recipe", "IterateAverage"]
+
+
+@dataclass(frozen=True)
+class TrainingRecipe:
+    """How a trainer stores and updates its tables.
+
+    Attributes
+    ----------
+    name : str
+        The registry name (``"fp32"``, ``"bf16-kahan"``, ``"swalp"``, ...).
+    weight_format : str or None
+        Format of the stored weights (``None``: float32, no rounding).
+    update : str
+        Rounding of the weight update: ``"nearest"``, ``"stochastic"`` or ``"kahan"``.
+    block_float_bits : int or None
+        Word length of SWALP's block-floating-point weights (one exponent per row of a table).
+    average : bool
+        Return the float64 average of the iterates of the second half of training (SWALP) instead
+        of the last iterate.
+    """
+
+    name: str
+    weight_format: str | None = None
+    update: str = "nearest"
+    block_float_bits: int | None = None
+    average: bool = False
+
+    @property
+    def is_reference(self) -> bool:
+        """True for full-precision training (no rounding anywhere)."""
+        return self.weight_format is None and self.block_float_bits is None
+
+    def formats(self, param: torch.Tensor) -> Format | None:
+        """The stored format of one parameter (tables get per-row block exponents under SWALP)."""
+        if self.block_float_bits is not None:
+            fmts = swalp_formats(self.block_float_bits)
+            return fmts["channel"] if param.dim() > 1 else fmts["tensor"]
+        return None if self.weight_format is None else get_format(self.weight_format)
+
+    def wrap(self, optimizer: torch.optim.Optimizer, seed: int) -> torch.optim.Optimizer | LowPrecisionOptimizer:
+        """Make ``optimizer`` store its parameters in this recipe's formats.
+
+        Parameters
+        ----------
+        optimizer : torch.optim.Optimizer
+            The trainer's optimizer (its state stays float32: the recipes differ in how weights
+            are stored and updated, which is what moves neighbourhoods).
+        seed : int
+            Seed of stochastic rounding (derived from the training seed, so a seed reproduces
+            the run).
+
+        Returns
+        -------
+        torch.optim.Optimizer or LowPrecisionOptimizer
+            ``optimizer`` itself for ``fp32``; otherwise a wrapper with the same ``step`` /
+            ``zero_grad`` surface. Parameters are rounded onto the format at once.
+        """
+        if self.is_reference:
+            return optimizer
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        fmts = {self.formats(p) for p in params}
+        if len(fmts) == 1:
+            return LowPrecisionOptimizer(optimizer, weight=fmts.pop(), update=self.update,
+                                         generator=torch.Generator().manual_seed(int(seed)))
+        return _PerShapeOptimizer(optimizer, self, seed)
+
+
+class _PerShapeOptimizer:
+    """SWALP's split: tables (one exponent per row) and vectors (one per tensor) in their formats.
+
+    Each group gets its own :class:`LowPrecisionOptimizer` over a base optimizer of the same class
+    and hyper-parameters, as SWALP itself keeps one quantizer per tensor kind.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, recipe: TrainingRecipe, seed: int) -> None:
+        self.base = optimizer
+        groups: dict[int, list[torch.Tensor]] = {}
+        for g in optimizer.param_groups:
+            for p in g["params"]:
+                groups.setdefault(min(p.dim(), 2), []).append(p)
+        defaults = optimizer.defaults
+        self._opts = [
+            LowPrecisionOptimizer(type(optimizer)(ps, **defaults), weight=recipe.formats(ps[0]), update=recipe.update,
+                                  generator=torch.Generator().manual_seed(int(seed) + k))
+            for k, (_, ps) in enumerate(sorted(groups.items()))
+        ]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for opt in self._opts:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for opt in self._opts:
+            opt.step()
+
+
+class IterateAverage:
+    """Float64 running average of parameters (SWALP's full-precision average).
+
+    Parameters
+    ----------
+    params : list of torch.Tensor
+        The parameters to average (read, never written).
+    """
+
+    def __init__(self, params: list[torch.Tensor]) -> None:
+        self._params = params
+        self.mean: list[torch.Tensor] | None = None
+        self.count = 0
+
+    @torch.no_grad()
+    def update(self) -> None:
+        """Fold the current parameters into the average."""
+        current = [p.detach().to(torch.float64) for p in self._params]
+        if self.mean is None:
+            self.mean = [c.clone() for c in current]
+        else:
+            for m, c in zip(self.mean, current):
+                m += (c - m) / (self.count + 1)
+        self.count += 1
+
+
+def _build() -> dict[str, TrainingRecipe]:
+    table = {"fp32": TrainingRecipe("fp32")}
+    for fmt in ("bf16", "fp16"):
+        for update in ("nearest", "stochastic", "kahan"):
+            table[f"{fmt}-{update}"] = TrainingRecipe(f"{fmt}-{update}", weight_format=fmt, update=update)
+    table["swalp"] = TrainingRecipe("swalp", update="stochastic", block_float_bits=8, average=True)
+    return table
+
+
+#: Every training recipe by name.
+TRAINING_RECIPES: dict[str, TrainingRecipe] = _build()
+
+
+def training_recipe(recipe: str | TrainingRecipe | None) -> TrainingRecipe:
+    """Look a training recipe up by name (``None`` is ``"fp32"``).
+
+    Raises
+    ------
+    UnknownNameError
+        For a name that is not in :data:`TRAINING_RECIPES`.
+    PrecisionRecipeError
+        For something that is neither a name nor a :class:`TrainingRecipe`.
+    """
+    if recipe is None:
+        return TRAINING_RECIPES["fp32"]
+    if isinstance(recipe, TrainingRecipe):
+        return recipe
+    if not isinstance(recipe, str):
+        raise PrecisionRecipeError(f"a training recipe is a name such as 'bf16-kahan', got {type(recipe).__name__}")
+    return lookup(TRAINING_RECIPES, recipe, "training recipe")
