@@ -260,3 +260,30 @@ def test_pipeline_files_parse_and_plan(tmp_path):
         spec = parse_study(_quick(name), source=name)
         plan = plan_study(spec, ArtifactStore(tmp_path / name), default_steps())
         assert len(plan.rows) == spec.n_rows()
+
+
+# --- command line --------------------------------------------------------------------------------
+
+
+def test_cli_train_recipe_and_compress_transforms(tmp_path, capsys):
+    from embstab import cli, load
+
+    out = tmp_path / "k.npz"
+    assert cli.main(["train", "--corpus", "gensim_lee", "--algo", "mc", "--dim", "8", "--epochs", "1",
+                     "--recipe", "bf16-kahan", "--no-progress", "-o", str(out)]) == 0
+    assert load(out).metadata["recipe"] == "bf16-kahan"
+    assert cli.main(["train", "--corpus", "gensim_lee", "--dim", "8", "--recipe", "bf16-kahan",
+                     "-o", str(tmp_path / "w.npz")]) == 2
+    assert "needs --algo glove or mc" in capsys.readouterr().err
+
+    q = tmp_path / "q.npz"
+    assert cli.main(["compress", str(out), str(q), "--bits", "4", "--rotate", "hadamard", "--ocs", "0.1",
+                     "--output-format", "npz"]) == 0
+    assert "hadamard+ocs:0.1" in capsys.readouterr().err
+    emb, qe = load(out), load(q)
+    assert qe.shape == emb.shape and qe.metadata["compression"]["transform"] == "hadamard+ocs:0.1"
+    assert qe.metadata["compression"]["memory_bits_per_word"] == (8 + 1) * 4
+    assert cli.main(["compress", str(out), str(tmp_path / "t.npz"), "--bits", "4", "--tt-ranks", "2",
+                     "--ocs", "0.1"]) == 2
+    assert "--tt-ranks stands alone" in capsys.readouterr().err
+    assert cli.main(["compress", str(out), str(tmp_path / "t.npz"), "--format", "fp8", "--rotate", "hadamard"]) == 2

@@ -19,6 +19,10 @@ With --pair, two overlapping corpora are drawn from it (leave_out: each leaves o
 embedding is trained on each with the same seed, as when a model is retrained on updated data;
 give two output paths.
 
+--recipe trains GloVe or matrix completion with a precision recipe: bf16-nearest (the stalling
+baseline), bf16-stochastic, bf16-kahan (16-bit tables, stochastically rounded or Kahan-compensated
+updates), the fp16 variants, or swalp (8-bit block floating point, averaged); default fp32.
+
 Training is deterministic: the same seed and settings give identical vectors (gensim runs with one
 worker thread for this; pass --workers N to trade that for speed). An output may not be the
 corpus file or the other output.
@@ -26,7 +30,8 @@ corpus file or the other output.
 examples:
   embstab train --corpus wiki_vital --dim 100 -o wiki100.txt
   embstab train --corpus my_docs.txt --algo glove --dim 50 -o glove50.npz
-  embstab train --corpus wiki_vital --pair leave_out --fraction 0.05 -o old.txt new.txt"""
+  embstab train --corpus wiki_vital --pair leave_out --fraction 0.05 -o old.txt new.txt
+  embstab train --corpus wiki_vital --algo mc --dim 32 --recipe bf16-kahan -o mc32_kahan.npz"""
 
 
 def register(subparsers) -> None:
@@ -49,6 +54,10 @@ def register(subparsers) -> None:
     p.add_argument("--window", type=positive_int, default=5, help="context window (default 5)")
     p.add_argument("--max-vocab", type=positive_int, help="keep at most this many words")
     p.add_argument("--workers", type=positive_int, help="gensim worker threads (default 1: deterministic)")
+    from embstab.recipes.training import TRAINING_RECIPES
+
+    p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default="fp32",
+                   help="precision recipe of the tables while training (glove, mc; default fp32)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_no_clobber(p)
     p.set_defaults(func=run)
@@ -78,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
 
     from embstab._fs import check_outputs, check_writable
 
+    if args.recipe != "fp32" and args.algo not in ("glove", "mc"):
+        raise EmbstabError(f"--recipe {args.recipe} needs --algo glove or mc; {args.algo} trains only in fp32")
     n_out = 2 if args.pair else 1
     if len(args.output) != n_out:
         raise EmbstabError(f"give {n_out} output path(s) to -o "
@@ -92,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     docs = read_corpus(args.corpus)
     corpora = make_corpus_pair(docs, kind=args.pair, fraction=args.fraction, seed=args.pair_seed) \
         if args.pair else (docs,)
-    extra = {}
+    extra = {"recipe": args.recipe} if args.recipe != "fp32" else {}
     if args.max_vocab:
         extra["max_vocab"] = args.max_vocab
     if args.workers and args.algo in ("w2v_cbow", "w2v_sg", "fasttext"):
