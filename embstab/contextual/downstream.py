@@ -43,7 +43,7 @@ def _texts(data: ClassificationData) -> list[list[str]]:
 
 def task_features(model: ContextualModel, task: str | ClassificationData = "rt_sentiment", *, split_seed: int = 0,
                   limit: int | None = None, layer: int = -1, pooling: str = "mean", batch_size: int = 32,
-                  threads: int | None = None, progress: bool = False) -> np.ndarray:
+                  threads: int | None = 1, progress: bool = False) -> np.ndarray:
     """Sentence features of every example of a classification task: train, then dev, then test rows.
 
     Texts longer than the model's limit are truncated (BBC articles run to thousands of pieces,
@@ -131,7 +131,7 @@ def contextual_disagreement(model_a: ContextualModel, model_b: ContextualModel,
                             task: str | ClassificationData = "rt_sentiment", classifier: str = "linear",
                             seed: int = 0, *, seed_b: int | None = None, split_seed: int = 0,
                             limit: int | None = None, layer: int = -1, pooling: str = "mean", batch_size: int = 32,
-                            threads: int | None = None, progress: bool = False, **kwargs: Any) -> DisagreementResult:
+                            threads: int | None = 1, progress: bool = False, **kwargs: Any) -> DisagreementResult:
     """Frozen-feature disagreement of two contextual models on a classification task.
 
     Features of both models are extracted (:func:`task_features`), then

@@ -44,7 +44,7 @@ def _check_choice(value: str, choices: tuple[str, ...], what: str) -> str:
 
 
 def hidden_states(model: ContextualModel, rows: Sequence[np.ndarray], layer: int, batch_size: int = 32,
-                  threads: int | None = None, progress: bool = False, desc: str = "features"
+                  threads: int | None = 1, progress: bool = False, desc: str = "features"
                   ) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
     """Run the encoder over piece-id rows in length-sorted batches.
 
@@ -76,7 +76,7 @@ def hidden_states(model: ContextualModel, rows: Sequence[np.ndarray], layer: int
 
 def sentence_features(model: ContextualModel, texts: Sequence[str] | Sequence[Sequence[str]], *, layer: int = -1,
                       pooling: str = "mean", batch_size: int = 32, truncate: bool = False,
-                      allow_empty: bool = False, threads: int | None = None, progress: bool = False) -> np.ndarray:
+                      allow_empty: bool = False, threads: int | None = 1, progress: bool = False) -> np.ndarray:
     """One vector per text: the mean of its pieces' states (``[CLS]``/``[SEP]`` included) or ``[CLS]``'s.
 
     Parameters
@@ -93,8 +93,9 @@ def sentence_features(model: ContextualModel, texts: Sequence[str] | Sequence[Se
         Cut texts longer than the model's limit instead of raising.
     allow_empty : bool
         Accept empty texts (they read ``[CLS] [SEP]``) instead of raising.
-    threads : int, optional
-        torch threads while extracting.
+    threads : int or None
+        torch intra-op threads while extracting (default 1: on shared cores one thread is many
+        times faster than OpenMP spin-waiting on two; ``None`` leaves torch's setting).
     progress : bool
         Progress bar in tokens.
 
@@ -160,7 +161,7 @@ def word_windows(docs: Sequence[Sequence[str]], pieces: WordPieces, limit: int) 
 
 def word_type_embedding(model: ContextualModel, docs: Sequence[str] | Sequence[Sequence[str]], *, layer: int = -1,
                         subword: str = "first", min_count: int = 1, max_occurrences: int | None = None,
-                        words: Sequence[str] | None = None, batch_size: int = 32, threads: int | None = None,
+                        words: Sequence[str] | None = None, batch_size: int = 32, threads: int | None = 1,
                         progress: bool = False, name: str | None = None) -> Embedding:
     """Per vocabulary word, the mean of its contextual vectors over its occurrences in ``docs``.
 

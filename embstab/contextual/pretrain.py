@@ -211,7 +211,7 @@ def mlm_loss(model: ContextualModel, blocks: torch.Tensor, seed: int = 0, batch_
 def train_mlm(model: ContextualModel, docs: Sequence[Sequence[str]], steps: int, seed: int = 0, *,
               heldout: Sequence[Sequence[str]] | None = None, batch_size: int = 32, lr: float = 5e-4,
               warmup: float = 0.1, weight_decay: float = 0.01, block_length: int | None = None,
-              threads: int | None = None, name: str | None = None, progress: bool = False) -> PretrainResult:
+              threads: int | None = 1, name: str | None = None, progress: bool = False) -> PretrainResult:
     """Train a copy of ``model`` with masked-LM for ``steps`` steps.
 
     Parameters
@@ -235,8 +235,9 @@ def train_mlm(model: ContextualModel, docs: Sequence[Sequence[str]], steps: int,
     weight_decay : float
     block_length : int, optional
         Pieces per training input (default: the model's position limit, at most 128).
-    threads : int, optional
-        torch intra-op threads while training (default: leave torch's setting).
+    threads : int or None
+        torch intra-op threads while training (default 1, robust on shared cores; ``None`` leaves
+        torch's setting). Results are reproducible for a fixed thread count.
     name : str, optional
         Name of the trained model.
     progress : bool
