@@ -10,13 +10,16 @@ averaging needs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer
 
 from embstab.contextual.errors import EmptyTextError, SequenceLengthError
 from embstab.data.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 __all__ = ["WordPieces", "as_word_lists", "check_length", "pad_inputs"]
 

@@ -12,14 +12,16 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from tokenizers import Tokenizer
 
 from embstab._fs import atomic_write
 from embstab.contextual.tokenizer import load_tokenizer
 from embstab.errors import EmbstabError, lookup
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 __all__ = ["SIZES", "ModelSize", "ContextualModel", "build_model", "load_model_dir"]
 
@@ -53,9 +55,9 @@ SIZES: dict[str, ModelSize] = {
 
 def _transformers():
     # transformers takes seconds to import; only the functions that build or run a network need it
-    import transformers
+    from embstab.contextual._deps import require
 
-    return transformers
+    return require("transformers")
 
 
 @dataclass

@@ -10,7 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from typing import TYPE_CHECKING
+
+from embstab.contextual._deps import require
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 __all__ = ["SPECIAL_TOKENS", "train_wordpiece", "load_tokenizer", "plain_tokenizer"]
 
@@ -24,7 +29,7 @@ def plain_tokenizer(tok: Tokenizer) -> Tokenizer:
     embstab adds special tokens, pads and checks lengths itself (so an over-long text is an error
     rather than silently cut); a packaged ``tokenizer.json`` often has truncation at 128 built in.
     """
-    tok = Tokenizer.from_str(tok.to_str())
+    tok = require("tokenizers").Tokenizer.from_str(tok.to_str())
     tok.no_padding()
     tok.no_truncation()
     tok.post_processor = None
@@ -55,7 +60,10 @@ def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_f
     """
     if vocab_size < len(SPECIAL_TOKENS) + 26:
         raise ValueError(f"vocab_size must be at least {len(SPECIAL_TOKENS) + 26}, got {vocab_size}")
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tk = require("tokenizers")
+    decoders, models, normalizers, pre_tokenizers, trainers = (tk.decoders, tk.models, tk.normalizers,
+                                                               tk.pre_tokenizers, tk.trainers)
+    tok = tk.Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=None, clean_text=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
@@ -70,4 +78,4 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
-    return plain_tokenizer(Tokenizer.from_file(path))
+    return plain_tokenizer(require("tokenizers").Tokenizer.from_file(path))
