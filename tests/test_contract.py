@@ -21,7 +21,7 @@ from embstab.recipes import RECIPES, CheckResult, get_recipe
 
 PAIRS = [(task, model) for task, (kind, _) in TASKS.items() for model, (mkind, _) in MODELS.items()
          if mkind == kind]
-TINY = {"linear": dict(epochs=2), "cnn": dict(epochs=1, filters=4), "lstm": dict(epochs=1, hidden=8, layers=1),
+TINY = {"linear": dict(epochs=2), "mlp": dict(epochs=2, hidden=8), "cnn": dict(epochs=1, filters=4), "lstm": dict(epochs=1, hidden=8, layers=1),
         "bilstm": dict(epochs=1, hidden=8), "bilstm_crf": dict(epochs=1, hidden=8)}
 
 

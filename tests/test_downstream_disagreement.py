@@ -62,7 +62,7 @@ def _tagging(n: int = 120, seed: int = 0, outside: bool = True) -> TaggingData:
                        outside_tag="O" if outside else None)
 
 
-SMALL = {"linear": dict(epochs=30), "cnn": dict(epochs=3, filters=8), "lstm": dict(epochs=3, hidden=16, layers=1),
+SMALL = {"linear": dict(epochs=30), "mlp": dict(epochs=30, hidden=16), "cnn": dict(epochs=3, filters=8), "lstm": dict(epochs=3, hidden=16, layers=1),
          "bilstm": dict(epochs=3, hidden=16), "bilstm_crf": dict(epochs=3, hidden=16)}
 
 

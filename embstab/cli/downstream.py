@@ -16,7 +16,7 @@ trained on A and on B, and the percentage of test predictions that differ is rep
 with each model's quality (accuracy, or per-token accuracy for tagging).
 
 Tasks (real data, offline once fetched): rt_sentiment, rt_subjectivity, bbc_topic (classification:
-models linear, cnn, lstm) and brown_pos (tagging: models bilstm, bilstm_crf). The linear model
+models linear, mlp, cnn, lstm) and brown_pos (tagging: models bilstm, bilstm_crf). The linear model
 (mean of the word vectors into one linear layer) is the reference and the fastest.
 
 A and B are embedding files (any format embstab loads) or builtin:NAME pretrained embeddings.

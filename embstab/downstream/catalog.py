@@ -20,6 +20,8 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     # lr: the mean of frozen vectors has a small norm, so the linear model needs a larger step than
     # the recurrent ones; dev-set selection guards against the overfitting a large step invites.
     "linear": ("classification", {"lr": 1e-2, "epochs": 100, "batch_size": 32, "patience": None}),
+    # a hidden layer on the same means: for features a linear layer cannot separate
+    "mlp": ("classification", {"lr": 1e-3, "epochs": 100, "batch_size": 32, "patience": 10}),
     "cnn": ("classification", {"lr": 1e-3, "epochs": 10, "batch_size": 32, "patience": 3, "max_len": 400}),
     "lstm": ("classification", {"lr": 1e-3, "epochs": 10, "batch_size": 32, "patience": 3, "max_len": 400}),
     "bilstm": ("tagging", {"lr": 5e-3, "epochs": 10, "batch_size": 32, "patience": 3, "max_len": None}),

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-__all__ = ["LinearBoW", "KimCNN", "LSTMClassifier", "BiLSTMTagger", "CRF"]
+__all__ = ["LinearBoW", "MeanMLP", "KimCNN", "LSTMClassifier", "BiLSTMTagger", "CRF"]
 
 
 class LinearBoW(nn.Module):
@@ -23,6 +23,21 @@ class LinearBoW(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.out(features)
+
+
+class MeanMLP(nn.Module):
+    """Mean of the word vectors → one hidden ReLU layer with dropout → linear.
+
+    Like :class:`LinearBoW` it takes the precomputed means; the hidden layer lets it use features
+    that are not linearly separable (e.g. frozen contextual sentence vectors).
+    """
+
+    def __init__(self, dim: int, n_classes: int, hidden: int = 256, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, n_classes))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.net(features)
 
 
 class KimCNN(nn.Module):

@@ -13,7 +13,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from embstab._threads import torch_threads
-from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier
+from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier, MeanMLP
 
 __all__ = ["FitResult", "fit_classifier", "fit_tagger", "pad_batch"]
 
@@ -97,7 +97,7 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
                    test: list[np.ndarray], *, seed: int, lr: float, epochs: int, batch_size: int,
                    patience: int | None, progress: bool = False, threads: int | None = 1,
                    **model_kwargs) -> FitResult:
-    """Train a sentence classifier ("linear", "cnn" or "lstm") and predict the test set.
+    """Train a sentence classifier ("linear", "mlp", "cnn" or "lstm") and predict the test set.
 
     Runs inside ``torch.random.fork_rng`` seeded with ``seed``: parameter initialisation and dropout
     are reproducible, and the caller's global torch RNG state is restored afterwards.
@@ -106,7 +106,7 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
     with torch.random.fork_rng(devices=[]), torch_threads(threads):
         torch.manual_seed(int(seed))
         y_train = torch.as_tensor(train[1])
-        if model_name == "linear":
+        if model_name in ("linear", "mlp"):
             bag = nn.EmbeddingBag.from_pretrained(table, freeze=True, mode="mean", padding_idx=0)
 
             def features(seqs: list[np.ndarray]) -> torch.Tensor:
@@ -117,7 +117,8 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
                     return bag(flat, offsets)
 
             x_train, x_dev, x_test = features(train[0]), features(dev[0]), features(test)
-            model: nn.Module = LinearBoW(table.shape[1], n_classes, **model_kwargs)
+            head = LinearBoW if model_name == "linear" else MeanMLP
+            model: nn.Module = head(table.shape[1], n_classes, **model_kwargs)
             step = lambda idx: nn.functional.cross_entropy(model(x_train[idx]), y_train[idx])  # noqa: E731
             predict = lambda x: model(x).argmax(1).numpy()  # noqa: E731
             dev_in, test_in = x_dev, x_test
@@ -138,7 +139,7 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
 
             dev_in, test_in = dev[0], test
         dev_y = np.asarray(dev[1])
-        lengths = None if model_name == "linear" else np.asarray([len(x) for x in train[0]])
+        lengths = None if model_name in ("linear", "mlp") else np.asarray([len(x) for x in train[0]])
         _, best, best_epoch, ran = _loop(model, len(train[1]), step,
                                          lambda: float(100.0 * np.mean(predict(dev_in) == dev_y)),
                                          epochs, patience, lr, batch_size, seed, progress, f"{model_name} model",

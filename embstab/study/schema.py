@@ -269,7 +269,7 @@ def _task_options(model: str) -> tuple[str, ...]:
 
     from embstab.downstream import models as m  # noqa: PLC0415 (torch: only when a study is parsed)
 
-    cls = {"linear": m.LinearBoW, "cnn": m.KimCNN, "lstm": m.LSTMClassifier, "bilstm": m.BiLSTMTagger,
+    cls = {"linear": m.LinearBoW, "mlp": m.MeanMLP, "cnn": m.KimCNN, "lstm": m.LSTMClassifier, "bilstm": m.BiLSTMTagger,
            "bilstm_crf": m.BiLSTMTagger}.get(model)
     own = ()
     if cls is not None:

@@ -1,0 +1,198 @@
+"""``embstab contextual pretrain|features|disagreement``: contextual (BERT) models as embedding pairs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from embstab.cli.options import non_negative_int, positive_float, positive_int, seed, unit_fraction
+from embstab.errors import EmbstabError
+
+HELP = "pretrain BERT pairs, extract word-type embeddings, measure frozen-feature disagreement"
+DESCRIPTION = """\
+Contextual embeddings as a kind of embstab pair. A small BERT is pretrained with masked-LM on two
+versions of an offline corpus (each leaves out a different share of documents), with one
+WordPiece tokenizer and the same seed, plus a seed-only baseline on version A; or the packaged
+MiniLM-L6 (builtin:minilm_l6) is fine-tuned on both versions. Models are folders (config.json,
+model.safetensors, tokenizer.json) that every command takes, as does builtin:minilm_l6.
+
+  pretrain      train the pair (and baseline) into OUT/a, OUT/b, OUT/baseline; print held-out
+                MLM loss and perplexity, seconds per step
+  features      word-type embedding of a model: per word, the mean of its contextual vectors over
+                its occurrences in a corpus or text file; writes any format `embstab compare` reads
+  disagreement  the same classifier (linear or mlp) trained on each model's frozen sentence
+                features of a task; percent of test predictions that differ"""
+
+EPILOG = """\
+examples:
+  embstab contextual pretrain --corpus gensim_lee --size tiny --steps 200 --out runs/bert
+  embstab contextual pretrain --corpus wiki_vital --base builtin:minilm_l6 --steps 100 --out runs/ft
+  embstab contextual features runs/bert/a --corpus gensim_lee --out a.txt
+  embstab contextual features runs/bert/b --corpus gensim_lee --out b.txt
+  embstab compare a.txt b.txt --top-n 0
+  embstab contextual features builtin:minilm_l6 --text sentences.txt --layer 3 --out mini.npz
+  embstab contextual disagreement runs/bert/a runs/bert/b --task rt_sentiment --classifier mlp
+  embstab contextual disagreement builtin:minilm_l6 --quantize-b fp8_e4m3 --task bbc_topic
+  embstab contextual disagreement runs/bert/a --seed-baseline --task rt_subjectivity"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("contextual", help=HELP, description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="contextual_command", metavar="ACTION")
+
+    pre = sub.add_parser("pretrain", help="pretrain (or fine-tune) a model on each of two corpus versions",
+                         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pre.add_argument("--corpus", default="gensim_lee", help="offline corpus (default gensim_lee)")
+    pre.add_argument("--size", default="tiny", help="model size: tiny, small, minilm (default tiny)")
+    pre.add_argument("--base", metavar="MODEL", help="fine-tune this model (folder or builtin:minilm_l6) instead")
+    pre.add_argument("--steps", type=positive_int, default=200, help="training steps per model (default 200)")
+    pre.add_argument("--seed", type=seed, default=0, help="seed of A and B (default 0)")
+    pre.add_argument("--baseline-seed", type=seed, help="seed of the baseline (default seed + 1)")
+    pre.add_argument("--no-baseline", action="store_true", help="skip the seed-only baseline model")
+    pre.add_argument("--fraction", type=unit_fraction, default=0.05, help="share of documents each version leaves out")
+    pre.add_argument("--pair-seed", type=seed, default=0, help="seed choosing the left-out documents")
+    pre.add_argument("--vocab-size", type=positive_int, default=8000, help="WordPiece vocabulary size (default 8000)")
+    pre.add_argument("--max-length", type=positive_int, default=128, help="position limit in pieces (default 128)")
+    pre.add_argument("--batch-size", type=positive_int, default=32)
+    pre.add_argument("--lr", type=positive_float, default=5e-4, help="peak AdamW learning rate (default 5e-4)")
+    pre.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
+    pre.add_argument("--out", required=True, help="output folder (gets a/, b/, baseline/, pretrain.json)")
+    pre.add_argument("--progress", action="store_true", help="show progress bars")
+    pre.set_defaults(func=run_pretrain)
+
+    fe = sub.add_parser("features", help="word-type embedding of a model over a corpus or text file",
+                        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fe.add_argument("model", metavar="MODEL", help="model folder or builtin:minilm_l6")
+    src = fe.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", help="offline corpus to average over")
+    src.add_argument("--text", metavar="FILE", help="text file, one text per line (no empty lines)")
+    fe.add_argument("--max-docs", type=positive_int, help="use the first N documents of the corpus")
+    fe.add_argument("--layer", type=int, default=-1, help="hidden state: 0 = input embeddings, -1 = last (default)")
+    fe.add_argument("--subword", choices=["first", "mean"], default="first", help="piece(s) standing for a word")
+    fe.add_argument("--min-count", type=positive_int, default=1, help="keep words seen at least N times")
+    fe.add_argument("--max-occurrences", type=positive_int, help="average over at most N occurrences per word")
+    fe.add_argument("--batch-size", type=positive_int, default=32)
+    fe.add_argument("--threads", type=positive_int, default=1)
+    fe.add_argument("--out", required=True, help="embedding file (format from the suffix: .txt, .npz, ...)")
+    fe.add_argument("--progress", action="store_true", help="show a progress bar (tokens)")
+    fe.set_defaults(func=run_features)
+
+    dis = sub.add_parser("disagreement", help="frozen-feature downstream disagreement of two models",
+                         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dis.add_argument("a", metavar="A", help="first model (folder or builtin:minilm_l6)")
+    dis.add_argument("b", metavar="B", nargs="?", help="second model (omit with --seed-baseline or --quantize-b)")
+    dis.add_argument("--quantize-b", metavar="FORMAT", help="B = A with weights rounded to this lowprec format")
+    dis.add_argument("--seed-baseline", action="store_true", help="A against A, classifier seeds S and S+1000")
+    dis.add_argument("--task", choices=["rt_sentiment", "rt_subjectivity", "bbc_topic"], default="rt_sentiment")
+    dis.add_argument("--classifier", choices=["linear", "mlp"], default="linear")
+    dis.add_argument("--seed", type=seed, default=0, help="classifier seed (default 0)")
+    dis.add_argument("--limit", type=positive_int, help="use at most N examples")
+    dis.add_argument("--epochs", type=positive_int, help="maximum epochs (default per classifier)")
+    dis.add_argument("--lr", type=positive_float, help="Adam learning rate (default per classifier)")
+    dis.add_argument("--layer", type=int, default=-1, help="hidden state to pool (default -1, the last)")
+    dis.add_argument("--pooling", choices=["mean", "cls"], default="mean")
+    dis.add_argument("--batch-size", type=positive_int, default=32, help="extraction batch size")
+    dis.add_argument("--threads", type=positive_int, default=1)
+    dis.add_argument("--output", choices=["table", "json"], default="table")
+    dis.add_argument("--progress", action="store_true")
+    dis.set_defaults(func=run_disagreement)
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def _model(spec: str):
+    from embstab.contextual import load_model
+
+    if not spec.startswith("builtin:") and not Path(spec).exists() and ("/" in spec or spec.startswith(".")):
+        raise EmbstabError(f"model folder {spec} does not exist")
+    return load_model(spec)
+
+
+def run_pretrain(args: argparse.Namespace) -> int:
+    from embstab._fs import atomic_write
+    from embstab.contextual import SIZES, pretrain_pair
+    from embstab.data import load_corpus
+    from embstab.errors import lookup
+
+    if args.base is None:
+        lookup(SIZES, args.size, "model size")
+    base = _model(args.base) if args.base else None
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise EmbstabError(f"--out {out} exists and is not a folder")
+    pair = pretrain_pair(load_corpus(args.corpus), args.size, args.steps, args.seed, baseline_seed=args.baseline_seed,
+                         base=base, fraction=args.fraction, pair_seed=args.pair_seed, vocab_size=args.vocab_size,
+                         max_length=args.max_length, baseline=not args.no_baseline, progress=args.progress,
+                         batch_size=args.batch_size, lr=args.lr, threads=args.threads)
+    rows = {}
+    for label, res in pair.results().items():
+        res.model.save(out / label)
+        rows[label] = res.to_dict()
+    with atomic_write(out / "pretrain.json", "w") as f:
+        json.dump({"corpus": args.corpus, "pair": pair.settings, "models": rows}, f, indent=1, default=str)
+    print(f"corpus {args.corpus}: versions of {pair.settings['documents_a']} and {pair.settings['documents_b']} "
+          f"documents, {pair.settings['heldout_documents']} held out; {args.steps} steps each")
+    for label, row in rows.items():
+        print(f"{label:9s} {row['model']:28s} held-out loss {row['heldout_loss']:.3f} (perplexity "
+              f"{row['heldout_perplexity']:.1f}, before {row['initial_heldout_loss']:.3f})  "
+              f"{row['seconds_per_step'] * 1000:.0f} ms/step  -> {out / label}")
+    return 0
+
+
+def _read_lines(path: str) -> list[str]:
+    from embstab.contextual import EmptyTextError
+
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            raise EmptyTextError(f"{path}, line {i + 1}: empty line (one text per line; remove empty lines)")
+    if not lines:
+        raise EmptyTextError(f"{path} holds no text")
+    return lines
+
+
+def run_features(args: argparse.Namespace) -> int:
+    from embstab.contextual import word_type_embedding
+    from embstab.data import load_corpus
+    from embstab.io import save
+
+    model = _model(args.model)
+    docs = _read_lines(args.text) if args.text else load_corpus(args.corpus)
+    if args.max_docs:
+        docs = docs[:args.max_docs]
+    emb = word_type_embedding(model, docs, layer=args.layer, subword=args.subword, min_count=args.min_count,
+                              max_occurrences=args.max_occurrences, batch_size=args.batch_size, threads=args.threads,
+                              progress=args.progress)
+    save(emb, args.out)
+    print(f"{len(emb)} words x {emb.dim} (layer {emb.metadata['layer']}, {args.subword} piece"
+          f"{'s' if args.subword == 'mean' else ''}, {int(emb.counts.sum())} occurrences) -> {args.out}")
+    return 0
+
+
+def run_disagreement(args: argparse.Namespace) -> int:
+    from embstab.contextual import contextual_disagreement, quantize_weights
+
+    given = sum(x is not None and x is not False for x in (args.b, args.quantize_b, args.seed_baseline or None))
+    if given != 1:
+        raise EmbstabError("give a second model B, or one of --quantize-b FORMAT / --seed-baseline")
+    a = _model(args.a)
+    b = a if args.seed_baseline else quantize_weights(a, args.quantize_b) if args.quantize_b else _model(args.b)
+    kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
+    res = contextual_disagreement(a, b, args.task, args.classifier, args.seed,
+                                  seed_b=args.seed + 1000 if args.seed_baseline else None, limit=args.limit,
+                                  layer=args.layer, pooling=args.pooling, batch_size=args.batch_size,
+                                  threads=args.threads, progress=args.progress, **kwargs)
+    if args.output == "json":
+        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
+        print()
+        return 0
+    s = res.settings
+    print(f"task {res.task}, classifier {res.model} on frozen {args.pooling}-pooled layer {args.layer} features, "
+          f"seeds {res.seed}/{s['seed_b']}, {res.n_test} test examples")
+    print(f"A: {s['model_a']}   B: {s['model_b']}")
+    print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
+    print(f"accuracy A: {res.quality_a:.2f}%   accuracy B: {res.quality_b:.2f}%   "
+          f"(majority class: {s['majority_rate']:.2f}%)")
+    return 0

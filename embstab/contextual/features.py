@@ -1,0 +1,267 @@
+"""Contextual features: per-token hidden states → sentence vectors and word-type embeddings.
+
+Both readers run the encoder in batches of inputs sorted by length (little padding), under
+``torch.inference_mode``, and keep only what they return: :func:`sentence_features` one row per
+text, :func:`word_type_embedding` a running sum and count per vocabulary word, so memory does not
+grow with the corpus. Padding is masked out of attention, so a text's vectors do not depend on
+what else is in its batch (up to float rounding).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from embstab._threads import torch_threads
+from embstab.contextual.encoding import WordPieces, as_word_lists, check_length, pad_inputs
+from embstab.contextual.model import ContextualModel
+from embstab.contextual.errors import SequenceLengthError
+from embstab.embedding import Embedding
+from embstab.errors import VocabularyError
+
+__all__ = ["POOLINGS", "SUBWORDS", "hidden_states", "sentence_features", "word_type_embedding", "word_windows"]
+
+POOLINGS = ("mean", "cls")
+SUBWORDS = ("first", "mean")
+
+
+def _check_layer(model: ContextualModel, layer: int) -> int:
+    n = model.n_layers
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not -(n + 1) <= layer <= n:
+        raise ValueError(f"layer must be an integer in {-(n + 1)}..{n} (0 = input embeddings, {n} = last; "
+                         f"negative counts from the end), got {layer!r}")
+    return int(layer) % (n + 1)
+
+
+def _check_choice(value: str, choices: tuple[str, ...], what: str) -> str:
+    if value not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def hidden_states(model: ContextualModel, rows: Sequence[np.ndarray], layer: int, batch_size: int = 32,
+                  threads: int | None = 1, progress: bool = False, desc: str = "features"
+                  ) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+    """Run the encoder over piece-id rows in length-sorted batches.
+
+    Yields
+    ------
+    (indices, states, mask)
+        Row indices of the batch (into ``rows``), the ``(batch, width, hidden)`` states of
+        ``layer`` (position 0 is ``[CLS]``, position ``j + 1`` is piece ``j`` of the row) and the
+        attention mask.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    layer = _check_layer(model, layer)
+    cls, sep, pad = (model.special_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
+    order = np.argsort([len(r) for r in rows], kind="stable")
+    encoder = model.network.bert
+    encoder.eval()
+    n_tokens = sum(len(r) + 2 for r in rows)
+    with torch_threads(threads), torch.inference_mode(), \
+            tqdm(total=n_tokens, desc=desc, unit="tok", unit_scale=True, disable=not progress, leave=False) as bar:
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            ids, mask = pad_inputs([rows[i] for i in idx], cls, sep, pad)
+            out = encoder(input_ids=ids, attention_mask=mask, output_hidden_states=layer != model.n_layers)
+            states = out.last_hidden_state if layer == model.n_layers else out.hidden_states[layer]
+            yield idx, states, mask
+            bar.update(int(mask.sum()))
+
+
+def sentence_features(model: ContextualModel, texts: Sequence[str] | Sequence[Sequence[str]], *, layer: int = -1,
+                      pooling: str = "mean", batch_size: int = 32, truncate: bool = False,
+                      allow_empty: bool = False, threads: int | None = 1, progress: bool = False) -> np.ndarray:
+    """One vector per text: the mean of its pieces' states (``[CLS]``/``[SEP]`` included) or ``[CLS]``'s.
+
+    Parameters
+    ----------
+    model : ContextualModel
+    texts : sequence of str or of token lists
+        Strings are split into words with :func:`embstab.data.tokenize`.
+    layer : int
+        Hidden state to read: 0 = input embeddings, ``n_layers`` (or −1) = last layer.
+    pooling : {"mean", "cls"}
+        Mean over the non-padding positions (as sentence-transformers does), or the ``[CLS]`` vector.
+    batch_size : int
+    truncate : bool
+        Cut texts longer than the model's limit instead of raising.
+    allow_empty : bool
+        Accept empty texts (they read ``[CLS] [SEP]``) instead of raising.
+    threads : int or None
+        torch intra-op threads while extracting (default 1: on shared cores one thread is many
+        times faster than OpenMP spin-waiting on two; ``None`` leaves torch's setting).
+    progress : bool
+        Progress bar in tokens.
+
+    Returns
+    -------
+    numpy.ndarray of shape (len(texts), hidden), float32
+
+    Raises
+    ------
+    EmptyTextError
+        A text is empty (and ``allow_empty`` is false).
+    SequenceLengthError
+        A text does not fit the model (and ``truncate`` is false).
+    """
+    _check_choice(pooling, POOLINGS, "pooling")
+    words = as_word_lists(texts, allow_empty=allow_empty)
+    pieces = WordPieces(model.tokenizer)
+    pieces.add(w for ws in words for w in ws)
+    rows = []
+    for i, ws in enumerate(words):
+        ids, _ = pieces.encode(ws)
+        rows.append(ids[:check_length(len(ids), model.max_length, i, truncate)])
+    out = np.zeros((len(rows), model.hidden_size), dtype=np.float32)
+    if not rows:
+        return out
+    for idx, states, mask in hidden_states(model, rows, layer, batch_size, threads, progress, "sentence features"):
+        if pooling == "cls":
+            pooled = states[:, 0]
+        else:
+            m = mask.unsqueeze(-1).to(states.dtype)
+            pooled = (states * m).sum(1) / m.sum(1)
+        out[idx] = pooled.float().numpy()
+    return out
+
+
+def word_windows(docs: Sequence[Sequence[str]], pieces: WordPieces, limit: int) -> list[list[str]]:
+    """Cut documents into consecutive word windows whose pieces fit ``limit`` (with ``[CLS]``/``[SEP]``).
+
+    Raises
+    ------
+    SequenceLengthError
+        If one word alone has more pieces than fit.
+    """
+    body = limit - 2
+    out: list[list[str]] = []
+    for d, doc in enumerate(docs):
+        window: list[str] = []
+        used = 0
+        for word in doc:
+            n = len(pieces[word])
+            if n > body:
+                raise SequenceLengthError(f"word {word[:40]!r} of text {d + 1} alone has {n} word pieces, more than "
+                                          f"the model's limit of {body}")
+            if used + n > body:
+                out.append(window)
+                window, used = [], 0
+            window.append(word)
+            used += n
+        if window:
+            out.append(window)
+    return out
+
+
+def word_type_embedding(model: ContextualModel, docs: Sequence[str] | Sequence[Sequence[str]], *, layer: int = -1,
+                        subword: str = "first", min_count: int = 1, max_occurrences: int | None = None,
+                        words: Sequence[str] | None = None, batch_size: int = 32, threads: int | None = 1,
+                        progress: bool = False, name: str | None = None) -> Embedding:
+    """Per vocabulary word, the mean of its contextual vectors over its occurrences in ``docs``.
+
+    Documents are cut into windows that fit the model (:func:`word_windows`); a word's vector at
+    one occurrence is the state of its first piece, or the mean over its pieces. Words the model
+    cannot see (only ``[UNK]`` pieces) are skipped. The result is an :class:`~embstab.Embedding`
+    in frequency order with the occurrence counts used, so every measure applies to two models
+    given the same ``docs``.
+
+    Parameters
+    ----------
+    model : ContextualModel
+    docs : sequence of str or of token lists
+        The corpus sample (strings are tokenised with :func:`embstab.data.tokenize`). Empty
+        documents are skipped.
+    layer : int
+        Hidden state to read (0 = input embeddings, −1 = last).
+    subword : {"first", "mean"}
+        Which pieces of a word represent it.
+    min_count : int
+        Keep words occurring at least this often in ``docs``.
+    max_occurrences : int, optional
+        Average over at most this many occurrences per word (the first ones in ``docs``): bounds
+        the work for frequent words.
+    words : sequence of str, optional
+        Restrict to these words (e.g. another embedding's vocabulary).
+    batch_size, threads, progress
+        As for :func:`sentence_features`.
+    name : str, optional
+        Name of the embedding (default: the model's name and the layer).
+
+    Returns
+    -------
+    Embedding
+        float32 vectors; ``metadata`` records the layer, subword rule and counts.
+
+    Raises
+    ------
+    VocabularyError
+        If no word of ``docs`` qualifies (none occurs ``min_count`` times, none is in ``words``, or
+        the model knows none of them).
+    """
+    _check_choice(subword, SUBWORDS, "subword")
+    if min_count < 1:
+        raise ValueError(f"min_count must be at least 1, got {min_count}")
+    if max_occurrences is not None and max_occurrences < 1:
+        raise ValueError(f"max_occurrences must be at least 1, got {max_occurrences}")
+    layer_index = _check_layer(model, layer)
+    docs = [d for d in as_word_lists(docs, allow_empty=True) if d]
+    counts = Counter(w for d in docs for w in d)
+    pieces = WordPieces(model.tokenizer)
+    pieces.add(counts)
+    allowed = None if words is None else set(words)
+    candidates = [w for w in counts if counts[w] >= min_count and (allowed is None or w in allowed)]
+    known = [w for w in candidates if not pieces.is_unknown(w)]
+    if not known:
+        why = (f"no word occurs at least {min_count} times" if not candidates and allowed is None else
+               "no word of the text is in the given word list" if not candidates else
+               f"the model's vocabulary knows none of the {len(candidates)} candidate words (all map to [UNK])")
+        raise VocabularyError(f"no word-type vectors from {len(docs)} texts: {why}")
+    first_seen = {w: i for i, w in enumerate(counts)}  # Counter keeps first-occurrence order
+    known.sort(key=lambda w: (-counts[w], first_seen[w]))
+    vocab = {w: i for i, w in enumerate(known)}
+    sums = np.zeros((len(known), model.hidden_size), dtype=np.float64)
+    used = np.zeros(len(known), dtype=np.int64)
+
+    windows = word_windows(docs, pieces, model.max_length)
+    # occurrence selection happens in corpus order, before batching reorders the windows
+    targets: list[list[tuple[int, int, int]]] = []  # per window: (vocab id, first piece, end piece)
+    rows = []
+    for window in windows:
+        ids, starts = pieces.encode(window)
+        mine = []
+        for j, w in enumerate(window):
+            v = vocab.get(w)
+            if v is not None and (max_occurrences is None or used[v] < max_occurrences):
+                used[v] += 1
+                mine.append((v, int(starts[j]), int(starts[j + 1])))
+        targets.append(mine)
+        rows.append(ids)
+    keep = [i for i, t in enumerate(targets) if t]  # windows with nothing to read are not run
+    rows, targets = [rows[i] for i in keep], [targets[i] for i in keep]
+    for idx, states, _ in hidden_states(model, rows, layer, batch_size, threads, progress, "word-type features"):
+        flat = [(b, v, s, e) for b, i in enumerate(idx) for v, s, e in targets[i]]
+        if not flat:
+            continue
+        b, v, s, e = (np.asarray(x, dtype=np.int64) for x in zip(*flat))
+        h = states.double()
+        if subword == "first":
+            vecs = h[torch.from_numpy(b), torch.from_numpy(s + 1)]
+        else:
+            # span means from a prefix sum over positions (float64, so no cancellation to speak of)
+            csum = torch.nn.functional.pad(h.cumsum(1), (0, 0, 1, 0))
+            bt = torch.from_numpy(b)
+            vecs = (csum[bt, torch.from_numpy(e + 1)] - csum[bt, torch.from_numpy(s + 1)]) \
+                / torch.from_numpy(e - s).unsqueeze(1).double()
+        np.add.at(sums, v, vecs.numpy())
+    vectors = (sums / used[:, None]).astype(np.float32)
+    return Embedding(known, vectors, used, name=name or f"{model.name}.layer{layer_index}",
+                     source=f"contextual word types of {model.name}",
+                     metadata={"kind": "contextual_word_type", "model": model.name, "layer": layer_index,
+                               "subword": subword, "min_count": min_count, "max_occurrences": max_occurrences,
+                               "texts": len(docs), "windows": len(windows)})

@@ -1,0 +1,226 @@
+"""A contextual model: a BERT masked-LM, its WordPiece tokenizer, and how to save and load them.
+
+:class:`ContextualModel` is what pretraining returns, what the packaged MiniLM loads as, and what
+feature extraction takes. The network is always a ``transformers`` ``BertForMaskedLM`` (features
+come from its encoder, ``.bert``), so one model can be pretrained, fine-tuned, quantized and read
+out the same way whatever its origin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from embstab._fs import atomic_write
+from embstab.contextual.tokenizer import load_tokenizer
+from embstab.errors import EmbstabError, lookup
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+__all__ = ["SIZES", "ModelSize", "ContextualModel", "build_model", "load_model_dir"]
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """Shape of a BERT encoder: layers, hidden size, attention heads, feed-forward size."""
+
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "intermediate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden size {self.hidden} is not a multiple of the {self.heads} heads")
+
+
+#: Named sizes. ``tiny`` is for CI (seconds per hundred steps on 2 cores); ``small`` is the laptop
+#: tier; ``minilm`` has the shape of the packaged all-MiniLM-L6-v2 (6 × 384, 12 heads).
+SIZES: dict[str, ModelSize] = {
+    "tiny": ModelSize(2, 128, 2, 512),
+    "small": ModelSize(4, 256, 4, 1024),
+    "minilm": ModelSize(6, 384, 12, 1536),
+}
+
+
+def _transformers():
+    # transformers takes seconds to import; only the functions that build or run a network need it
+    from embstab.contextual._deps import require
+
+    return require("transformers")
+
+
+@dataclass
+class ContextualModel:
+    """A BERT masked-LM with its tokenizer.
+
+    Attributes
+    ----------
+    network : transformers.BertForMaskedLM
+        The network (kept in eval mode outside training).
+    tokenizer : tokenizers.Tokenizer
+        Without padding, truncation or post-processing: embstab adds ``[CLS]``/``[SEP]`` itself.
+    name : str
+        Short name shown in tables and used as the name of extracted embeddings.
+    metadata : dict
+        How it was made (size, seed, corpus, steps, quantization ...).
+    """
+
+    network: Any
+    tokenizer: Tokenizer
+    name: str = "bert"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = [t for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]") if self.tokenizer.token_to_id(t) is None]
+        if missing:
+            raise EmbstabError(f"tokenizer of model {self.name!r} lacks the special tokens {', '.join(missing)}")
+        vocab = self.tokenizer.get_vocab_size()
+        if vocab > self.network.config.vocab_size:
+            raise EmbstabError(f"tokenizer of model {self.name!r} has {vocab} pieces but the network only "
+                               f"{self.network.config.vocab_size} embedding rows")
+
+    @property
+    def max_length(self) -> int:
+        """Most word pieces one input may have, ``[CLS]`` and ``[SEP]`` included."""
+        return int(self.network.config.max_position_embeddings)
+
+    @property
+    def n_layers(self) -> int:
+        """Number of transformer layers (hidden states are numbered 0 = embeddings … ``n_layers``)."""
+        return int(self.network.config.num_hidden_layers)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.network.config.hidden_size)
+
+    def special_id(self, token: str) -> int:
+        """The id of a special token such as ``"[CLS]"``."""
+        return int(self.tokenizer.token_to_id(token))
+
+    def n_parameters(self) -> int:
+        """Number of parameters of the network (tied weights counted once)."""
+        return sum(p.numel() for p in self.network.parameters())
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write ``config.json``, ``model.safetensors``, ``tokenizer.json`` and ``embstab.json`` into a folder.
+
+        Each file is written atomically; the folder is created if needed. :func:`load_model_dir`
+        (and :func:`embstab.contextual.load_model`) reads it back.
+        """
+        from safetensors.torch import save
+
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().contiguous().clone() for k, v in self.network.state_dict().items()}
+        # tied weights (decoder = word embeddings) are stored once; loading ties them again
+        state.pop("cls.predictions.decoder.weight", None)
+        with atomic_write(folder / "model.safetensors") as f:
+            f.write(save(state))
+        with atomic_write(folder / "config.json", "w") as f:
+            f.write(self.network.config.to_json_string())
+        with atomic_write(folder / "tokenizer.json", "w") as f:
+            f.write(self.tokenizer.to_str())
+        with atomic_write(folder / "embstab.json", "w") as f:
+            json.dump({"name": self.name, "metadata": self.metadata}, f, indent=1, default=str)
+
+
+def build_model(size: str | ModelSize, tokenizer: Tokenizer, seed: int = 0, *, max_length: int = 128,
+                dropout: float = 0.1, name: str | None = None) -> ContextualModel:
+    """A freshly initialised BERT masked-LM for ``tokenizer``, identical for identical arguments.
+
+    Parameters
+    ----------
+    size : str or ModelSize
+        A key of :data:`SIZES` or an explicit shape.
+    tokenizer : tokenizers.Tokenizer
+        Its vocabulary fixes the embedding table; it must have the BERT special tokens.
+    seed : int
+        Seed of the initialisation (the caller's global torch RNG is left untouched).
+    max_length : int
+        Position limit (longest input in word pieces).
+    dropout : float
+        Dropout of hidden states and attention.
+    name : str, optional
+
+    Returns
+    -------
+    ContextualModel
+    """
+    shape = lookup(SIZES, size, "model size") if isinstance(size, str) else size
+    if max_length < 3:
+        raise ValueError(f"max_length must be at least 3 ([CLS] piece [SEP]), got {max_length}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    tf = _transformers()
+    pad = tokenizer.token_to_id("[PAD]")
+    config = tf.BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=shape.hidden,
+                           num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
+                           intermediate_size=shape.intermediate, max_position_embeddings=max_length,
+                           hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                           pad_token_id=0 if pad is None else pad)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        network = tf.BertForMaskedLM(config)
+    network.eval()
+    label = size if isinstance(size, str) else f"{shape.layers}x{shape.hidden}"
+    return ContextualModel(network, tokenizer, name or f"bert-{label}-s{seed}",
+                           {"size": label, "layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads,
+                            "init_seed": int(seed), "max_length": max_length})
+
+
+def load_model_dir(path: str | os.PathLike, name: str | None = None) -> ContextualModel:
+    """Load a model folder (written by :meth:`ContextualModel.save`, or any BERT checkpoint folder).
+
+    Only local files are read (``local_files_only``): nothing is fetched.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A folder with ``config.json``, ``model.safetensors`` (or ``pytorch_model.bin``) and
+        ``tokenizer.json``.
+    name : str, optional
+        Defaults to the saved name, or the folder's name.
+
+    Returns
+    -------
+    ContextualModel
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder or one of its files is missing.
+    """
+    folder = Path(path)
+    for needed in ("config.json", "tokenizer.json"):
+        if not (folder / needed).is_file():
+            raise FileNotFoundError(2, f"no {needed} in the model folder", str(folder / needed))
+    tf = _transformers()
+    info = {}
+    if (folder / "embstab.json").is_file():
+        info = json.loads((folder / "embstab.json").read_text(encoding="utf-8"))
+    config = tf.BertConfig.from_pretrained(str(folder), local_files_only=True)
+    verbosity = tf.logging.get_verbosity()
+    tf.logging.set_verbosity_error()  # a checkpoint without an MLM head gets a fresh one: expected, not news
+    tf.utils.logging.disable_progress_bar()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            # a missing MLM head is initialised; seed it so two loads of one folder are identical
+            torch.manual_seed(0)
+            network = tf.BertForMaskedLM.from_pretrained(str(folder), config=config, local_files_only=True)
+    finally:
+        tf.logging.set_verbosity(verbosity)
+        tf.utils.logging.enable_progress_bar()
+    network.eval()
+    return ContextualModel(network, load_tokenizer(folder), name or info.get("name") or folder.name,
+                           dict(info.get("metadata", {}), path=str(folder)))

@@ -1,0 +1,81 @@
+"""WordPiece tokenizers: trained once on a corpus with ``tokenizers``, or loaded from a model folder.
+
+Both members of a pretraining pair must share one tokenizer, so that the same word is split into
+the same pieces and word-type averages are taken over the same occurrences; the tokenizer is
+therefore trained on the *union* of the two corpus versions, once, before either model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+from typing import TYPE_CHECKING
+
+from embstab.contextual._deps import require
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+__all__ = ["SPECIAL_TOKENS", "train_wordpiece", "load_tokenizer", "plain_tokenizer"]
+
+#: Special tokens in BERT order; ``[PAD]`` is id 0 for a trained tokenizer, as in BERT's vocabulary.
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def plain_tokenizer(tok: Tokenizer) -> Tokenizer:
+    """The same tokenizer with padding, truncation and the ``[CLS] … [SEP]`` template switched off.
+
+    embstab adds special tokens, pads and checks lengths itself (so an over-long text is an error
+    rather than silently cut); a packaged ``tokenizer.json`` often has truncation at 128 built in.
+    """
+    tok = require("tokenizers").Tokenizer.from_str(tok.to_str())
+    tok.no_padding()
+    tok.no_truncation()
+    tok.post_processor = None
+    return tok
+
+
+def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
+    """Train a lower-casing BERT-style WordPiece tokenizer on tokenised documents.
+
+    Parameters
+    ----------
+    docs : iterable of token lists
+        The training text (e.g. the union of the two versions of a corpus pair).
+    vocab_size : int
+        Vocabulary size including the special tokens.
+    min_frequency : int
+        Minimum count of a merged piece.
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+        Without padding, truncation or post-processing (see :func:`plain_tokenizer`).
+
+    Raises
+    ------
+    ValueError
+        If ``vocab_size`` is too small to hold the special tokens and an alphabet.
+    """
+    if vocab_size < len(SPECIAL_TOKENS) + 26:
+        raise ValueError(f"vocab_size must be at least {len(SPECIAL_TOKENS) + 26}, got {vocab_size}")
+    tk = require("tokenizers")
+    decoders, models, normalizers, pre_tokenizers, trainers = (tk.decoders, tk.models, tk.normalizers,
+                                                               tk.pre_tokenizers, tk.trainers)
+    tok = tk.Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=None, clean_text=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                        special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    tok.train_from_iterator((" ".join(d) for d in docs), trainer=trainer)
+    return tok
+
+
+def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
+    """Load ``tokenizer.json`` (a file, or a folder holding one), made plain by :func:`plain_tokenizer`."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "tokenizer.json")
+    return plain_tokenizer(require("tokenizers").Tokenizer.from_file(path))
