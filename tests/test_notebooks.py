@@ -24,7 +24,7 @@ def single_threaded_blas(monkeypatch):
 def run(name: str) -> nbformat.NotebookNode:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     # Run in notebooks/ like a user would: relative paths in the notebooks resolve from there.
-    NotebookClient(nb, timeout=180, kernel_name="python3",
+    NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     return nb
 
@@ -62,3 +62,12 @@ def test_stability_memory_analysis_notebook(monkeypatch):
     assert "ship w2v_cbow with dim=100 at 4-bit precision" in text  # the 400-bit budget
     assert "lstsq agrees" in text
     assert "6 plots" in text
+
+
+@pytest.mark.timeout(600)
+def test_recipes_and_instability_notebook():
+    text, images = outputs(run("recipes_and_instability.ipynb"))
+    assert images == 5  # update rules, SWALP, HALP, memory bars, instability per recipe
+    for recipe in ("bf16-nearest", "bf16-stochastic", "bf16-kahan", "swalp"):
+        assert recipe in text
+    assert "of the fp32 neighbours" in text
