@@ -115,7 +115,7 @@ def test_rows_hold_the_measures_of_their_pair(finished):
         if meta["dim"] != 8:
             continue
         measures_node = plan.nodes[plan.nodes[node_key].deps[0]]
-        pair_key, anchor_key = (plan.nodes[d].args[2] for d in measures_node.deps)
+        pair_key, anchor_key, raw_key = (plan.nodes[d].args[2] for d in measures_node.deps)
         new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
         anchors = (store.get_embedding("pair_new", anchor_key), store.get_embedding("pair_old", anchor_key))
         assert anchors[0].dim == 16 and new.dim == 8
@@ -124,6 +124,13 @@ def test_rows_hold_the_measures_of_their_pair(finished):
         got = run.results.query("seed == @meta['seed'] and dim == 8 and bitrate == @meta['bitrate']").iloc[0]
         for name, value in zip(expected["measure"], expected["value"], strict=True):
             assert got[name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
+        # and how much of its own neighbourhoods the compressed new member kept
+        raw = store.get_embedding("embedding", raw_key)
+        own = compare(new, raw, anchors=(raw, raw), measures=["knn"], top_n=spec.measures.top_n, rank_by="a",
+                      params={"knn": {"k": 5, "n_queries": 100, "seed": 1234}})
+        assert got["agreement_uncompressed"] == pytest.approx(float(own["value"].iloc[0]), rel=1e-9)
+        if meta["bitrate"] == 32:
+            assert got["agreement_uncompressed"] > 0.99
         checked += 1
     assert checked == 4
 

@@ -242,7 +242,7 @@ def _variant_table(df: pd.DataFrame, measures: list[str]) -> pd.DataFrame | None
     axes = [c for c in ("recipe", "transform") if c in df.columns and df[c].nunique() > 1]
     if not axes:
         return None
-    cols = ["disagreement", *[c for c in ("quality",) if c in df.columns], *measures]
+    cols = ["disagreement", *[c for c in ("quality", "agreement_uncompressed") if c in df.columns], *measures]
     table = df.groupby([*axes, "bitrate"], sort=False)[cols].mean()
     table.insert(0, "memory", df.groupby([*axes, "bitrate"], sort=False)["memory"].mean())
     table.insert(0, "rows", df.groupby([*axes, "bitrate"], sort=False).size())
@@ -254,7 +254,10 @@ def _variant_section(table: pd.DataFrame) -> H.Section:
     sec.add(H.paragraph("Means over algorithms, seeds, dimensions and tasks, per training recipe "
                         "(precision of the tables while they were fitted) and compression transform, "
                         "at each bit width. Measures compare the two corpus versions trained with the "
-                        "same seed; memory is the bits per word each variant really stores."))
+                        "same seed; memory is the bits per word each variant really stores; "
+                        "agreement_uncompressed is the k-NN overlap of each compressed embedding with "
+                        "its own uncompressed version (a transform can look stable while keeping few "
+                        "of its neighbourhoods)."))
     return sec.add(H.table(table, index=False, digits=4))
 
 

@@ -131,8 +131,10 @@ def _pair_cfg(spec: StudySpec, v: Variant) -> dict[str, Any]:
 
 def _measures_cfg(spec: StudySpec, v: Variant) -> dict[str, Any]:
     m = {"names": list(spec.measures.names), "top_n": spec.measures.top_n, "params": spec.measures.params_dict()}
+    # "uncompressed": the new member before compression, to report how much of its own neighbourhoods
+    # the compressed member keeps (a compressed pair can look stable while keeping few of them)
     return {"v": PLAN_VERSION, "stage": "measures", "pair": _pair_cfg(spec, v),
-            "anchor": _pair_cfg(spec, v.anchor(spec)), "measures": m}
+            "anchor": _pair_cfg(spec, v.anchor(spec)), "uncompressed": _train_cfg(spec, "new", v), "measures": m}
 
 
 def _downstream_cfg(spec: StudySpec, entry: DownstreamSpec, v: Variant) -> dict[str, Any]:
@@ -202,20 +204,20 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
         variant = Variant(meta["algo"], meta["recipe"], meta["seed"], meta["dim"], meta["bitrate"], meta["transform"])
         corpus_key = add("corpus", corpus_cfg, S.run_corpus, store, steps, config_hash(corpus_cfg), corpus_cfg)
 
-        def pair(v: Variant, corpus_key: str = corpus_key) -> str:
+        def pair(v: Variant, corpus_key: str = corpus_key) -> tuple[str, str]:
             trained = []
             for side in ("old", "new"):
                 tcfg = _train_cfg(spec, side, v)
                 trained.append(add("train", tcfg, S.run_train, store, steps, config_hash(tcfg), tcfg, Ref(corpus_key)))
             pcfg = _pair_cfg(spec, v)
             return add("compress", pcfg, S.run_compress, store, steps, config_hash(pcfg), pcfg,
-                       Ref(trained[0]), Ref(trained[1]))
+                       Ref(trained[0]), Ref(trained[1])), trained[1]
 
-        anchor_key = pair(variant.anchor(spec))
-        pair_key = pair(variant)
+        anchor_key, _ = pair(variant.anchor(spec))
+        pair_key, new_key = pair(variant)
         mcfg = cfg["measures"]
         measures_key = add("measures", mcfg, S.run_measures, store, steps, config_hash(mcfg), mcfg,
-                           Ref(pair_key), Ref(anchor_key))
+                           Ref(pair_key), Ref(anchor_key), Ref(new_key))
         dcfg = cfg["downstream"]
         downstream_key = add("downstream", dcfg, S.run_downstream, store, steps, config_hash(dcfg), dcfg,
                              Ref(pair_key))

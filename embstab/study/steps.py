@@ -206,14 +206,25 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
 
 @_guard("measures")
 def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], pair_key: str,
-                 anchor_key: str) -> dict[str, float]:
-    """All measures of one pair against its anchors (artifact ``measures``, JSON)."""
+                 anchor_key: str, uncompressed_key: str | None = None) -> dict[str, float]:
+    """All measures of one pair against its anchors (artifact ``measures``, JSON).
+
+    With ``uncompressed_key`` (the new member's training), also the k-NN overlap of the compressed
+    new member with its uncompressed self, as ``agreement_uncompressed``.
+    """
     if store.has_json("measures", key):
         return store.get_json("measures", key)
     new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
     anchor_new, anchor_old = _embedding(store, "pair_new", anchor_key), _embedding(store, "pair_old", anchor_key)
     values = steps.measure_pair(new, old, anchor_new, anchor_old, config["measures"])
     values = {k: float(v) for k, v in values.items()}
+    if uncompressed_key is not None:
+        raw = _embedding(store, "embedding", uncompressed_key)
+        params = dict(config["measures"].get("params") or {})
+        self_cfg = {"names": ["knn"], "top_n": config["measures"]["top_n"], "params": {"knn": params.get("knn", {})}}
+        # the compressed member against itself uncompressed: its own anchors are the raw pair
+        own = steps.measure_pair(new, raw, raw, raw, self_cfg)
+        values["agreement_uncompressed"] = float(own["knn"])
     stored = (new.metadata.get("compression") or {}).get("memory_bits_per_word")
     if "transform" in config["pair"] and stored is not None:
         # a transform stores more (OCS, padding) or less (TT) than dim x bits per word
@@ -243,6 +254,7 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
                  downstream: Mapping[str, Any]) -> dict[str, Any]:
     """One result row in the shared convention (new embedding's quality as ``quality``)."""
     measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word")}
+    # agreement_uncompressed stays with the measures: a column of the results beside them
     memory = measures.get("memory_bits_per_word", int(meta["dim"]) * int(meta["bitrate"]))
     return {**meta, "memory": float(memory),
             "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],
