@@ -17,7 +17,8 @@ FOREIGN = re.compile(r"§|shared/specs|specs/\w+\.md|\bspec(ification)? \w+\.md|
 #: Modules whose public functions must all carry a numpy-style "Parameters" section.
 NUMPYDOC_MODULES = [
     "embstab.errors", "embstab.data.pretrained", "embstab.selection.recommend", "embstab.study.runner",
-    "embstab.downstream.api", "embstab.recipes.registry",
+    "embstab.downstream.api", "embstab.recipes.registry", "embstab.compress.transforms",
+    "embstab.recipes.training",
 ]
 
 

@@ -91,6 +91,15 @@ def parse_transform(spec: str | Transform | None) -> Transform:
     """Parse ``"none"``, ``"hadamard"``, ``"orthogonal"``, ``"ocs:R"``, ``"tt:R"`` or a rotation and
     OCS joined by ``+`` (``"hadamard+ocs:0.03"``: rotate, then split, quantize, merge, rotate back).
 
+    Parameters
+    ----------
+    spec : str or Transform or None
+        The spelling (``None`` is ``"none"``); a :class:`Transform` is returned as is.
+
+    Returns
+    -------
+    Transform
+
     Raises
     ------
     UnknownNameError

@@ -161,6 +161,15 @@ TRAINING_RECIPES: dict[str, TrainingRecipe] = _build()
 def training_recipe(recipe: str | TrainingRecipe | None) -> TrainingRecipe:
     """Look a training recipe up by name (``None`` is ``"fp32"``).
 
+    Parameters
+    ----------
+    recipe : str or TrainingRecipe or None
+        A key of :data:`TRAINING_RECIPES`; a :class:`TrainingRecipe` is returned as is.
+
+    Returns
+    -------
+    TrainingRecipe
+
     Raises
     ------
     UnknownNameError
