@@ -159,7 +159,8 @@ def version_pair(graph: KnowledgeGraph, change: str = "remove", share: float = 0
     mask[out_rows] = False
     smaller = graph.train[mask]
     trains = [graph.train, smaller] if change == "remove" else [smaller, graph.train]
-    suffixes = f"|{tag}" if change == "remove" else f"{'-' + format(share, 'g')}|"
+    # the version without the changed triples is named NAME-SHARE, the full one keeps NAME
+    suffixes = f"|-{share:g}" if change == "remove" else f"-{share:g}|"
     ent_bad, rel_bad = _untrained(graph, smaller)
     dropped_e: tuple[str, ...] = ()
     dropped_r: tuple[str, ...] = ()
