@@ -151,4 +151,4 @@ def test_model_that_does_not_fit_the_graph(pair):
     with pytest.raises(ShapeError, match="graph 'umls' has 135 and 46"):
         link_prediction_disagreement(pair[0], pair[1], umls)
     with pytest.raises(TypeError, match="expected a trained KG model"):
-        triple_classification_disagreement(pair[0], "model.pt", umls)
+        triple_classification_disagreement("model.pt", pair[0], umls)
