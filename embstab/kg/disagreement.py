@@ -1,0 +1,281 @@
+"""Downstream disagreement of two knowledge-graph models: link prediction and triple classification.
+
+**Link prediction.** Each test triple ``(h, r, t)`` asks two queries, ``(h, r, ?)`` and ``(?, r, t)``.
+A model's answer is its best-scoring entity after filtering (every known true answer except the
+target is removed; ties go to the lower entity id). Disagreement is the percentage of queries whose
+answers differ between the two models; the top-k overlap is the mean share of each query's ``k``
+best answers that both models list (over ``min(k, candidates)`` when a query has fewer).
+
+**Triple classification.** One negative per validation and test triple, made by replacing its head
+or tail (a fair coin) with a uniformly drawn entity that forms no known triple. Each model decides
+"true" when its score reaches the threshold of the triple's relation, fitted on validation to
+maximise accuracy (relations without validation triples use one threshold fitted on all of
+validation). Disagreement is the percentage of test decisions (positives and the same negatives
+for both models) that differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from embstab.errors import EmbstabError
+from embstab.kg.graph import KnowledgeGraph
+from embstab.kg.scoring import KnownAnswers, as_model, score_queries, score_triples, top_k
+from embstab.kg.training import LinkPredictionMetrics, evaluate
+
+__all__ = ["LinkPredictionDisagreement", "TripleClassificationDisagreement", "link_prediction_disagreement",
+           "triple_classification_disagreement", "corrupt", "fit_thresholds", "query_answers"]
+
+
+@dataclass
+class LinkPredictionDisagreement:
+    """How many filtered link-prediction answers differ between two models.
+
+    Attributes
+    ----------
+    disagreement : float
+        Percent of queries (head and tail) whose filtered top-1 answer differs.
+    top_k_overlap : float
+        Mean share, in [0, 1], of each query's ``k`` best answers that both models list.
+    k : int
+    metrics_a, metrics_b : LinkPredictionMetrics
+        Each model's filtered MRR and Hits@1/3/10 on the same split (PyKEEN's evaluator).
+    n_queries : int
+    graph, split : str
+    settings : dict
+    answers_a, answers_b : numpy.ndarray, optional
+        Each query's top-1 answer (tail queries first, then head queries), when kept.
+    """
+
+    disagreement: float
+    top_k_overlap: float
+    k: int
+    metrics_a: LinkPredictionMetrics
+    metrics_b: LinkPredictionMetrics
+    n_queries: int
+    graph: str
+    split: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    answers_a: np.ndarray | None = field(default=None, repr=False)
+    answers_b: np.ndarray | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat dict (metrics suffixed ``_a``/``_b``, answers left out) for a DataFrame row."""
+        out: dict[str, Any] = {"task": "link_prediction", "disagreement": self.disagreement,
+                               "top_k_overlap": self.top_k_overlap, "k": self.k, "n_queries": self.n_queries,
+                               "graph": self.graph, "split": self.split}
+        for tag, m in (("a", self.metrics_a), ("b", self.metrics_b)):
+            for key in ("mrr", "hits_at_1", "hits_at_3", "hits_at_10"):
+                out[f"{key}_{tag}"] = getattr(m, key)
+        for k, v in self.settings.items():
+            out.setdefault(k, v)
+        return out
+
+
+@dataclass
+class TripleClassificationDisagreement:
+    """How many triple-classification decisions differ between two models.
+
+    Attributes
+    ----------
+    disagreement : float
+        Percent of test decisions (positives and negatives) that differ.
+    accuracy_a, accuracy_b : float
+        Test accuracy of each model, in percent.
+    n_test : int
+        Test decisions (positives plus negatives).
+    graph : str
+    settings : dict
+        Negative seed, numbers of positives and negatives, validation accuracies.
+    decisions_a, decisions_b : numpy.ndarray, optional
+        Each model's test decisions (positives first, then negatives), when kept.
+    """
+
+    disagreement: float
+    accuracy_a: float
+    accuracy_b: float
+    n_test: int
+    graph: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    decisions_a: np.ndarray | None = field(default=None, repr=False)
+    decisions_b: np.ndarray | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat dict (decisions left out) for a DataFrame row."""
+        out = {"task": "triple_classification",
+               **{k: v for k, v in asdict(self).items() if k not in ("settings", "decisions_a", "decisions_b")}}
+        for k, v in self.settings.items():
+            out.setdefault(k, v)
+        return out
+
+
+def query_answers(model: Any, graph: KnowledgeGraph, triples: np.ndarray, side: str, k: int,
+                  known: KnownAnswers | None = None) -> np.ndarray:
+    """The filtered ``k`` best answers (n, k) of each triple's query on ``side`` ("tail"/"head")."""
+    known = known or KnownAnswers(graph)
+    return top_k(score_queries(model, triples, side), known.mask(triples, side), k)
+
+
+def link_prediction_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, *, split: str = "test",
+                                 k: int = 10, batch_size: int = 256, keep_answers: bool = False,
+                                 progress: bool = False) -> LinkPredictionDisagreement:
+    """Share of filtered link-prediction answers that differ between two models of one graph.
+
+    Parameters
+    ----------
+    model_a, model_b : KGTrainResult or QuantizedKGModel or pykeen.models.Model
+        Models over ``graph``'s vocabulary (e.g. trained on two versions of it, or quantized).
+    graph : KnowledgeGraph
+        Whose ``split`` triples are the queries and whose three splits form the filter.
+    split : {"test", "valid"}
+    k : int
+        Depth of the top-k overlap (10 by default).
+    batch_size : int
+        Queries scored at once.
+    keep_answers : bool
+        Store both models' top-1 answers in the result.
+    progress : bool
+
+    Returns
+    -------
+    LinkPredictionDisagreement
+
+    Raises
+    ------
+    ShapeError
+        If a model does not fit the graph (other entity or relation counts).
+    """
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    ma, mb = as_model(model_a, graph), as_model(model_b, graph)
+    triples = graph.split(split)
+    known = KnownAnswers(graph)
+    top1: dict[str, list[np.ndarray]] = {"a": [], "b": []}
+    overlaps: list[np.ndarray] = []
+    batches = [(side, s) for side in ("tail", "head") for s in range(0, len(triples), batch_size)]
+    for side, s in tqdm(batches, desc="link prediction", unit="batch", disable=not progress):
+        part = triples[s:s + batch_size]
+        mask = known.mask(part, side)
+        ta = top_k(score_queries(ma, part, side), mask, k)
+        tb = top_k(score_queries(mb, part, side), mask, k)
+        top1["a"].append(ta[:, 0])
+        top1["b"].append(tb[:, 0])
+        depth = np.minimum(k, (~mask).sum(axis=1))
+        for i in range(len(part)):
+            d = int(depth[i])
+            overlaps.append(np.array(len(set(ta[i, :d].tolist()) & set(tb[i, :d].tolist())) / d))
+    a, b = np.concatenate(top1["a"]), np.concatenate(top1["b"])
+    return LinkPredictionDisagreement(
+        float(100.0 * np.mean(a != b)), float(np.mean(overlaps)), int(k), evaluate(ma, graph, split, batch_size),
+        evaluate(mb, graph, split, batch_size), int(len(a)), graph.name, split, {"batch_size": batch_size},
+        a if keep_answers else None, b if keep_answers else None)
+
+
+def corrupt(graph: KnowledgeGraph, triples: np.ndarray, seed: int = 0,
+            known: KnownAnswers | None = None) -> np.ndarray:
+    """One negative per triple: its head or tail (a fair coin) replaced so that no known triple forms.
+
+    When the chosen side has no such replacement, the other side is corrupted; a triple whose both
+    sides are saturated (every entity forms a known triple) gets no negative, so the result may be
+    shorter than ``triples``. Deterministic under ``seed``.
+    """
+    known = known or KnownAnswers(graph)
+    rng = np.random.default_rng(seed)
+    out = []
+    everyone = np.arange(graph.n_entities)
+    for tr in triples:
+        first = "tail" if rng.random() < 0.5 else "head"
+        for side in (first, "head" if first == "tail" else "tail"):
+            taken = known.answers(tr, side)
+            if len(taken) >= graph.n_entities:
+                continue
+            # rejection sampling is fast on sparse graphs; the explicit set guards dense ones
+            for _ in range(20):
+                e = int(rng.integers(graph.n_entities))
+                if e not in taken:
+                    break
+            else:
+                e = int(rng.choice(np.setdiff1d(everyone, taken)))
+            neg = tr.copy()
+            neg[2 if side == "tail" else 0] = e
+            out.append(neg)
+            break
+    return np.array(out, dtype=np.int64).reshape(-1, 3)
+
+
+def _best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The threshold θ maximising the accuracy of "true iff score ≥ θ"; ties go to the smallest θ.
+
+    Candidates are the distinct scores and +inf (everything false).
+    """
+    order = np.argsort(scores, kind="stable")
+    s, y = scores[order], labels[order].astype(bool)
+    pos_before = np.concatenate([[0], np.cumsum(y)])        # positives strictly before position j
+    neg_before = np.concatenate([[0], np.cumsum(~y)])
+    first = np.concatenate([[True], s[1:] != s[:-1]])       # first position of each distinct score
+    idx = np.flatnonzero(first)
+    correct = (y.sum() - pos_before[idx]) + neg_before[idx]  # θ = s[j]: j.. are "true", before "false"
+    all_false = (~y).sum()
+    best = int(np.argmax(correct))
+    return float(s[idx[best]]) if correct[best] >= all_false else float("inf")
+
+
+def fit_thresholds(scores: np.ndarray, labels: np.ndarray, relations: np.ndarray,
+                   n_relations: int) -> np.ndarray:
+    """Per-relation thresholds (n_relations,) maximising validation accuracy (see module docstring)."""
+    if len(scores) == 0:
+        raise EmbstabError("no validation triples to fit the classification thresholds on")
+    fallback = _best_threshold(scores, labels)
+    out = np.full(n_relations, fallback)
+    for r in np.unique(relations):
+        sel = relations == r
+        out[r] = _best_threshold(scores[sel], labels[sel])
+    return out
+
+
+def _decide(model: Any, triples: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    return score_triples(model, triples) >= thresholds[triples[:, 1]]
+
+
+def triple_classification_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, *, seed: int = 0,
+                                       keep_decisions: bool = False) -> TripleClassificationDisagreement:
+    """Share of triple-classification decisions that differ between two models of one graph.
+
+    Parameters
+    ----------
+    model_a, model_b : KGTrainResult or QuantizedKGModel or pykeen.models.Model
+    graph : KnowledgeGraph
+    seed : int
+        Seed of the negatives (the same negatives for both models).
+    keep_decisions : bool
+        Store both models' test decisions in the result.
+
+    Returns
+    -------
+    TripleClassificationDisagreement
+    """
+    ma, mb = as_model(model_a, graph), as_model(model_b, graph)
+    known = KnownAnswers(graph)
+    v_neg = corrupt(graph, graph.valid, seed, known)
+    t_neg = corrupt(graph, graph.test, seed + 1, known)
+    valid = np.concatenate([graph.valid, v_neg])
+    v_lab = np.concatenate([np.ones(len(graph.valid), bool), np.zeros(len(v_neg), bool)])
+    test = np.concatenate([graph.test, t_neg])
+    t_lab = np.concatenate([np.ones(len(graph.test), bool), np.zeros(len(t_neg), bool)])
+    decisions, accs, v_accs = [], [], []
+    for m in (ma, mb):
+        th = fit_thresholds(score_triples(m, valid), v_lab, valid[:, 1], graph.n_relations)
+        d = _decide(m, test, th)
+        decisions.append(d)
+        accs.append(float(100.0 * np.mean(d == t_lab)))
+        v_accs.append(float(100.0 * np.mean(_decide(m, valid, th) == v_lab)))
+    da, db = decisions
+    settings = {"negative_seed": seed, "n_positives": int(len(graph.test)), "n_negatives": int(len(t_neg)),
+                "valid_accuracy_a": v_accs[0], "valid_accuracy_b": v_accs[1]}
+    return TripleClassificationDisagreement(float(100.0 * np.mean(da != db)), accs[0], accs[1], int(len(test)),
+                                            graph.name, settings, da if keep_decisions else None,
+                                            db if keep_decisions else None)

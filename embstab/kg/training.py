@@ -1,0 +1,358 @@
+"""Train a knowledge-graph embedding model with PyKEEN's training loop, reproducibly under a seed.
+
+:func:`train` builds the model from PyKEEN's model registry, trains it with PyKEEN's stochastic
+local closed-world loop (negative sampling) and Adam, evaluates it with PyKEEN's filtered rank-based
+evaluator, and exports its entity and relation tables as :class:`embstab.Embedding` objects.
+
+Determinism: the seed is applied exactly as ``pykeen.pipeline`` applies its ``random_seed``
+(global torch, numpy and ``random`` seeding right before the model is built), so the same seed and
+settings reproduce the model bit for bit and match the pipeline's own run. The global random states
+are saved before and restored after, so calling :func:`train` leaves the caller's RNGs untouched.
+Results are reproducible for a fixed torch thread count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embstab._fs import atomic_write
+from embstab.embedding import Embedding
+from embstab.errors import EmbstabError, ShapeError, UnknownNameError
+from embstab.kg._pykeen import quiet, require_pykeen
+from embstab.kg.graph import KnowledgeGraph
+
+__all__ = ["KGTrainResult", "LinkPredictionMetrics", "train", "evaluate", "export_embeddings",
+           "load_kg_model", "model_names", "check_model_fits"]
+
+
+@dataclass(frozen=True)
+class LinkPredictionMetrics:
+    """Filtered link-prediction quality (PyKEEN's rank-based evaluator, both sides, realistic rank).
+
+    Attributes
+    ----------
+    mrr : float
+        Mean reciprocal rank, in [0, 1].
+    hits_at_1, hits_at_3, hits_at_10 : float
+        Share of queries whose true answer ranks within 1, 3, 10, in [0, 1].
+    n_queries : int
+        Head and tail queries evaluated (twice the number of triples).
+    split : str
+    """
+
+    mrr: float
+    hits_at_1: float
+    hits_at_3: float
+    hits_at_10: float
+    n_queries: int
+    split: str = "test"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict."""
+        return {"mrr": self.mrr, "hits_at_1": self.hits_at_1, "hits_at_3": self.hits_at_3,
+                "hits_at_10": self.hits_at_10, "n_queries": self.n_queries, "split": self.split}
+
+
+@dataclass
+class KGTrainResult:
+    """A trained knowledge-graph embedding model and what embstab measures on it.
+
+    Attributes
+    ----------
+    model : pykeen.models.Model
+        The trained PyKEEN model (scoring function and parameters).
+    graph : KnowledgeGraph
+        The graph version it was trained on.
+    entities, relations : Embedding
+        Entity and relation tables, one row per label in graph order (entities in training
+        frequency order). Complex-valued models are given as the real view ``[Re, Im]`` (twice the
+        complex dimension; ``metadata["complex"]`` is True).
+    losses : list of float
+        Mean training loss of each epoch.
+    metrics : LinkPredictionMetrics or None
+        Filtered quality on the test split (None when evaluation was switched off).
+    seconds : float
+        Training time (without evaluation).
+    settings : dict
+        Model name, dimension, seed, epochs and every training setting.
+    """
+
+    model: Any = field(repr=False)
+    graph: KnowledgeGraph = field(repr=False)
+    entities: Embedding = field(repr=False)
+    relations: Embedding = field(repr=False)
+    losses: list[float]
+    metrics: LinkPredictionMetrics | None
+    seconds: float
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seconds_per_epoch(self) -> float:
+        return self.seconds / max(1, len(self.losses))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Settings, losses, time and metrics as a plain dict, ready for JSON."""
+        return {**self.settings, "graph": self.graph.name, "losses": list(self.losses), "seconds": self.seconds,
+                "seconds_per_epoch": self.seconds_per_epoch,
+                "metrics": None if self.metrics is None else self.metrics.to_dict()}
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``entities.npz``, ``relations.npz``, ``model.pt`` (the state dict) and ``config.json``.
+
+        The embedding files load with :func:`embstab.load` (so ``embstab compare`` reads them);
+        :func:`load_kg_model` rebuilds the model from the folder and the graph.
+        """
+        import torch
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.entities.save(folder / "entities.npz")
+        self.relations.save(folder / "relations.npz")
+        with atomic_write(folder / "model.pt") as fh:
+            torch.save(self.model.state_dict(), fh)
+        with atomic_write(folder / "config.json", "w") as fh:
+            json.dump(self.to_dict(), fh, indent=1, sort_keys=True, default=float)
+        return folder
+
+
+def model_names() -> list[str]:
+    """The PyKEEN model names :func:`train` accepts (case-insensitive), e.g. ``transe``, ``complex``."""
+    require_pykeen()
+    from pykeen.models import model_resolver
+
+    return sorted(model_resolver.lookup_dict)
+
+
+def _model_class(name: str):
+    require_pykeen()
+    from pykeen.models import model_resolver
+
+    key = model_resolver.normalize(name)
+    if key not in model_resolver.lookup_dict:
+        raise UnknownNameError("knowledge-graph model", name, sorted(model_resolver.lookup_dict))
+    return model_resolver.lookup(key)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Seed torch, numpy and ``random`` as PyKEEN does, restoring the caller's states afterwards."""
+    import torch
+    from pykeen.utils import set_random_seed
+
+    np_state, py_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        set_random_seed(seed)
+        try:
+            yield
+        finally:
+            np.random.set_state(np_state)
+            random.setstate(py_state)
+
+
+def _table(rep) -> tuple[np.ndarray, bool]:
+    """A representation's full table as float32 rows (complex → ``[Re, Im]``), and whether it is complex."""
+    import torch
+
+    with torch.no_grad():
+        x = rep(indices=None).detach().cpu()
+    cplx = torch.is_complex(x)
+    x = x.reshape(x.shape[0], -1)
+    if cplx:
+        x = torch.cat([x.real, x.imag], dim=1)
+    return x.numpy().astype(np.float32), bool(cplx)
+
+
+def export_embeddings(model: Any, graph: KnowledgeGraph, name: str = "kg",
+                      metadata: dict[str, Any] | None = None) -> tuple[Embedding, Embedding]:
+    """The entity and relation tables of a PyKEEN model as :class:`Embedding` objects.
+
+    Parameters
+    ----------
+    model : pykeen.models.Model
+        A model over ``graph``'s vocabulary, whose first entity and relation representations are
+        tables (``pykeen.nn.Embedding``).
+    graph : KnowledgeGraph
+    name : str
+        Prefix of the embeddings' names.
+    metadata : dict, optional
+        Added to both embeddings' metadata.
+
+    Returns
+    -------
+    (entities, relations) : tuple of Embedding
+        Entity rows carry their training degree as ``counts``.
+    """
+    check_model_fits(model, graph)
+    meta = dict(metadata or {})
+    ent, cplx = _table(model.entity_representations[0])
+    rel, rcplx = _table(model.relation_representations[0])
+    view = "real view [Re, Im] of a complex embedding" if cplx else None
+    entities = Embedding(graph.entities, ent, graph.degree("train"), name=f"{name}_entities",
+                         source="embstab.kg.train", metadata={**meta, "kind": "kg_entities", "complex": cplx,
+                                                              **({"view": view} if view else {})})
+    relations = Embedding(graph.relations, rel, np.bincount(graph.train[:, 1], minlength=graph.n_relations),
+                          name=f"{name}_relations", source="embstab.kg.train",
+                          metadata={**meta, "kind": "kg_relations", "complex": rcplx})
+    return entities, relations
+
+
+def check_model_fits(model: Any, graph: KnowledgeGraph) -> None:
+    """Raise :class:`ShapeError` unless ``model`` has one entity and relation row per label of ``graph``."""
+    require_pykeen()
+    from pykeen.nn import Embedding as PyKEmbedding
+
+    if getattr(model, "num_entities", None) != graph.n_entities or \
+            getattr(model, "num_relations", None) != graph.n_relations:
+        raise ShapeError(f"the model has {getattr(model, 'num_entities', '?')} entities and "
+                         f"{getattr(model, 'num_relations', '?')} relations, but graph {graph.name!r} has "
+                         f"{graph.n_entities} and {graph.n_relations}: it was trained on another graph")
+    for what, reps in (("entity", model.entity_representations), ("relation", model.relation_representations)):
+        if not reps or not isinstance(reps[0], PyKEmbedding):
+            raise ShapeError(f"model {type(model).__name__} has no {what} embedding table "
+                             f"(its {what} representation is {type(reps[0]).__name__ if reps else 'missing'})")
+
+
+def evaluate(model: Any, graph: KnowledgeGraph, split: str = "test", batch_size: int = 256) -> LinkPredictionMetrics:
+    """Filtered link-prediction quality of ``model`` on one split of ``graph`` (PyKEEN's evaluator).
+
+    Known triples of all three splits are filtered out of the ranking except the target; ranks are
+    realistic (the expected rank under random tie-breaking); head and tail queries both count.
+    """
+    require_pykeen()
+    import torch
+    from pykeen.evaluation import RankBasedEvaluator
+
+    check_model_fits(model, graph)
+    others = [torch.as_tensor(graph.split(s).copy()) for s in ("train", "valid", "test") if s != split]
+    model.eval()
+    with quiet():
+        res = RankBasedEvaluator().evaluate(model, torch.as_tensor(graph.split(split).copy()),
+                                            batch_size=batch_size, additional_filter_triples=others, use_tqdm=False)
+
+    def get(metric: str) -> float:
+        return float(res.get_metric(f"both.realistic.{metric}"))
+
+    return LinkPredictionMetrics(get("inverse_harmonic_mean_rank"), get("hits_at_1"), get("hits_at_3"),
+                                 get("hits_at_10"), 2 * len(graph.split(split)), split)
+
+
+def _build(model: str, graph: KnowledgeGraph, dim: int, model_kwargs: dict[str, Any]):
+    cls = _model_class(model)
+    try:
+        return cls(triples_factory=graph.triples_factory("train"), embedding_dim=dim, **model_kwargs)
+    except TypeError as exc:
+        raise EmbstabError(f"PyKEEN model {cls.__name__} does not take these options: {exc}") from None
+
+
+def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: int = 100, seed: int = 0, *,
+          lr: float = 0.01, batch_size: int = 256, negatives: int = 1, evaluate_on: str | None = "test",
+          progress: bool = True, model_kwargs: dict[str, Any] | None = None) -> KGTrainResult:
+    """Train a knowledge-graph embedding model on ``graph``'s training triples.
+
+    Parameters
+    ----------
+    graph : KnowledgeGraph
+    model : str
+        A PyKEEN model name (:func:`model_names`): "TransE", "DistMult", "ComplEx", "RotatE", ...
+    dim : int
+        Embedding dimension (complex models: complex dimension; their real view has ``2 * dim``).
+    epochs : int
+    seed : int
+        The same seed and settings reproduce the model exactly.
+    lr : float
+        Adam learning rate.
+    batch_size : int
+    negatives : int
+        Negative triples sampled per positive (PyKEEN's basic negative sampler).
+    evaluate_on : {"test", "valid", None}
+        Split for the filtered MRR/Hits@k in :attr:`KGTrainResult.metrics` (None: skip).
+    progress : bool
+        Show PyKEEN's per-epoch progress bar.
+    model_kwargs : dict, optional
+        More options of the PyKEEN model (``scoring_fct_norm``, a ``loss`` name, ...).
+
+    Returns
+    -------
+    KGTrainResult
+
+    Raises
+    ------
+    UnknownNameError
+        For a model PyKEEN does not have.
+    OptionalDependencyError
+        When PyKEEN is not installed.
+    """
+    for what, value in (("dim", dim), ("epochs", epochs), ("batch_size", batch_size), ("negatives", negatives)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    if not lr > 0:
+        raise ValueError(f"lr must be positive, got {lr!r}")
+    if not isinstance(graph, KnowledgeGraph):
+        raise TypeError(f"graph must be a KnowledgeGraph (embstab.kg.load_graph), got {type(graph).__name__}")
+    _model_class(model)
+    import torch
+    from pykeen.training import SLCWATrainingLoop
+
+    model_kwargs = dict(model_kwargs or {})
+    with _seeded(int(seed)), quiet():
+        kge = _build(model, graph, int(dim), model_kwargs)
+        optimizer = torch.optim.Adam(kge.parameters(), lr=lr)
+        loop = SLCWATrainingLoop(model=kge, triples_factory=graph.triples_factory("train"), optimizer=optimizer,
+                                 negative_sampler_kwargs={"num_negs_per_pos": int(negatives)})
+        start = time.perf_counter()
+        losses = loop.train(triples_factory=graph.triples_factory("train"), num_epochs=int(epochs),
+                            batch_size=int(batch_size), use_tqdm=progress, use_tqdm_batch=False,
+                            pin_memory=False)
+        seconds = time.perf_counter() - start
+    kge.eval()
+    settings = {"model": type(kge).__name__, "dim": int(dim), "seed": int(seed), "epochs": int(epochs), "lr": lr,
+                "batch_size": int(batch_size), "negatives": int(negatives), "model_kwargs": model_kwargs,
+                "torch_threads": torch.get_num_threads()}
+    name = f"{graph.name}_{type(kge).__name__}_d{dim}_s{seed}"
+    entities, relations = export_embeddings(kge, graph, name, {**settings, "graph": graph.name})
+    metrics = None if evaluate_on is None else evaluate(kge, graph, evaluate_on, batch_size)
+    return KGTrainResult(kge, graph, entities, relations, [float(x) for x in (losses or [])], metrics, seconds,
+                         settings)
+
+
+def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainResult:
+    """Rebuild a model saved by :meth:`KGTrainResult.save` on ``graph`` (same vocabulary).
+
+    Raises
+    ------
+    ShapeError
+        If the saved model's entities or relations are not ``graph``'s.
+    FileNotFoundError
+        If a file of the folder is missing.
+    """
+    import torch
+
+    from embstab.io import load
+
+    folder = Path(folder)
+    config = json.loads((folder / "config.json").read_text())
+    entities = load(folder / "entities.npz")
+    relations = load(folder / "relations.npz")
+    if entities.words != list(graph.entities) or relations.words != list(graph.relations):
+        raise ShapeError(f"{folder} holds a model of graph {config.get('graph')!r} whose entities/relations "
+                         f"({len(entities)}/{len(relations)}) are not those of graph {graph.name!r} "
+                         f"({graph.n_entities}/{graph.n_relations})")
+    kge = _build(config["model"], graph, int(config["dim"]), dict(config.get("model_kwargs") or {}))
+    state = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)
+    kge.load_state_dict(state)
+    kge.eval()
+    metrics = None if config.get("metrics") is None else LinkPredictionMetrics(**config["metrics"])
+    settings = {k: config[k] for k in ("model", "dim", "seed", "epochs", "lr", "batch_size", "negatives",
+                                       "model_kwargs") if k in config}
+    return KGTrainResult(kge, graph, entities, relations, list(config.get("losses", [])), metrics,
+                         float(config.get("seconds", 0.0)), settings)

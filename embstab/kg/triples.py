@@ -1,0 +1,91 @@
+"""Triple files: tab-separated ``head<TAB>relation<TAB>tail`` lines, one split per file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from embstab.data.errors import DataFormatError
+from embstab.kg.graph import KnowledgeGraph
+
+__all__ = ["read_triples", "parse_triples", "load_triples_graph"]
+
+
+def parse_triples(text: str, source: str | os.PathLike) -> list[tuple[str, str, str]]:
+    """Parse tab-separated triples from ``text``; ``source`` names it in error messages.
+
+    Blank lines are skipped. A line must hold exactly three tab-separated, non-empty fields.
+
+    Raises
+    ------
+    DataFormatError
+        Naming the source and line: a line with another number of columns, an empty field, or no
+        triple at all (an empty split).
+    """
+    out: list[tuple[str, str, str]] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise DataFormatError(source, f"expected 3 tab-separated columns (head, relation, tail), found "
+                                          f"{len(fields)}", lineno)
+        fields = [f.strip() for f in fields]
+        if not all(fields):
+            raise DataFormatError(source, "empty head, relation or tail", lineno)
+        out.append((fields[0], fields[1], fields[2]))
+    if not out:
+        raise DataFormatError(source, "no triples: the split is empty")
+    return out
+
+
+def read_triples(path: str | os.PathLike) -> list[tuple[str, str, str]]:
+    """Read one split file of tab-separated ``head relation tail`` lines (UTF-8).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    list of (head, relation, tail) label triples
+
+    Raises
+    ------
+    DataFormatError
+        For a line without exactly 3 columns, an empty field, or a file without triples.
+    FileNotFoundError
+        If the file does not exist.
+    """
+    return parse_triples(Path(path).read_text(encoding="utf-8"), path)
+
+
+def load_triples_graph(train: str | os.PathLike, valid: str | os.PathLike, test: str | os.PathLike,
+                       name: str | None = None, metadata: Mapping[str, Any] | None = None) -> KnowledgeGraph:
+    """A :class:`KnowledgeGraph` from three triple files (vocabulary from the training file).
+
+    Parameters
+    ----------
+    train, valid, test : str or os.PathLike
+        The split files.
+    name : str, optional
+        Graph name (default: the training file's parent folder name).
+    metadata : mapping, optional
+
+    Returns
+    -------
+    KnowledgeGraph
+
+    Raises
+    ------
+    DataFormatError
+        For a malformed or empty file.
+    VocabularyError
+        For a validation or test triple whose entity or relation never occurs in training.
+    """
+    name = name or Path(train).resolve().parent.name
+    meta = {"source": "files", "files": [str(train), str(valid), str(test)], **dict(metadata or {})}
+    return KnowledgeGraph.from_labeled(name, read_triples(train), read_triples(valid), read_triples(test), meta)
