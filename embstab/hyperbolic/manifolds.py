@@ -331,7 +331,7 @@ class Lorentz(Manifold):
         return hyperboloid_distance(u, v)
 
     def contains(self, x: Any, atol: float = 1e-9) -> np.ndarray:
-        """x₀ > 0 and |⟨x, x⟩_L − 1| ≤ atol·x₀² (the two terms grow like x₀²).
+        """x₀ > 0 and ``|⟨x, x⟩_L − 1| ≤ atol·x₀²`` (the two terms grow like x₀²).
 
         Parameters
         ----------
@@ -527,7 +527,7 @@ class Sphere(Manifold):
         return 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
 
     def contains(self, x: Any, atol: float = 1e-9) -> np.ndarray:
-        """|‖x‖ − 1| ≤ atol.
+        """``|‖x‖ − 1| ≤ atol``.
 
         Parameters
         ----------

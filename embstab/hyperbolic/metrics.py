@@ -40,7 +40,7 @@ class GraphEvaluation:
     map : float
         Mean AP over evaluated non-isolated nodes, under the requested tie rule.
     d_avg : float
-        Mean over rows of the row mean of |d̂−d|/d.
+        Mean over rows of the row mean of ``|d̂−d|/d``.
     d_wc : float
         max d̂/d · max d/d̂, global over the evaluated pairs.
     bad : int

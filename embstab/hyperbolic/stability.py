@@ -41,6 +41,26 @@ def perturb_graph(graph: Any, remove: float = 0.05, seed: int = 0,
     needs are put back, so the perturbed graph has the same components (on a tree nothing can
     be removed; :class:`GraphError` says so). The realised fraction is
     ``1 - new.n_edges / graph.n_edges``.
+
+    Parameters
+    ----------
+    graph : Graph or networkx.Graph
+        The graph to perturb.
+    remove : float, default 0.05
+        Fraction of the edges to drop, in [0, 1).
+    seed : int, default 0
+        Seed of the (local) random choice.
+    keep_connected : bool, default True
+        Put back removed edges that would split a component.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    GraphError
+        If ``remove`` is out of range, or nothing can be removed without disconnecting.
     """
     graph = as_graph(graph)
     if not 0 <= remove < 1:
@@ -85,6 +105,23 @@ def stability_study(graph: Any, embed: Callable[[Graph], ManifoldEmbedding], *,
     For each seed, ``remove`` of the edges are dropped (:func:`perturb_graph`), both graphs are
     embedded with ``embed`` and compared by :func:`embedding_instability`; each embedding is also
     scored against its own graph with :func:`evaluate`.
+
+    Parameters
+    ----------
+    graph : Graph or networkx.Graph
+        The original graph.
+    embed : callable
+        Graph → embedding, e.g. ``lambda g: embstab.hyperbolic.embed(g, eps=1.0)``.
+    remove : float, default 0.05
+        Fraction of the edges removed per seed.
+    seeds : iterable of int, default (0, 1, 2)
+        One perturbation per seed.
+    k : int, default 10
+        Neighbours per node of the k-NN measures.
+    rows : int, optional
+        Evaluate a random sample of this many rows (default all).
+    progress : bool, default True
+        tqdm bar over the seeds.
 
     Returns
     -------
@@ -178,6 +215,25 @@ def bits_sweep(graph: Any, formats: Sequence[Any], *, dim: int = 2,
     (the deepest node at 1/1.3 of the representable radius); the construction runs at a
     working precision of max(64, b + 16) bits, is exported to float64 and rounded through
     :func:`quantize_coordinates`.
+
+    Parameters
+    ----------
+    graph : Graph or networkx.Graph
+        A connected graph.
+    formats : sequence of embstab.lowprec.Format or str
+        Fixed- or floating-point formats.
+    dim : int, default 2
+        Dimension of the construction.
+    root : {"max_degree", "center", "first"} or node label, default "max_degree"
+        Root of the BFS tree.
+    rounding : str, default "nearest"
+        Rounding mode of :func:`embstab.lowprec.quantize`.
+    rows : int, optional
+        Evaluate a random sample of this many rows (default all).
+    seed : int, default 0
+        Seed of stochastic rounding and of the row sample.
+    progress : bool, default True
+        tqdm bar over the formats.
 
     Returns
     -------

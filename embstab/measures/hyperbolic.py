@@ -5,10 +5,10 @@ compared by linear algebra on their coordinates, as word vectors are: two embedd
 nodes are compared row by row through the distances each decodes (``distances_from(i)``, at the
 embedding's own working precision). For each evaluated node i:
 
-* **k-NN overlap** — |kNN_a(i) ∩ kNN_b(i)| / k, neighbours by decoded distance (1 = stable);
+* **k-NN overlap** — ``|kNN_a(i) ∩ kNN_b(i)| / k``, neighbours by decoded distance (1 = stable);
 * **MAP** — average precision of b's ranking of all other nodes at recovering a's k nearest
   neighbours (ties pessimistic: every node tied with a neighbour counts as ranked before it);
-* **distortion** — of b's distances measured against a's: the mean of |d_b/d_a − 1| (average
+* **distortion** — of b's distances measured against a's: the mean of ``|d_b/d_a − 1|`` (average
   distortion) and max(d_b/d_a)·max(d_a/d_b) over all evaluated pairs (worst-case distortion).
 
 Everything is streamed one row at a time (memory O(n)); rows may be sampled. The ranking and
@@ -80,7 +80,7 @@ def average_precision(dist: np.ndarray, self_index: int, neighbors: np.ndarray,
                       ties: str = "pessimistic", tie_bits: int | None = TIE_BITS) -> float:
     """AP of one node: how well the ranking by ``dist`` puts its ``neighbors`` first.
 
-    AP = mean over neighbours b of |neighbours ranked ≤ b| / rank(b), self excluded. NaN
+    AP = mean over neighbours b of ``|neighbours ranked ≤ b| / rank(b)``, self excluded. NaN
     distances rank last.
 
     Parameters
@@ -93,7 +93,7 @@ def average_precision(dist: np.ndarray, self_index: int, neighbors: np.ndarray,
         The relevant nodes (non-empty).
     ties : {"pessimistic", "optimistic", "order"}, default "pessimistic"
         Distances equal to ``tie_bits`` mantissa bits tie. ``"pessimistic"``: every node tied with
-        b counts as ranked before it — the ball form |N ∩ ball| / |ball| with ball = {v ≠ a:
+        b counts as ranked before it — the ball form ``|N ∩ ball| / |ball|`` with ball = {v ≠ a:
         d(a,v) ≤ d(a,b)}; ``"optimistic"``: only strictly closer nodes count before b;
         ``"order"``: ties broken by node id (an ``argsort`` ranking).
     tie_bits : int or None, default 40
@@ -131,7 +131,7 @@ def average_precision(dist: np.ndarray, self_index: int, neighbors: np.ndarray,
 
 
 def row_distortion(d_true: np.ndarray, d_hat: np.ndarray) -> tuple[float, float, float, int, int]:
-    """Distortion terms of one row: (mean |d̂−d|/d, max d̂/d, max d/d̂, n_used, n_bad).
+    """Distortion terms of one row: (mean ``|d̂−d|/d``, max d̂/d, max d/d̂, n_used, n_bad).
 
     Pairs with d = 0 (self) or d = inf (other component) are skipped; pairs with d̂ ∈ {0, NaN,
     ±inf} are skipped and counted as bad.
@@ -200,11 +200,11 @@ class DistanceInstability:
     Attributes
     ----------
     knn_overlap : float
-        Mean |kNN_a(i) ∩ kNN_b(i)| / k (0–1; 1 = stable).
+        Mean ``|kNN_a(i) ∩ kNN_b(i)| / k`` (0–1; 1 = stable).
     map : float
         Mean average precision of b's ranking at recovering a's k nearest neighbours (0–1).
     d_avg : float
-        Mean over rows of the row mean of |d_b/d_a − 1| (0 = identical distances).
+        Mean over rows of the row mean of ``|d_b/d_a − 1|`` (0 = identical distances).
     d_wc : float
         max d_b/d_a · max d_a/d_b over the evaluated pairs (1 = a similarity).
     bad : int
@@ -361,7 +361,7 @@ def hyperbolic_map(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
 
 def distortion_avg(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
                    rows: int | Sequence[int] | None = None, seed: int = 0) -> float:
-    """Average distortion: mean of |d_b/d_a − 1| over pairs, averaged per row (0 = identical).
+    """Average distortion: mean of ``|d_b/d_a − 1|`` over pairs, averaged per row (0 = identical).
 
     Parameters
     ----------
