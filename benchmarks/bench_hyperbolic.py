@@ -91,7 +91,7 @@ def bench(name, graph, emb, rows_base, rows_fast):
     evaluate(graph, emb, rows=rows_fast, progress=False)
     t_fast = (time.perf_counter() - t) / len(rows_fast)
     same = evaluate(graph, emb, rows=rows_base, progress=False)
-    diff = max(abs(same["map"] - base[0]), abs(same["d_avg"] - base[1]))
+    diff = max(abs(same.map - base[0]), abs(same.d_avg - base[1]))
     bits = emb.precision_bits if emb.multiprecision else 53
     return (name, graph.n_nodes, bits, len(rows_base), t_base, t_fast, t_base / t_fast, diff)
 

@@ -4,14 +4,31 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from embstab.errors import ShapeError, VocabularyError
+from embstab.errors import EmbstabError, ShapeError, VocabularyError
 
-__all__ = ["Embedding", "shared_vocabulary", "procrustes_rotation"]
+__all__ = ["Embedding", "shared_vocabulary", "procrustes_rotation", "register_writer"]
+
+# The writer behind Embedding.save. embstab.io builds Embedding objects, so this module cannot
+# import it without closing an import cycle; io installs its ``save`` here instead, and
+# ``import embstab`` always imports io.
+_writer: Callable[..., None] | None = None
+
+
+def register_writer(writer: Callable[..., None]) -> None:
+    """Make ``writer(emb, path, format=None, **kwargs)`` the function behind :meth:`Embedding.save`.
+
+    Parameters
+    ----------
+    writer : callable
+        :func:`embstab.io.save`, which registers itself when :mod:`embstab.io` is imported.
+    """
+    global _writer
+    _writer = writer
 
 
 class Embedding:
@@ -292,9 +309,9 @@ class Embedding:
 
     def save(self, path: str | os.PathLike, format: str | None = None, **kwargs: Any) -> None:
         """Write the embedding to ``path``; see :func:`embstab.io.save` for the formats."""
-        from embstab.io import save
-
-        save(self, path, format=format, **kwargs)
+        if _writer is None:
+            raise EmbstabError("no embedding writer is registered; import embstab.io first")
+        _writer(self, path, format=format, **kwargs)
 
 
 def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank_by: str = "a") -> list[str]:

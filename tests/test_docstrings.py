@@ -19,6 +19,8 @@ NUMPYDOC_MODULES = [
     "embstab.errors", "embstab.data.pretrained", "embstab.selection.recommend", "embstab.study.runner",
     "embstab.downstream.api", "embstab.recipes.registry", "embstab.compress.transforms",
     "embstab.recipes.training",
+    "embstab.hyperbolic.manifolds", "embstab.hyperbolic.embed", "embstab.hyperbolic.io", "embstab.hyperbolic.metrics",
+    "embstab.hyperbolic.stability", "embstab.measures.hyperbolic",
 ]
 
 

@@ -13,12 +13,12 @@ from _graphs import shared_graph as _graph
 def _check(res, map_, d_avg, d_wc, map_tol=5e-5):
     """MAP under the original's tie-breaking (by node id, ``ties="order"``), which is how the
     spec's reference numbers were computed; ``map`` itself uses the default pessimistic rule."""
-    assert res["bad"] == 0
-    assert res["map_by_ties"]["order"] == pytest.approx(map_, abs=map_tol)
-    assert res["map"] == res["map_by_ties"]["pessimistic"]
+    assert res.bad == 0
+    assert res.map_by_ties["order"] == pytest.approx(map_, abs=map_tol)
+    assert res.map == res.map_by_ties["pessimistic"]
     # "to the printed digits": half a unit in the last printed place
-    assert res["d_avg"] == pytest.approx(d_avg, abs=0.5 * 10 ** -len(str(d_avg).split(".")[1]))
-    assert res["d_wc"] == pytest.approx(d_wc, abs=0.5 * 10 ** -len(str(d_wc).split(".")[1]))
+    assert res.d_avg == pytest.approx(d_avg, abs=0.5 * 10 ** -len(str(d_avg).split(".")[1]))
+    assert res.d_wc == pytest.approx(d_wc, abs=0.5 * 10 ** -len(str(d_wc).split(".")[1]))
 
 
 @pytest.mark.parametrize("name,kw,root,tau,golden", [
@@ -56,14 +56,14 @@ def test_diseasome_reimplementation_values(root, golden):
     emb = embed_combinatorial(g, eps=0.1, precision_bits=4096, root=root)
     res = evaluate(g, emb, progress=False)
     _check(res, *golden, map_tol=5e-4)
-    assert res["map"] < res["map_by_ties"]["order"] - 0.01
+    assert res.map < res.map_by_ties["order"] - 0.01
 
 
 def test_map_is_one_on_a_tree_whenever_precision_suffices():
     g = _graph("smalltree")
     for dim in (2, 3, 8):
         res = evaluate(g, embed_combinatorial(g, dim=dim, eps=0.5, precision_bits=256), progress=False)
-        assert res["map"] == 1.0 and res["d_wc"] < 1.5
+        assert res.map == 1.0 and res.d_wc < 1.5
 
 
 def test_sphere_placement_and_codewords():
@@ -79,7 +79,7 @@ def test_sphere_placement_and_codewords():
     assert d.min() > 0.9  # icosahedron-like spread (optimum 1.05)
     g = _graph("smalltree")
     emb = embed_combinatorial(g, dim=4, eps=0.5, precision_bits=256, placement="sphere")
-    assert evaluate(g, emb, progress=False)["map"] == 1.0
+    assert evaluate(g, emb, progress=False).map == 1.0
 
 
 @pytest.mark.parametrize("root,golden", [("max_degree", (0.232, 0.679, 640.0)), (0, (0.640, 0.504, None))])
@@ -88,7 +88,7 @@ def test_double_precision_row_of_the_precision_table(root, golden):
     g = _graph("phylo_tree")
     emb = embed_combinatorial(g, bits=53, precision_bits=53, root=root)
     res = evaluate(g, emb, progress=False)
-    assert res["map_by_ties"]["order"] == pytest.approx(golden[0], abs=5e-4)
-    assert res["d_avg"] == pytest.approx(golden[1], abs=5e-4)
+    assert res.map_by_ties["order"] == pytest.approx(golden[0], abs=5e-4)
+    assert res.d_avg == pytest.approx(golden[1], abs=5e-4)
     if golden[2] is not None:
-        assert res["d_wc"] == pytest.approx(golden[2], abs=0.5)
+        assert res.d_wc == pytest.approx(golden[2], abs=0.5)

@@ -94,12 +94,12 @@ def test_forest_embedding_separates_components():
     for dim in (2, 4):
         emb = embed_combinatorial(g, dim=dim, eps=0.1, precision_bits=512, forest=True)
         res = evaluate(g, emb, progress=False)
-        assert emb.metadata["components"] == 4 and res["isolated"] == 1
-        assert res["map"] == 1.0 and res["d_wc"] < 1.05
+        assert emb.metadata["components"] == 4 and res.isolated == 1
+        assert res.map == 1.0 and res.d_wc < 1.05
         # each within-component distance is as in a single-component embedding
         alone = embed_combinatorial(Graph.from_edges([(0, 1), (1, 2), (1, 3)]), dim=dim,
                                     tau=emb.scale, precision_bits=512)
         np.testing.assert_allclose(emb.distances_from(1)[:4], alone.distances_from(1), rtol=1e-12)
     # the original's centres at Euclidean radius 0.9 crowd the components for large τ
     crowded = embed_forest(g, eps=0.1, precision_bits=256, centre_radius=0.9)
-    assert evaluate(g, crowded, progress=False)["map"] < 1.0
+    assert evaluate(g, crowded, progress=False).map < 1.0

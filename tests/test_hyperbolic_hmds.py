@@ -42,16 +42,16 @@ def test_phylo_readme_reproduction():
     m = emb.metadata
     assert (m["dims_kept"], m["n_positive"], m["n_negative"]) == (82, 214, 130)
     res = evaluate(g, emb.astype_float64(check=False), progress=False)  # the repo's decoding
-    assert res["bad"] == 762
-    assert res["d_avg"] == pytest.approx(0.0326, abs=5e-5)
-    assert res["d_wc"] == pytest.approx(4.336, abs=5e-3)
-    assert res["map"] == pytest.approx(0.617, abs=2e-3)
+    assert res.bad == 762
+    assert res.d_avg == pytest.approx(0.0326, abs=5e-5)
+    assert res.d_wc == pytest.approx(4.336, abs=5e-3)
+    assert res.map == pytest.approx(0.617, abs=2e-3)
     # the recommended selection keeps all 100 requested dimensions and ranks better
     pos = hmds(g, 100, scale=0.1)
     assert pos.metadata["dims_kept"] == 100
     res_pos = evaluate(g, pos.astype_float64(check=False), progress=False)
-    assert res_pos["map"] == pytest.approx(0.680, abs=2e-3)
-    assert res_pos["d_wc"] == pytest.approx(3.85, abs=5e-3)
+    assert res_pos.map == pytest.approx(0.680, abs=2e-3)
+    assert res_pos.d_wc == pytest.approx(3.85, abs=5e-3)
 
 
 def test_balanced_tree_scales_and_the_mpmath_solver():
@@ -59,15 +59,15 @@ def test_balanced_tree_scales_and_the_mpmath_solver():
     e1 = hmds(g, 39, scale=1.0)
     assert (e1.metadata["n_positive"], e1.metadata["n_negative"]) == (26, 14)
     r5 = evaluate(g, hmds(g, 39, scale=5.0), progress=False)
-    assert r5["map"] == 1.0 and r5["d_avg"] == pytest.approx(0.0043, abs=5e-5)
+    assert r5.map == 1.0 and r5.d_avg == pytest.approx(0.0043, abs=5e-5)
     # float64 breaks down at s = 10 (spec: MAP 0.29) ...
     r10 = evaluate(g, hmds(g, 39, scale=10.0), progress=False)
-    assert r10["map"] < 0.4
+    assert r10.map < 0.4
     # ... while 128-bit arithmetic recovers the tree (spec: d_avg 0.0021, MAP 1.0)
     mp_emb = hmds(g, 39, scale=10.0, solver="mpmath", precision_bits=128)
     assert mp_emb.multiprecision and mp_emb.precision_bits == 128
     r = evaluate(g, mp_emb, progress=False)
-    assert r["map"] == 1.0 and r["d_avg"] == pytest.approx(0.0021, abs=5e-5)
+    assert r.map == 1.0 and r.d_avg == pytest.approx(0.0021, abs=5e-5)
 
 
 def test_auto_scale_and_overflow_refusal():

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from embstab.errors import UnknownNameError
+
 from embstab.hyperbolic import (Graph, GraphError, HyperbolicEmbedding, embed_combinatorial,
                                 evaluate, load_edgelist)
 from embstab.hyperbolic.geometry import poincare_distance
@@ -51,10 +53,10 @@ def test_evaluate_matches_literal_reference():
     emb = embed_combinatorial(g, tau=0.3, precision_bits=64).astype_float64()
     ref = _naive(g, emb.coords, emb.scale)
     got = evaluate(g, emb, progress=False)
-    assert got["map"] == pytest.approx(ref[0], abs=1e-12)
-    assert got["d_avg"] == pytest.approx(ref[1], rel=1e-10)
-    assert got["d_wc"] == pytest.approx(ref[2], rel=1e-10)
-    assert got["map"] < 1.0  # a tiny τ leaves something for the reference to catch
+    assert got.map == pytest.approx(ref[0], abs=1e-12)
+    assert got.d_avg == pytest.approx(ref[1], rel=1e-10)
+    assert got.d_wc == pytest.approx(ref[2], rel=1e-10)
+    assert got.map < 1.0  # a tiny τ leaves something for the reference to catch
 
 
 def test_average_precision_ties_are_pessimistic_by_default():
@@ -67,7 +69,7 @@ def test_average_precision_ties_are_pessimistic_by_default():
     # self is excluded even when another node sits at distance 0 from it
     d2 = np.array([0.0, 0.0, 3.0])
     assert average_precision(d2, 0, np.array([1])) == 1.0
-    with pytest.raises(GraphError):
+    with pytest.raises(UnknownNameError, match="tie rule 'random'"):
         average_precision(d, 0, nb, ties="random")
 
 
@@ -76,8 +78,8 @@ def test_bad_pairs_are_counted_and_excluded():
     # nodes 0 and 2 coincide: d̂ = 0 for a pair at graph distance 2
     emb = HyperbolicEmbedding(np.array([[0.5, 0.0], [0.0, 0.0], [0.5, 0.0]]))
     res = evaluate(g, emb, progress=False)
-    assert res["bad"] == 2  # ordered pairs
-    assert np.isfinite(res["d_wc"])
+    assert res.bad == 2  # ordered pairs
+    assert np.isfinite(res.d_wc)
 
 
 def test_row_sampling_is_seeded_and_labels_are_aligned():
@@ -87,12 +89,12 @@ def test_row_sampling_is_seeded_and_labels_are_aligned():
     emb = HyperbolicEmbedding(coords, nodes=list("abcde"))
     r1 = evaluate(g, emb, rows=3, seed=7, progress=False)
     r2 = evaluate(g, emb, rows=3, seed=7, progress=False)
-    assert r1 == r2 and r1["sampled"] and r1["rows"] == 3
+    assert r1 == r2 and r1.sampled and r1.rows == 3
     # the same points listed in another order give the same scores
     perm = [4, 2, 0, 3, 1]
     emb2 = HyperbolicEmbedding(coords[perm], nodes=[list("abcde")[i] for i in perm])
     full1, full2 = evaluate(g, emb, progress=False), evaluate(g, emb2, progress=False)
-    assert full1["map"] == pytest.approx(full2["map"]) and full1["d_avg"] == pytest.approx(full2["d_avg"])
+    assert full1.map == pytest.approx(full2.map) and full1.d_avg == pytest.approx(full2.d_avg)
 
 
 def test_mismatched_embedding_is_refused():

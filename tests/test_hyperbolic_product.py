@@ -87,8 +87,8 @@ def test_a_sphere_factor_fits_a_cycle_that_the_ball_cannot():
     ball = evaluate(g, fit_product_sgd(g, "H2", **kw), progress=False)
     prod_emb = fit_product_sgd(g, "H2,S1", **kw)
     prod = evaluate(g, prod_emb, progress=False)
-    assert prod["d_avg"] < 0.25 * ball["d_avg"]
-    assert prod["map"] == 1.0
+    assert prod.d_avg < 0.25 * ball.d_avg
+    assert prod.map == 1.0
     assert prod_emb.metadata["loss_history"][-1] < prod_emb.metadata["loss_history"][0]
     # every sphere point stays on the unit circle
     np.testing.assert_allclose(np.linalg.norm(prod_emb.coords[1], axis=1), 1.0, atol=1e-9)
@@ -107,7 +107,7 @@ def test_fit_is_deterministic_and_l1_differs_from_l2():
     x = lorentz.coords[0]
     np.testing.assert_allclose(x[:, 0] ** 2 - np.sum(x[:, 1:] ** 2, axis=1), 1.0, rtol=1e-9)
     inst = embedding_instability(a, c, k=3)
-    assert 0.0 <= inst["knn_overlap"] <= 1.0
+    assert 0.0 <= inst.knn_overlap <= 1.0
 
 
 def test_file_round_trip_is_exact(tmp_path):

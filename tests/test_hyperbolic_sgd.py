@@ -50,8 +50,8 @@ def test_warm_start_from_hmds_keeps_scale_and_improves(smalltree):
     # the objective it optimises (mean (d̂/d − 1)² over pairs) goes down from the warm start
     assert _rel2(smalltree, emb) < _rel2(smalltree, start)
     # rank-5 h-MDS collapses some nodes (MAP ≈ 0.53); refinement separates them
-    assert (evaluate(smalltree, emb, progress=False)["map"]
-            > evaluate(smalltree, start, progress=False)["map"] + 0.05)
+    assert (evaluate(smalltree, emb, progress=False).map
+            > evaluate(smalltree, start, progress=False).map + 0.05)
 
 
 def test_warm_start_from_construction_and_learned_scale(smalltree):

@@ -242,7 +242,7 @@ def test_embed_steiner_returns_only_graph_nodes(dim):
     assert emb.metadata["tree"] == "steiner" and emb.metadata["n_steiner"] == st.n_steiner
     assert emb.metadata["root"] == g.labels[st.root]
     res = evaluate(g, emb, progress=False)
-    assert res["bad"] == 0 and 0 < res["map"] <= 1 and res["d_wc"] >= 1
+    assert res.bad == 0 and 0 < res.map <= 1 and res.d_wc >= 1
     # a ready SteinerTree gives the same points
     again = embed_combinatorial(st, dim=dim, bits=256, precision_bits=256)
     assert all(x == y for x, y in zip(again.coords.ravel(), emb.coords.ravel()))

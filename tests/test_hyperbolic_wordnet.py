@@ -80,8 +80,8 @@ def test_wordnet_two_dimensional_map_on_sampled_rows():
           f"±{res['map_se']:.4f} (by tie rule: {res['map_by_ties']}) d_avg={res['d_avg']:.4f}"
           f" rows={res['rows']} in {elapsed:.0f} s")
     assert emb.metadata["max_degree"] == 404
-    assert res["rows"] == 2000 and res["bad"] == 0
-    assert res["map"] == pytest.approx(0.989, abs=0.01)
+    assert res.rows == 2000 and res.bad == 0
+    assert res.map == pytest.approx(0.989, abs=0.01)
 
 
 @needs_wn
@@ -97,5 +97,5 @@ def test_mammal_closure_map_with_exponential_weights():
     assert tree.height == 2 ** 9 - 1
     emb = embed_combinatorial(tree, tau=5.0, precision_bits=bits_needed(5.0, tree.height, 8))
     res = evaluate(wnmod.wordnet_closure("mammal.n.01"), emb, progress=False)
-    assert res["isolated"] == 1  # the root has no ancestors
-    assert res["map"] > 0.99
+    assert res.isolated == 1  # the root has no ancestors
+    assert res.map > 0.99

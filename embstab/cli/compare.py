@@ -9,7 +9,7 @@ import sys
 
 from embstab.cli.options import add_trust_pickle, non_negative_int
 from embstab.errors import EmbstabError
-from embstab.measures import DEFAULT_MEASURES, REGISTRY
+from embstab.measures import DEFAULT_MEASURES, REGISTRY, measures_for
 
 HELP = "measure how unstable a pair of embeddings is"
 DESCRIPTION = """\
@@ -29,7 +29,9 @@ serve as their own anchors.
 Reading the output: 'value' is the raw measure; 'distance' turns it into "larger = less stable"
 (1 - overlap for k-NN and eigenspace overlap), so rows can be read the same way."""
 
-EPILOG = "measures: " + "; ".join(f"{name} ({info.direction})" for name, info in REGISTRY.items()) + """
+# word-embedding files: the measures of that geometry (the hyperbolic ones compare graph embeddings)
+WORD_MEASURES = measures_for("euclidean")
+EPILOG = "measures: " + "; ".join(f"{name} ({REGISTRY[name].direction})" for name in WORD_MEASURES) + """
 
 examples:
   embstab compare new.txt old.txt
@@ -44,7 +46,7 @@ def register(subparsers) -> None:
     p.add_argument("b", metavar="B", help="the old embedding (file or builtin:NAME)")
     p.add_argument("--anchor-a", metavar="EA", help="anchor embedding for A's side (for EIS)")
     p.add_argument("--anchor-b", metavar="EB", help="anchor embedding for B's side (for EIS)")
-    p.add_argument("--measures", nargs="+", metavar="NAME", choices=sorted(REGISTRY),
+    p.add_argument("--measures", nargs="+", metavar="NAME", choices=sorted(WORD_MEASURES),
                    help=f"measures to compute (default: {' '.join(DEFAULT_MEASURES)})")
     p.add_argument("--top-n", type=non_negative_int, default=None, metavar="N",
                    help="compare the N most frequent shared words (default 10000, or all when fewer are "

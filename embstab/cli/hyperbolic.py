@@ -85,67 +85,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_embed(args: argparse.Namespace) -> int:
     """Handler of ``embstab hyperbolic embed``."""
-    from embstab.hyperbolic import (HyperbolicError, PrecisionError, embed_combinatorial,
-                                    load_edgelist, save_embedding, tree_from_graph)
-    from embstab.hyperbolic.steiner import steiner_tree
-    from embstab.hyperbolic.tau import GUARD_BITS, bits_needed, choose_tau
+    from embstab.hyperbolic import HyperbolicError, embed, load_edgelist, save_embedding
 
     graph = load_edgelist(args.graph)
     t0 = time.perf_counter()
+    progress = not args.quiet
     if args.method == "comb":
-        prec = args.precision_bits
-        forest = args.forest and graph.n_components() > 1
-        if forest and args.tree == "steiner":
+        if args.tree == "steiner" and args.forest and graph.n_components() > 1:
             raise HyperbolicError("--tree steiner does not support --forest on a disconnected "
                                   "graph; embed each component separately or use --tree bfs")
-        if prec is None and forest:
-            prec = 256
-            while True:  # the forest's reach depends on τ and the centre spacing: probe
-                try:
-                    emb = embed_combinatorial(graph, dim=args.dim, eps=args.eps, tau=args.tau,
-                                              bits=args.bits, precision_bits=prec,
-                                              root=args.root, placement=args.placement,
-                                              forest=True)
-                    break
-                except PrecisionError as exc:
-                    if prec > 2 ** 20:
-                        raise exc
-                    prec *= 2
-        else:
-            source = graph
-            if args.tree == "steiner":  # build it once: for τ/precision and for the embedding
-                source = steiner_tree(graph, args.root, progress=not args.quiet)
-            if prec is None:  # enough for the chosen τ, never below the original default
-                tree = (source.tree if args.tree == "steiner"
-                        else tree_from_graph(graph, args.root))
-                t = choose_tau(tree, eps=args.eps, bits=args.bits, tau=args.tau)
-                prec = max(256, args.bits or 0, bits_needed(t, tree.height, GUARD_BITS))
-            emb = embed_combinatorial(source, dim=args.dim, eps=args.eps, tau=args.tau,
-                                      bits=args.bits, precision_bits=prec, root=args.root,
-                                      placement=args.placement, forest=args.forest,
-                                      tree=args.tree, progress=not args.quiet)
+        emb = embed(graph, "combinatorial", dim=args.dim, precision=args.precision_bits, progress=progress,
+                    eps=args.eps, tau=args.tau, bits=args.bits, root=args.root, placement=args.placement,
+                    forest=args.forest, tree=args.tree)
     elif args.method == "hmds":
-        from embstab.hyperbolic.hmds import hmds
-
         scale = args.scale if args.scale == "auto" else float(args.scale)
-        emb = hmds(graph, args.dim, scale=scale, selection=args.selection, pga=args.pga)
+        emb = embed(graph, "hmds", dim=args.dim, scale=scale, selection=args.selection, pga=args.pga)
     elif args.manifold == "product":
-        from embstab.hyperbolic.sgd import fit_product_sgd
-
         if args.init not in (None, "none"):
             raise HyperbolicError("--init applies to poincare/lorentz; a product starts near "
                                   "the origin of each factor")
-        emb = fit_product_sgd(graph, args.factors, combine=args.combine, loss=args.loss,
-                              scale=args.sigma, epochs=args.epochs, lr=args.lr,
-                              batch_size=args.batch_size, seed=args.seed,
-                              progress=not args.quiet)
+        emb = embed(graph, "product_sgd", progress=progress, factors=args.factors, combine=args.combine,
+                    loss=args.loss, scale=args.sigma, epochs=args.epochs, lr=args.lr,
+                    batch_size=args.batch_size, seed=args.seed)
     else:
-        from embstab.hyperbolic.sgd import fit_sgd
-
         init = "hmds" if args.init is None else None if args.init == "none" else args.init
-        emb = fit_sgd(graph, args.dim, manifold=args.manifold, loss=args.loss, init=init,
-                      epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
-                      seed=args.seed, progress=not args.quiet)
+        emb = embed(graph, "sgd", dim=args.dim, progress=progress, manifold=args.manifold, loss=args.loss,
+                    init=init, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed)
     save_embedding(emb, args.output)
     m = emb.metadata
     extra = ""
@@ -171,11 +136,11 @@ def run_eval(args: argparse.Namespace) -> int:
     emb = load_embedding(args.embedding)
     res = evaluate(graph, emb, rows=args.rows, seed=args.seed, progress=not args.quiet)
     if args.json:
-        print(json.dumps(res))
+        print(json.dumps(res.to_dict()))
     else:
-        what = f"{res['rows']} sampled rows" if res["sampled"] else "all rows"
-        print(f"MAP {res['map']:.4f}  d_avg {res['d_avg']:.5f}  d_wc {res['d_wc']:.4f}  "
-              f"bad pairs {res['bad']}  ({what}; scale {emb.scale:.6g})")
+        what = f"{res.rows} sampled rows" if res.sampled else "all rows"
+        print(f"MAP {res.map:.4f}  d_avg {res.d_avg:.5f}  d_wc {res.d_wc:.4f}  "
+              f"bad pairs {res.bad}  ({what}; scale {emb.scale:.6g})")
     return 0
 
 

@@ -16,7 +16,7 @@ from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.construction import combinatorial_rd, sarkar_2d, simplex_codewords, sphere_points
 from embstab.hyperbolic.errors import HyperbolicError
 from embstab.hyperbolic.forest import embed_forest
-from embstab.hyperbolic.graph import Graph, RootedTree, tree_from_graph
+from embstab.hyperbolic.graph import Graph, RootedTree, as_graph, tree_from_graph
 from embstab.hyperbolic.steiner import SteinerTree, steiner_tree
 from embstab.hyperbolic.tau import GUARD_BITS, bits_needed, check_precision, choose_tau
 
@@ -24,7 +24,7 @@ __all__ = ["embed_combinatorial", "sarkar_2d", "combinatorial_rd", "simplex_code
            "sphere_points"]
 
 
-def embed_combinatorial(graph: Graph | RootedTree | SteinerTree, dim: int = 2,
+def embed_combinatorial(graph: Any, dim: int = 2,
                         eps: float | None = None, tau: float | None = None,
                         precision_bits: int = 256, root: Any = "max_degree", *,
                         bits: int | None = None, placement: str = "codes", seed: int = 0,
@@ -35,7 +35,7 @@ def embed_combinatorial(graph: Graph | RootedTree | SteinerTree, dim: int = 2,
 
     Parameters
     ----------
-    graph : Graph, RootedTree or SteinerTree
+    graph : Graph, networkx.Graph, RootedTree or SteinerTree
         A connected graph (its BFS or Steiner tree from ``root`` is embedded; metrics should
         still be computed against the graph), a ready rooted tree, or a ready
         :class:`~embstab.hyperbolic.steiner.SteinerTree` (embedded as with ``tree="steiner"``).
@@ -74,6 +74,8 @@ def embed_combinatorial(graph: Graph | RootedTree | SteinerTree, dim: int = 2,
         Multiprecision Poincaré coordinates with ``scale = τ``; ``metadata`` records the rule,
         root, Δ, height, bits needed, the tree kind and (Steiner) the number of Steiner nodes.
     """
+    if not isinstance(graph, (RootedTree, SteinerTree)):
+        graph = as_graph(graph)
     if dim < 2:
         raise HyperbolicError(f"dim must be ≥ 2, got {dim}")
     if tree not in ("bfs", "steiner"):

@@ -14,33 +14,36 @@ log(1−‖u‖²) computed once in mpmath — no per-pair multiprecision multip
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import mpmath
 import numpy as np
 
+from embstab.hyperbolic.base import ManifoldEmbedding
 from embstab.hyperbolic.errors import HyperbolicError, PrecisionError
-from embstab.hyperbolic.geometry import (acosh1p_from_log, hyperboloid_distance,
-                                         hyperboloid_to_poincare, poincare_distance,
-                                         poincare_to_hyperboloid)
+from embstab.hyperbolic.geometry import acosh1p_from_log
+from embstab.hyperbolic.io import HYPERBOLIC_MAGIC
+from embstab.hyperbolic.manifolds import Lorentz, Manifold, PoincareBall, get_manifold
 
 __all__ = ["HyperbolicEmbedding"]
 
 _LN2 = math.log(2.0)
-_MODELS = ("poincare", "hyperboloid")
+_BALL, _LORENTZ = PoincareBall(), Lorentz()
 
 
-class HyperbolicEmbedding:
+class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
     """Points in the Poincaré ball or on the hyperboloid, with their scale and precision.
 
     Parameters
     ----------
     coords : array_like
-        ``(n, d)`` Poincaré coordinates, or ``(n, d+1)`` hyperboloid coordinates (x₀ first).
-        A float array is kept as float64; an object array of :class:`mpmath.mpf` (or a list of
-        lists of mpf) is multiprecision.
-    model : {"poincare", "hyperboloid"}, default "poincare"
-        The model ``coords`` are in. Multiprecision coordinates must be Poincaré.
+        ``(n, d)`` Poincaré coordinates, or ``(n, d+1)`` Lorentz (hyperboloid) coordinates (x₀
+        first). A float array is kept as float64; an object array of :class:`mpmath.mpf` (or a
+        list of lists of mpf) is multiprecision.
+    manifold : {"poincare", "lorentz"} or Manifold, default "poincare"
+        The model ``coords`` are in (``"hyperboloid"`` names the Lorentz model too). Multiprecision
+        coordinates must be Poincaré.
     scale : float, default 1.0
         τ (or the h-MDS scale s): the decoded distance is d_model/scale.
     nodes : sequence, optional
@@ -54,21 +57,22 @@ class HyperbolicEmbedding:
         Free-form provenance (method, τ rule, root, ...).
     """
 
-    def __init__(self, coords: Any, *, model: str = "poincare", scale: float = 1.0,
+    def __init__(self, coords: Any, *, manifold: str | Manifold = "poincare", scale: float = 1.0,
                  nodes: Sequence[Any] | None = None, precision_bits: int | None = None,
                  log_conformal: Sequence[float] | None = None,
                  metadata: dict | None = None) -> None:
-        if model not in _MODELS:
-            raise HyperbolicError(f"model must be one of {_MODELS}, got {model!r}")
+        man = get_manifold(manifold)
+        if not man.hyperbolic:
+            raise HyperbolicError(f"a HyperbolicEmbedding lives in a model of hyperbolic space "
+                                  f"('poincare' or 'lorentz'), not {man.name!r}")
         arr = np.asarray(coords, dtype=object if _is_mp(coords) else np.float64)
-        if arr.ndim != 2 or arr.shape[0] == 0:
+        if arr.ndim != 2 or arr.shape[0] == 0 or man.dim_of(arr.shape[1]) < 1:
             raise HyperbolicError(f"coordinates must be a non-empty (n, d) array, got shape "
                                   f"{arr.shape}")
-        if not scale > 0 or not math.isfinite(scale):
-            raise HyperbolicError(f"scale must be a positive finite number, got {scale}")
+        super().__init__(man, arr.shape[0], scale=scale, nodes=nodes, metadata=metadata)
         self.multiprecision = arr.dtype == object
         if self.multiprecision:
-            if model != "poincare":
+            if man != _BALL:
                 raise HyperbolicError("multiprecision coordinates must be in the Poincaré model")
             if precision_bits is None:
                 raise HyperbolicError("multiprecision coordinates need precision_bits")
@@ -78,12 +82,6 @@ class HyperbolicEmbedding:
                 raise HyperbolicError("coordinates contain NaN or inf")
             self.precision_bits = 53
         self.coords = arr
-        self.model = model
-        self.scale = float(scale)
-        self.nodes = np.arange(len(arr)) if nodes is None else np.asarray(list(nodes))
-        if len(self.nodes) != len(arr):
-            raise HyperbolicError(f"{len(self.nodes)} node labels for {len(arr)} points")
-        self.metadata = dict(metadata or {})
         self._log_conformal = None if log_conformal is None else np.asarray(log_conformal,
                                                                             dtype=np.float64)
         self._fixed: list | None = None
@@ -95,11 +93,11 @@ class HyperbolicEmbedding:
     @property
     def dim(self) -> int:
         """Dimension r of the hyperbolic space H^r (hyperboloid rows carry r+1 numbers)."""
-        return self.coords.shape[1] - (self.model == "hyperboloid")
+        return self.manifold.dim_of(self.coords.shape[1])
 
     def __repr__(self) -> str:
         kind = f"{self.precision_bits}-bit" if self.multiprecision else "float64"
-        return (f"HyperbolicEmbedding(n={len(self)}, dim={self.dim}, model={self.model!r}, "
+        return (f"HyperbolicEmbedding(n={len(self)}, dim={self.dim}, manifold={self.manifold.name!r}, "
                 f"scale={self.scale:.6g}, {kind})")
 
     # -- multiprecision helpers -------------------------------------------------------------------
@@ -149,11 +147,7 @@ class HyperbolicEmbedding:
         if self.multiprecision:
             return self._mp_row(int(i), targets) / self.scale
         x = self.coords if targets is None else self.coords[targets]
-        if self.model == "hyperboloid":
-            d = hyperboloid_distance(self.coords[i], x)
-        else:
-            d = poincare_distance(self.coords[i], x)
-        return d / self.scale
+        return self.manifold.distance(self.coords[i], x) / self.scale
 
     def _mp_row(self, i: int, targets: np.ndarray | None) -> np.ndarray:
         self._prepare_fixed()
@@ -174,11 +168,6 @@ class HyperbolicEmbedding:
         logq = _LN2 + acc - 2.0 * self.precision_bits * _LN2 - lc[i] - lc_t
         return acosh1p_from_log(logq)
 
-    def distance_matrix(self, rows: Sequence[int] | None = None) -> np.ndarray:
-        """Decoded distances from each of ``rows`` (default all) to all points."""
-        rows = range(len(self)) if rows is None else rows
-        return np.vstack([self.distances_from(i) for i in rows])
-
     # -- float64 views ----------------------------------------------------------------------------
     def poincare64(self, check: bool = True) -> np.ndarray:
         """Poincaré coordinates as float64.
@@ -186,12 +175,10 @@ class HyperbolicEmbedding:
         With ``check`` (default) a :class:`PrecisionError` is raised when some point has
         1−‖x‖ ≤ 2⁻⁵² — float64 would put it on the boundary and its distances become inf/NaN.
         """
-        if self.model == "hyperboloid":
-            p = hyperboloid_to_poincare(self.coords)
-        elif self.multiprecision:
+        if self.multiprecision:
             p = np.array([[float(c) for c in row] for row in self.coords], dtype=np.float64)
         else:
-            p = self.coords
+            p = self.manifold.to_poincare(self.coords)
         if check:
             if self.multiprecision:
                 with mpmath.workprec(self.precision_bits):
@@ -208,9 +195,9 @@ class HyperbolicEmbedding:
 
     def hyperboloid64(self, check: bool = True) -> np.ndarray:
         """Hyperboloid coordinates (x₀ first) as float64 (see :meth:`poincare64`)."""
-        if self.model == "hyperboloid" and not self.multiprecision:
+        if self.manifold == _LORENTZ and not self.multiprecision:
             return self.coords.copy()
-        return poincare_to_hyperboloid(self.poincare64(check=check))
+        return _LORENTZ.from_poincare(self.poincare64(check=check))
 
     def polar(self) -> tuple[np.ndarray, np.ndarray]:
         """(unit directions, hyperbolic distance from the origin) as float64.
@@ -237,9 +224,42 @@ class HyperbolicEmbedding:
 
     def with_coords(self, coords: np.ndarray, **metadata: Any) -> "HyperbolicEmbedding":
         """Same nodes, model and scale, new float coordinates."""
-        return HyperbolicEmbedding(coords, model=self.model if not self.multiprecision
-                                   else "poincare", scale=self.scale, nodes=self.nodes,
+        return HyperbolicEmbedding(coords, manifold=self.manifold, scale=self.scale, nodes=self.nodes,
                                    metadata={**self.metadata, **metadata})
+
+    # -- files --------------------------------------------------------------------------------------
+    def file_header(self) -> dict:
+        """Manifold, scale, precision and dimension for the file header."""
+        return {"manifold": self.manifold.name, "scale": self.scale, "precision_bits": self.precision_bits,
+                "multiprecision": self.multiprecision, "dim": self.dim}
+
+    def file_rows(self) -> Iterable[tuple[Any, Iterable[str]]]:
+        """Labels and coordinates; multiprecision ones with every digit, float64 ones by ``repr``."""
+        digits = math.ceil(self.precision_bits * math.log10(2)) + 3
+        for label, row in zip(self.nodes.tolist(), self.coords):
+            if self.multiprecision:
+                yield label, (mpmath.nstr(c, digits, strip_zeros=False, min_fixed=1, max_fixed=0) for c in row)
+            else:
+                yield label, (repr(float(c)) for c in row)
+
+    @classmethod
+    def file_layout(cls, header: dict) -> tuple[int, Callable[[str], Any], int | None]:
+        """Row width, number parser and working precision from a file header.
+
+        Files written before the manifold objects name the model under ``"model"``.
+        """
+        man = get_manifold(header["manifold"] if "manifold" in header else header["model"])
+        mp_ = bool(header["multiprecision"])
+        return man.width(int(header["dim"])), (mpmath.mpf if mp_ else float), int(header["precision_bits"])
+
+    @classmethod
+    def from_file(cls, header: dict, labels: list, rows: list[list]) -> "HyperbolicEmbedding":
+        """The embedding a parsed file describes."""
+        mp_ = bool(header["multiprecision"])
+        coords = np.array(rows, dtype=object) if mp_ else np.array(rows, dtype=np.float64)
+        return cls(coords, manifold=header.get("manifold", header.get("model")), scale=header["scale"],
+                   nodes=labels, precision_bits=header["precision_bits"] if mp_ else None,
+                   metadata=header.get("metadata", {}))
 
 
 def _is_mp(coords: Any) -> bool:

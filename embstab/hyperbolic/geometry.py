@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = [
     "poincare_distance", "lorentz_inner", "hyperboloid_distance", "poincare_to_hyperboloid",
-    "hyperboloid_to_poincare", "reflect_to_origin", "radius_for_distance",
+    "hyperboloid_to_poincare", "reflect_to_origin",
     "mp_poincare_distance", "mp_reflect_to_origin", "mp_norm2", "acosh1p_from_log",
 ]
 
@@ -84,11 +84,6 @@ def reflect_to_origin(mu: np.ndarray, z: np.ndarray) -> np.ndarray:
     rho2 = (1.0 - m2) / m2  # = ‖a‖² − 1 without the cancellation
     diff = z - a
     return a + rho2 * diff / np.sum(diff * diff, axis=-1, keepdims=True)
-
-
-def radius_for_distance(dist: float) -> float:
-    """Euclidean norm of a ball point at hyperbolic distance ``dist`` from 0: tanh(dist/2)."""
-    return float(np.tanh(dist / 2))
 
 
 def acosh1p_from_log(logq: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from scipy.sparse import csgraph
 
 from embstab.hyperbolic.errors import GraphError
 
-__all__ = ["Graph", "RootedTree", "load_edgelist", "tree_from_graph", "find_root",
+__all__ = ["Graph", "RootedTree", "as_graph", "load_edgelist", "tree_from_graph", "find_root",
            "closure_weighted_tree"]
 
 
@@ -185,6 +185,32 @@ class Graph:
                                   self.name, dict(self._index))
 
 
+def as_graph(graph: Any) -> "Graph":
+    """A :class:`Graph` from a Graph (returned as is) or a networkx graph (converted once).
+
+    Parameters
+    ----------
+    graph : Graph or networkx.Graph
+        Any networkx graph class (``Graph``, ``DiGraph``, ``MultiGraph``, ...); the edge attribute
+        ``weight`` is used when present.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    GraphError
+        If ``graph`` is neither.
+    """
+    if isinstance(graph, Graph):
+        return graph
+    # recognised by class lineage, so networkx is never imported here (subclasses count too)
+    if any(c.__module__.split(".")[0] == "networkx" and c.__name__ == "Graph" for c in type(graph).__mro__):
+        return Graph.from_networkx(graph)
+    raise GraphError(f"expected an embstab.hyperbolic.Graph or a networkx graph, got {type(graph).__name__}")
+
+
 def _as_int(x: Any) -> int | None:
     try:
         return int(x)
@@ -349,12 +375,12 @@ def _hops(graph: Graph, src: int) -> np.ndarray:
     return np.where(np.isfinite(d), d, -1)
 
 
-def tree_from_graph(graph: Graph, root: Any = "max_degree") -> RootedTree:
+def tree_from_graph(graph: Any, root: Any = "max_degree") -> RootedTree:
     """BFS spanning tree of a connected graph (networkx ``bfs_tree`` order), with edge weights.
 
     Parameters
     ----------
-    graph : Graph
+    graph : Graph or networkx.Graph
         A connected graph (directed graphs are traversed as undirected).
     root : {"max_degree", "center", "first"} or node label, default "max_degree"
         See :func:`find_root`.
@@ -368,6 +394,7 @@ def tree_from_graph(graph: Graph, root: Any = "max_degree") -> RootedTree:
     GraphError
         If the graph is disconnected (embed each component separately).
     """
+    graph = as_graph(graph)
     n = graph.n_nodes
     graph_u = _undirected(graph)  # a closure's one-way edges are still tree edges
     r = find_root(graph_u, root)

@@ -21,7 +21,7 @@ from embstab.errors import ShapeError
 from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.errors import HyperbolicError, PrecisionError
 from embstab.hyperbolic.geometry import lorentz_inner
-from embstab.hyperbolic.graph import Graph
+from embstab.hyperbolic.graph import Graph, as_graph
 
 __all__ = ["hmds", "graph_distances", "pga_refine", "karcher_mean"]
 
@@ -47,7 +47,7 @@ def _check_distances(d: Any) -> np.ndarray:
     return d
 
 
-def hmds(distances: np.ndarray | Graph, dim: int, scale: float | str = "auto", *,
+def hmds(distances: Any, dim: int, scale: float | str = "auto", *,
          selection: str = "positive", solver: str = "numpy", precision_bits: int = 128,
          max_extent: float = 15.0, pga: bool = False, pga_steps: int = 200,
          nodes: Sequence[Any] | None = None) -> HyperbolicEmbedding:
@@ -55,7 +55,7 @@ def hmds(distances: np.ndarray | Graph, dim: int, scale: float | str = "auto", *
 
     Parameters
     ----------
-    distances : numpy.ndarray or Graph
+    distances : numpy.ndarray, Graph or networkx.Graph
         Symmetric ``(n, n)`` distances, or a connected graph.
     dim : int
         Target rank k (the number of positive eigenpairs kept).
@@ -88,6 +88,8 @@ def hmds(distances: np.ndarray | Graph, dim: int, scale: float | str = "auto", *
         ``scale = s``. ``metadata`` holds ``n_positive``, ``n_negative`` (eigenvalue signs of
         −Y), ``eigenvalues`` (kept), ``dims_requested`` and ``dims_kept``.
     """
+    if not isinstance(distances, (np.ndarray, list, tuple)):
+        distances = as_graph(distances)  # a Graph, or a networkx graph converted here
     if isinstance(distances, Graph):
         nodes = distances.labels if nodes is None else nodes
         distances = graph_distances(distances)
@@ -130,7 +132,7 @@ def hmds(distances: np.ndarray | Graph, dim: int, scale: float | str = "auto", *
         hyp, info = pga_refine(hyp, dim, steps=pga_steps)
         meta.update(pga=info)
     meta["dims_kept"] = hyp.shape[1] - 1
-    return HyperbolicEmbedding(hyp, model="hyperboloid", scale=s, nodes=nodes, metadata=meta)
+    return HyperbolicEmbedding(hyp, manifold="lorentz", scale=s, nodes=nodes, metadata=meta)
 
 
 def _select(w: np.ndarray, k: int, selection: str, tol: float) -> np.ndarray:

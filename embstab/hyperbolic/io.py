@@ -9,25 +9,47 @@ the whole new one) and every malformed file is reported with its name and line.
 from __future__ import annotations
 
 import json
-import math
 import os
+from typing import Any
 
 import mpmath
-import numpy as np
 
 from embstab._fs import atomic_write, json_safe
 from embstab.errors import EmbeddingFormatError
-from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.errors import HyperbolicError
-from embstab.hyperbolic.product import ProductEmbedding, ambient_width, parse_factors
 
-__all__ = ["HYPERBOLIC_MAGIC", "PRODUCT_MAGIC", "save_embedding", "load_embedding"]
+__all__ = ["HYPERBOLIC_MAGIC", "PRODUCT_MAGIC", "register_kind", "save_embedding", "load_embedding"]
 
 HYPERBOLIC_MAGIC = "# embstab-hyperbolic v1"
 PRODUCT_MAGIC = "# embstab-product v1"
 
+#: Embedding classes by the magic line of their files; each class registers itself when defined
+#: (see :class:`embstab.hyperbolic.base.ManifoldEmbedding`), so this module imports none of them.
+_KINDS: dict[str, type] = {}
 
-def save_embedding(emb: HyperbolicEmbedding | ProductEmbedding, path: str | os.PathLike) -> None:
+
+def register_kind(magic: str, cls: type) -> None:
+    """Read files that start with ``magic`` as ``cls`` (a ``ManifoldEmbedding`` subclass).
+
+    Parameters
+    ----------
+    magic : str
+        The first line of the kind's files.
+    cls : type
+        The class; it provides ``file_header``, ``file_rows``, ``file_layout`` and ``from_file``.
+
+    Raises
+    ------
+    ValueError
+        If another class already owns ``magic``.
+    """
+    owner = _KINDS.setdefault(magic, cls)
+    if owner is not cls and owner.__qualname__ != cls.__qualname__:
+        raise ValueError(f"{magic!r} is already the magic line of {owner.__qualname__}")
+    _KINDS[magic] = cls
+
+
+def save_embedding(emb: Any, path: str | os.PathLike) -> None:
     """Write a hyperbolic or product embedding to a text file, atomically.
 
     Parameters
@@ -40,46 +62,26 @@ def save_embedding(emb: HyperbolicEmbedding | ProductEmbedding, path: str | os.P
     Raises
     ------
     TypeError
-        If ``emb`` is neither kind.
+        If ``emb`` is not an embedding of :mod:`embstab.hyperbolic`.
     """
-    if isinstance(emb, ProductEmbedding):
-        head = {"factors": emb.signature, "combine": emb.combine, "scale": emb.scale, "n": len(emb),
-                "metadata": json_safe(emb.metadata)}
-        rows = (_row(lab, (repr(float(c)) for c in row)) for lab, row in zip(emb.nodes.tolist(), np.hstack(emb.coords)))
-        _write(path, PRODUCT_MAGIC, head, rows)
-        return
-    if not isinstance(emb, HyperbolicEmbedding):
+    magic = getattr(type(emb), "file_magic", None)
+    if magic is None or _KINDS.get(magic) is not type(emb):
         raise TypeError(f"save_embedding takes a HyperbolicEmbedding or ProductEmbedding, got {type(emb).__name__}")
-    head = {"model": emb.model, "scale": emb.scale, "precision_bits": emb.precision_bits,
-            "multiprecision": emb.multiprecision, "n": len(emb), "dim": emb.dim,
-            "metadata": json_safe(emb.metadata)}
-    digits = math.ceil(emb.precision_bits * math.log10(2)) + 3
-
-    def fmt(row):
-        if emb.multiprecision:
-            return (mpmath.nstr(c, digits, strip_zeros=False, min_fixed=1, max_fixed=0) for c in row)
-        return (repr(float(c)) for c in row)
-
-    _write(path, HYPERBOLIC_MAGIC, head, (_row(lab, fmt(row)) for lab, row in zip(emb.nodes.tolist(), emb.coords)))
-
-
-def _row(label, values) -> str:
-    return str(label) + "\t" + "\t".join(values) + "\n"
-
-
-def _write(path, magic: str, head: dict, rows) -> None:
+    head = {**emb.file_header(), "n": len(emb), "metadata": json_safe(emb.metadata)}
     with atomic_write(path, "w") as fh:
         fh.write(magic + "\n# " + json.dumps(head) + "\n")
-        fh.writelines(rows)
+        fh.writelines(str(label) + "\t" + "\t".join(values) + "\n" for label, values in emb.file_rows())
 
 
-def load_embedding(path: str | os.PathLike) -> HyperbolicEmbedding | ProductEmbedding:
+def load_embedding(path: str | os.PathLike, kind: type | None = None) -> Any:
     """Read a file written by :func:`save_embedding`; the magic line says which kind it is.
 
     Parameters
     ----------
     path : str or os.PathLike
         The file.
+    kind : type, optional
+        Require this class (e.g. ``HyperbolicEmbedding``); default: whatever the file holds.
 
     Returns
     -------
@@ -88,43 +90,37 @@ def load_embedding(path: str | os.PathLike) -> HyperbolicEmbedding | ProductEmbe
     Raises
     ------
     embstab.errors.EmbeddingFormatError
-        When the file is missing, not such a file, or a header or row is malformed.
+        When the file is missing, not such a file (or not of ``kind``), or a header or row is
+        malformed.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise EmbeddingFormatError(path, "no such file")
     with open(path, encoding="utf-8") as fh:
-        first = fh.readline().rstrip("\n")
-        if first not in (HYPERBOLIC_MAGIC, PRODUCT_MAGIC):
+        try:
+            first = fh.readline().rstrip("\n")
+        except UnicodeDecodeError:
+            first = None
+        cls = _KINDS.get(first)
+        if cls is None:
             raise EmbeddingFormatError(path, "not an embstab hyperbolic embedding (first line should be "
-                                       f"{HYPERBOLIC_MAGIC!r} or {PRODUCT_MAGIC!r})", line=1)
+                                       + " or ".join(repr(m) for m in _KINDS) + ")", line=1)
+        if kind is not None and not issubclass(cls, kind):
+            raise EmbeddingFormatError(path, f"holds a {cls.__name__}, not a {kind.__name__}", line=1)
         try:
             head = json.loads(fh.readline()[2:])
-            if first == PRODUCT_MAGIC:
-                factors = parse_factors(head["factors"])
-                widths = [ambient_width(k, d) for k, d in factors]
-            else:
-                widths = [head["dim"] + (head["model"] == "hyperboloid")]
-                bits, mp_ = head["precision_bits"], head["multiprecision"]
-        except (json.JSONDecodeError, KeyError, TypeError, HyperbolicError) as exc:
+            if not isinstance(head, dict):
+                raise TypeError("the header is not a JSON object")
+            width, number, bits = cls.file_layout(head)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, HyperbolicError) as exc:
             raise EmbeddingFormatError(path, f"bad header: {exc}", line=2) from None
-        if first == PRODUCT_MAGIC:
-            labels, rows = _read_rows(fh, path, sum(widths), float)
-        else:
-            with mpmath.workprec(bits):
-                labels, rows = _read_rows(fh, path, widths[0], mpmath.mpf if mp_ else float)
-            labels = [int(lab) if lab.lstrip("-").isdigit() else lab for lab in labels]
+        with mpmath.workprec(bits or 53):
+            labels, rows = _read_rows(fh, path, width, number)
+    labels = [int(lab) if lab.lstrip("-").isdigit() else lab for lab in labels]
     if len(rows) != head.get("n", len(rows)):
         raise EmbeddingFormatError(path, f"header says {head['n']} rows, found {len(rows)} (truncated file?)")
     try:
-        if first == PRODUCT_MAGIC:
-            flat = np.asarray(rows, dtype=np.float64).reshape(len(rows), sum(widths))
-            blocks = np.split(flat, np.cumsum(widths)[:-1], axis=1)
-            return ProductEmbedding(blocks, factors, combine=head.get("combine", "l2"), scale=head.get("scale", 1.0),
-                                    nodes=labels, metadata=head.get("metadata"))
-        coords = np.array(rows, dtype=object) if mp_ else np.array(rows, dtype=np.float64)
-        return HyperbolicEmbedding(coords, model=head["model"], scale=head["scale"], nodes=labels,
-                                   precision_bits=bits if mp_ else None, metadata=head.get("metadata", {}))
+        return cls.from_file(head, labels, rows)
     except HyperbolicError as exc:
         raise EmbeddingFormatError(path, str(exc)) from None
 
@@ -139,15 +135,18 @@ def _is_number(text: str, number) -> bool:
 
 def _read_rows(fh, path: str, width: int, number) -> tuple[list[str], list[list]]:
     labels, rows = [], []
-    for lineno, line in enumerate(fh, 3):
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) != width + 1:
-            raise EmbeddingFormatError(path, f"expected a label and {width} coordinates, got {len(parts)} fields",
-                                       lineno)
-        try:
-            rows.append([number(s) for s in parts[1:]])
-        except ValueError:
-            bad = next(s for s in parts[1:] if not _is_number(s, number))
-            raise EmbeddingFormatError(path, f"non-numeric coordinate {bad!r}", lineno) from None
-        labels.append(parts[0])
+    try:
+        for lineno, line in enumerate(fh, 3):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != width + 1:
+                raise EmbeddingFormatError(path, f"expected a label and {width} coordinates, got {len(parts)} fields",
+                                           lineno)
+            try:
+                rows.append([number(s) for s in parts[1:]])
+            except ValueError:
+                bad = next(s for s in parts[1:] if not _is_number(s, number))
+                raise EmbeddingFormatError(path, f"non-numeric coordinate {bad!r}", lineno) from None
+            labels.append(parts[0])
+    except UnicodeDecodeError:
+        raise EmbeddingFormatError(path, "not UTF-8 text", len(rows) + 3) from None
     return labels, rows

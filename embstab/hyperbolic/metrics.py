@@ -8,109 +8,105 @@ D_avg are then unbiased estimates and D_wc a lower bound.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 from tqdm.auto import tqdm
 
-from embstab.hyperbolic.embedding import HyperbolicEmbedding
+from embstab.errors import lookup
+from embstab.hyperbolic.base import ManifoldEmbedding
 from embstab.hyperbolic.errors import GraphError
-from embstab.hyperbolic.graph import Graph
+from embstab.hyperbolic.graph import Graph, as_graph
+from embstab.measures.hyperbolic import (TIE_BITS, TIE_RULES, average_precision, row_distortion,
+                                         select_rows, snap)
 
-__all__ = ["evaluate", "average_precision", "row_distortion", "select_rows", "aligned_order",
-           "snap", "TIE_BITS"]
+# the ranking and distortion primitives live with the measures; they are re-exported here for
+# the graph evaluation's readers
+__all__ = ["GraphEvaluation", "evaluate", "average_precision", "row_distortion", "select_rows",
+           "aligned_order", "snap", "TIE_BITS"]
 
 #: Rows whose graph distances are computed in one scipy call.
 _CHUNK = 64
 
 
-#: Decoded distances are compared after rounding to this many mantissa bits (~1e-12 relative),
-#: so pairs that are equal in exact arithmetic tie however the evaluation path rounded them.
-TIE_BITS = 40
+@dataclass(frozen=True)
+class GraphEvaluation:
+    """How well an embedding reconstructs a graph (see :func:`evaluate`).
 
-
-def snap(d: np.ndarray, bits: int | None = TIE_BITS) -> np.ndarray:
-    """Round positive floats to ``bits`` mantissa bits (relative grid); NaN becomes +inf."""
-    d = np.where(np.isnan(d), np.inf, np.asarray(d, dtype=np.float64))
-    if bits is None:
-        return d
-    m, e = np.frexp(d)
-    with np.errstate(invalid="ignore"):
-        out = np.ldexp(np.round(m * 2.0 ** bits) / 2.0 ** bits, e)
-    return np.where(np.isfinite(d), out, d)
-
-
-def average_precision(dist: np.ndarray, self_index: int, neighbors: np.ndarray,
-                      ties: str = "pessimistic", tie_bits: int | None = TIE_BITS) -> float:
-    """AP of one node: how well the ranking by ``dist`` puts its graph neighbours first.
-
-    AP = mean over neighbours b of |neighbours ranked ≤ b| / rank(b), self excluded. Ties
-    (distances equal to ``tie_bits`` mantissa bits) are resolved by ``ties``:
-
-    * ``"pessimistic"`` (default): every node tied with b counts as ranked before
-      it — the ball form |N(a) ∩ ball| / |ball| with ball = {v ≠ a: d̂(a,v) ≤ d̂(a,b)};
-    * ``"optimistic"``: only strictly closer nodes count before b;
-    * ``"order"``: ties broken by node id, as the original code's ``argsort`` did.
-
-    NaN distances rank last.
+    Attributes
+    ----------
+    map : float
+        Mean AP over evaluated non-isolated nodes, under the requested tie rule.
+    d_avg : float
+        Mean over rows of the row mean of ``|d̂−d|/d``.
+    d_wc : float
+        max d̂/d · max d/d̂, global over the evaluated pairs.
+    bad : int
+        Ordered pairs with d̂ ∈ {0, NaN, inf}.
+    rows : int
+        Rows evaluated.
+    isolated : int
+        Evaluated nodes without neighbours (left out of MAP).
+    sampled : bool
+        Whether the rows are a sample (MAP and d_avg are then estimates, d_wc a lower bound).
+    map_se : float
+        Standard error of the MAP estimate.
+    map_by_ties : dict
+        MAP under each tie rule (the original code's numbers correspond to ``"order"``).
     """
-    d = snap(dist, tie_bits)
-    if ties == "order":
-        keep = np.ones(len(d), dtype=bool)
-        keep[self_index] = False
-        ids = np.flatnonzero(keep)
-        order = ids[np.lexsort((ids, d[ids]))]
-        is_nb = np.zeros(len(d), dtype=bool)
-        is_nb[neighbors] = True
-        hit = is_nb[order]
-        ranks = np.flatnonzero(hit) + 1
-        return float(np.mean(np.arange(1, len(ranks) + 1) / ranks))
-    others = np.sort(np.delete(d, self_index))
-    dn = np.sort(d[neighbors])
-    if ties == "pessimistic":
-        ball = np.searchsorted(others, dn, side="right")
-        hits = np.searchsorted(dn, dn, side="right")
-    elif ties == "optimistic":
-        ball = np.searchsorted(others, dn, side="left") + 1
-        hits = np.searchsorted(dn, dn, side="left") + 1
-    else:
-        raise GraphError(f"ties must be 'pessimistic', 'optimistic' or 'order', got {ties!r}")
-    return float(np.mean(hits / ball))
+
+    map: float
+    d_avg: float
+    d_wc: float
+    bad: int
+    rows: int
+    isolated: int
+    sampled: bool
+    map_se: float
+    map_by_ties: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready).
+
+        Returns
+        -------
+        dict
+        """
+        return asdict(self)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row with a column per scalar field and one ``map_<rule>`` column per tie rule.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        flat = {k: v for k, v in self.to_dict().items() if k != "map_by_ties"}
+        flat.update({f"map_{rule}": v for rule, v in self.map_by_ties.items()})
+        return pd.DataFrame([flat])
 
 
-def row_distortion(d_true: np.ndarray, d_hat: np.ndarray) -> tuple[float, float, float, int, int]:
-    """Distortion terms of one row: (mean |d̂−d|/d, max d̂/d, max d/d̂, n_used, n_bad).
+def aligned_order(graph: Graph, embedding: ManifoldEmbedding) -> np.ndarray | None:
+    """Permutation mapping graph node i to its embedding row (None when already aligned).
 
-    Pairs with d = 0 (self) or d = inf (other component) are skipped; pairs with d̂ ∈ {0, NaN,
-    ±inf} are skipped and counted as bad.
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    embedding : ManifoldEmbedding
+        One point per graph node, labelled like the graph's nodes.
+
+    Returns
+    -------
+    numpy.ndarray or None
+
+    Raises
+    ------
+    GraphError
+        If the sizes differ or a graph node has no embedding row.
     """
-    ok_true = np.isfinite(d_true) & (d_true > 0)
-    good = ok_true & np.isfinite(d_hat) & (d_hat > 0)
-    n_bad = int(np.count_nonzero(ok_true & ~good))
-    if not good.any():
-        return np.nan, np.nan, np.nan, 0, n_bad
-    r = d_hat[good] / d_true[good]
-    return float(np.mean(np.abs(r - 1))), float(r.max()), float((1 / r).max()), int(r.size), n_bad
-
-
-def select_rows(n: int, rows: int | Sequence[int] | None, seed: int = 0) -> np.ndarray:
-    """All rows (``None``), ``rows`` distinct random rows (an int; local RNG), or given ids."""
-    if rows is None:
-        return np.arange(n)
-    if isinstance(rows, (int, np.integer)):
-        if rows <= 0:
-            raise GraphError(f"rows must be positive, got {rows}")
-        if rows >= n:
-            return np.arange(n)
-        return np.sort(np.random.default_rng(seed).choice(n, size=int(rows), replace=False))
-    r = np.asarray(rows, dtype=np.int64)
-    if r.size and (r.min() < 0 or r.max() >= n):
-        raise GraphError(f"row ids must be in [0, {n}), got range [{r.min()}, {r.max()}]")
-    return r
-
-
-def aligned_order(graph: Graph, embedding: HyperbolicEmbedding) -> np.ndarray | None:
-    """Permutation mapping graph node i to its embedding row (None when already aligned)."""
     if len(embedding) != graph.n_nodes:
         raise GraphError(f"the embedding has {len(embedding)} points but the graph has "
                          f"{graph.n_nodes} nodes")
@@ -126,18 +122,18 @@ def aligned_order(graph: Graph, embedding: HyperbolicEmbedding) -> np.ndarray | 
     return np.array([pos[lab] for lab in glab], dtype=np.int64)
 
 
-def evaluate(graph: Graph, embedding: HyperbolicEmbedding,
+def evaluate(graph: Any, embedding: ManifoldEmbedding,
              rows: int | Sequence[int] | None = None, *, seed: int = 0,
              ties: str = "pessimistic", tie_bits: int | None = TIE_BITS,
-             progress: bool = True) -> dict[str, Any]:
+             progress: bool = True) -> GraphEvaluation:
     """MAP, average distortion and global worst-case distortion of an embedding of ``graph``.
 
     Parameters
     ----------
-    graph : Graph
+    graph : Graph or networkx.Graph
         The **original** graph: its neighbours define MAP, its shortest paths the distortion
         (an embedding of a BFS tree is still scored against the graph).
-    embedding : HyperbolicEmbedding
+    embedding : HyperbolicEmbedding or ProductEmbedding
         One point per graph node (matched by label).
     rows : int or sequence of int, optional
         Evaluate all rows (default), a random sample of this many rows, or these node ids.
@@ -152,20 +148,21 @@ def evaluate(graph: Graph, embedding: HyperbolicEmbedding,
 
     Returns
     -------
-    dict
-        ``map`` (mean AP over evaluated non-isolated nodes), ``d_avg`` (mean over rows of the
-        row mean of |d̂−d|/d), ``d_wc`` (max d̂/d · max d/d̂, global over evaluated pairs),
-        ``bad`` (ordered pairs with d̂ ∈ {0, NaN, inf}), ``rows`` (rows evaluated),
-        ``isolated`` (evaluated nodes without neighbours), ``sampled`` (bool), ``map_se``
-        (standard error of the MAP estimate) and ``map_by_ties`` (MAP under each tie rule;
-        the original code's numbers correspond to ``"order"``).
+    GraphEvaluation
+
+    Raises
+    ------
+    GraphError
+        If the embedding does not hold one point per graph node.
+    UnknownNameError
+        If ``ties`` is not a tie rule.
     """
+    graph = as_graph(graph)
+    ties = lookup(TIE_RULES, ties, "tie rule")
     n = graph.n_nodes
     perm = aligned_order(graph, embedding)
     sel = select_rows(n, rows, seed)
-    rules = ("pessimistic", "optimistic", "order")
-    if ties not in rules:
-        raise GraphError(f"ties must be one of {rules}, got {ties!r}")
+    rules = tuple(TIE_RULES)
     aps: dict[str, list] = {r: [] for r in rules}
     avgs = []
     expand = contract = 0.0
@@ -194,14 +191,14 @@ def evaluate(graph: Graph, embedding: HyperbolicEmbedding,
             bar.update(1)
     bar.close()
     aps_a = np.asarray(aps[ties])
-    return {
-        "map": float(aps_a.mean()) if len(aps_a) else float("nan"),
-        "d_avg": float(np.mean(avgs)) if avgs else float("nan"),
-        "d_wc": float(expand * contract) if avgs else float("nan"),
-        "bad": int(bad),
-        "rows": int(len(sel)),
-        "isolated": int(isolated),
-        "sampled": bool(len(sel) < n),
-        "map_se": float(aps_a.std(ddof=1) / np.sqrt(len(aps_a))) if len(aps_a) > 1 else 0.0,
-        "map_by_ties": {r: float(np.mean(v)) if v else float("nan") for r, v in aps.items()},
-    }
+    return GraphEvaluation(
+        map=float(aps_a.mean()) if len(aps_a) else float("nan"),
+        d_avg=float(np.mean(avgs)) if avgs else float("nan"),
+        d_wc=float(expand * contract) if avgs else float("nan"),
+        bad=int(bad),
+        rows=int(len(sel)),
+        isolated=int(isolated),
+        sampled=bool(len(sel) < n),
+        map_se=float(aps_a.std(ddof=1) / np.sqrt(len(aps_a))) if len(aps_a) > 1 else 0.0,
+        map_by_ties={r: float(np.mean(v)) if v else float("nan") for r, v in aps.items()},
+    )

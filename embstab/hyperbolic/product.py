@@ -6,38 +6,53 @@ Lorentz hyperboloid (``"lorentz"``, ``L``), a Euclidean space (``"euclidean"``, 
 sphere (``"sphere"``, ``S``); the distance combines the factor distances as the true product
 metric √(Σ d_k²) (``combine="l2"``, the original's ``--riemann``) or their sum (``"l1"``).
 
-:class:`ProductEmbedding` plays the role of :class:`~embstab.hyperbolic.HyperbolicEmbedding`
-for :func:`~embstab.hyperbolic.evaluate` (``nodes``, ``len``, ``distances_from``);
-:func:`~embstab.hyperbolic.sgd.fit_product_sgd` trains one.
+:class:`ProductEmbedding` shares its base with :class:`~embstab.hyperbolic.HyperbolicEmbedding`, so
+:func:`~embstab.hyperbolic.evaluate` and the hyperbolic measures take either; its geometry is a
+:class:`~embstab.hyperbolic.manifolds.ProductManifold`. :func:`~embstab.hyperbolic.sgd.fit_product_sgd`
+trains one.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from embstab.errors import UnknownNameError
+from embstab.hyperbolic.base import ManifoldEmbedding
 from embstab.hyperbolic.errors import HyperbolicError
-from embstab.hyperbolic.geometry import hyperboloid_distance, poincare_distance
+from embstab.hyperbolic.io import PRODUCT_MAGIC
+from embstab.hyperbolic.manifolds import MANIFOLDS, ProductManifold, combine_distances, get_manifold
 
 __all__ = [
     "ProductEmbedding",
-    "factor_distance",
     "parse_factors",
 ]
 
-#: Factor kinds and the one-letter names used in factor strings such as ``"H2,H2,S1"``.
-KINDS = {"H": "poincare", "L": "lorentz", "E": "euclidean", "S": "sphere"}
+#: Factor kinds by the one-letter names used in factor strings such as ``"H2,H2,S1"``.
+KINDS = {m.letter: m.name for m in MANIFOLDS.values()}
 
 
 def parse_factors(factors: str | Sequence[Any]) -> tuple[tuple[str, int], ...]:
-    """Normalise a factor list to ``((kind, dim), ...)``.
+    """Normalise a factor list to ``((manifold name, dim), ...)``.
 
-    Accepts ``"H2,H2,E2,S1"``, ``["H2", "S1"]`` or ``[("poincare", 2), ("sphere", 1)]``. The
-    dimension is the manifold's own (S1 is the circle, stored as 2 numbers; L2 as 3).
+    Parameters
+    ----------
+    factors : str or sequence
+        ``"H2,H2,E2,S1"``, ``["H2", "S1"]`` or ``[("poincare", 2), ("sphere", 1)]``. The dimension
+        is the manifold's own (S1 is the circle, stored as 2 numbers; L2 as 3).
+
+    Returns
+    -------
+    tuple of (str, int)
+        Canonical manifold names (see :func:`~embstab.hyperbolic.manifolds.get_manifold`) and dimensions.
+
+    Raises
+    ------
+    HyperbolicError
+        If a factor is malformed or names no manifold.
     """
     items = [f.strip() for f in factors.split(",")] if isinstance(factors, str) else list(factors)
     out = []
@@ -53,9 +68,10 @@ def parse_factors(factors: str | Sequence[Any]) -> tuple[tuple[str, int], ...]:
                 kind, dim = str(f[0]), int(f[1])
             except (TypeError, IndexError, ValueError):
                 raise HyperbolicError(f"bad factor {f!r}: expected (kind, dim)") from None
-            if kind not in KINDS.values():
-                raise HyperbolicError(f"factor kind must be one of {sorted(KINDS.values())}, "
-                                      f"got {kind!r}")
+            try:
+                kind = get_manifold(kind).name
+            except UnknownNameError as exc:
+                raise HyperbolicError(f"bad factor {f!r}: {exc}") from None
         if dim < 1:
             raise HyperbolicError(f"factor {f!r} needs a dimension ≥ 1")
         out.append((kind, dim))
@@ -64,29 +80,7 @@ def parse_factors(factors: str | Sequence[Any]) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def ambient_width(kind: str, dim: int) -> int:
-    """Numbers per point: the hyperboloid and the sphere live in one dimension more."""
-    return dim + (kind in ("lorentz", "sphere"))
-
-
-def factor_distance(kind: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """float64 distance in one factor (broadcasts like the geometry helpers)."""
-    u = np.asarray(u, dtype=np.float64)
-    v = np.asarray(v, dtype=np.float64)
-    if kind == "poincare":
-        return poincare_distance(u, v)
-    if kind == "lorentz":
-        return hyperboloid_distance(u, v)
-    chord = np.sqrt(np.sum((u - v) ** 2, axis=-1))
-    if kind == "euclidean":
-        return chord
-    if kind == "sphere":
-        # 2·asin(chord/2) keeps its digits for near points, where acos(u·v) loses half of them
-        return 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
-    raise HyperbolicError(f"unknown factor kind {kind!r}")
-
-
-class ProductEmbedding:
+class ProductEmbedding(ManifoldEmbedding, magic=PRODUCT_MAGIC):
     """Points of a product of hyperbolic, Euclidean and spherical factors.
 
     Parameters
@@ -110,30 +104,28 @@ class ProductEmbedding:
                  combine: str = "l2", scale: float = 1.0, nodes: Sequence[Any] | None = None,
                  metadata: dict | None = None) -> None:
         self.factors = parse_factors(factors)
-        if combine not in ("l2", "l1"):
-            raise HyperbolicError(f"combine must be 'l2' or 'l1', got {combine!r}")
+        manifold = ProductManifold(self.factors, combine)
         if len(coords) != len(self.factors):
             raise HyperbolicError(f"{len(coords)} coordinate blocks for {len(self.factors)} factors")
         blocks = [np.asarray(c, dtype=np.float64) for c in coords]
         n = blocks[0].shape[0] if blocks[0].ndim == 2 else -1
-        for (kind, dim), b in zip(self.factors, blocks):
-            want = ambient_width(kind, dim)
+        for (kind, dim), want, b in zip(self.factors, manifold.widths, blocks):
             if b.ndim != 2 or b.shape[0] != n or b.shape[1] != want or n == 0:
                 raise HyperbolicError(f"factor {kind}{dim} needs a non-empty (n, {want}) block with "
                                       f"the same n as the others, got shape {b.shape}")
             if not np.all(np.isfinite(b)):
                 raise HyperbolicError(f"factor {kind}{dim} has NaN or inf coordinates")
-        if not scale > 0 or not math.isfinite(scale):
-            raise HyperbolicError(f"scale must be a positive finite number, got {scale}")
+        super().__init__(manifold, n, scale=scale, nodes=nodes, metadata=metadata)
         self.coords = blocks
-        self.combine = combine
-        self.scale = float(scale)
-        self.nodes = np.arange(n) if nodes is None else np.asarray(list(nodes))
-        if len(self.nodes) != n:
-            raise HyperbolicError(f"{len(self.nodes)} node labels for {n} points")
-        self.metadata = dict(metadata or {})
-        self.multiprecision = False
-        self.precision_bits = 53
+
+    @property
+    def combine(self) -> str:
+        """How the factor distances combine: ``"l2"`` (the product metric) or ``"l1"``."""
+        return self.manifold.combine
+
+    @combine.setter
+    def combine(self, value: str) -> None:
+        self.manifold = ProductManifold(self.manifold.factors, value)
 
     def __len__(self) -> int:
         return self.coords[0].shape[0]
@@ -141,34 +133,74 @@ class ProductEmbedding:
     @property
     def dim(self) -> int:
         """Total intrinsic dimension (sum of the factors')."""
-        return sum(d for _, d in self.factors)
+        return self.manifold.dim
 
     @property
     def signature(self) -> str:
         """The factors as a string, e.g. ``"H2,H2,S1"``."""
-        letter = {v: k for k, v in KINDS.items()}
-        return ",".join(f"{letter[k]}{d}" for k, d in self.factors)
+        return self.manifold.signature
 
     def __repr__(self) -> str:
         return (f"ProductEmbedding(n={len(self)}, factors={self.signature!r}, "
                 f"combine={self.combine!r}, scale={self.scale:.6g})")
 
     def factor_distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray:
-        """``(k, m)`` undecoded distances in each factor from point ``i``."""
+        """``(k, m)`` undecoded distances in each factor from point ``i``.
+
+        Parameters
+        ----------
+        i : int
+            Source row.
+        targets : numpy.ndarray of int, optional
+            Target rows (default all).
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         rows = []
-        for (kind, _), block in zip(self.factors, self.coords):
+        for (man, _), block in zip(self.manifold.factors, self.coords):
             x = block if targets is None else block[targets]
-            rows.append(factor_distance(kind, block[int(i)], x))
+            rows.append(man.distance(block[int(i)], x))
         return np.vstack(rows)
 
     def distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray:
-        """Decoded product distances from point ``i`` to all points (or ``targets``)."""
-        d = self.factor_distances_from(i, targets)
-        combined = d[0] if len(d) == 1 else (np.sqrt(np.sum(d * d, axis=0)) if self.combine == "l2"
-                                             else np.sum(d, axis=0))
-        return combined / self.scale
+        """Decoded product distances from point ``i`` to all points (or ``targets``).
 
-    def distance_matrix(self, rows: Sequence[int] | None = None) -> np.ndarray:
-        """Decoded distances from each of ``rows`` (default all) to all points."""
-        rows = range(len(self)) if rows is None else rows
-        return np.vstack([self.distances_from(i) for i in rows])
+        Parameters
+        ----------
+        i : int
+            Source row.
+        targets : numpy.ndarray of int, optional
+            Target rows (default all).
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+        return combine_distances(self.factor_distances_from(i, targets), self.combine) / self.scale
+
+    # -- files --------------------------------------------------------------------------------------
+    def file_header(self) -> dict:
+        """Factors, combination rule and scale for the file header."""
+        return {"factors": self.signature, "combine": self.combine, "scale": self.scale}
+
+    def file_rows(self) -> Iterable[tuple[Any, Iterable[str]]]:
+        """Labels and the factors' coordinates side by side, each written exactly by ``repr``."""
+        for label, row in zip(self.nodes.tolist(), np.hstack(self.coords)):
+            yield label, (repr(float(c)) for c in row)
+
+    @classmethod
+    def file_layout(cls, header: dict) -> tuple[int, Callable[[str], Any], int | None]:
+        """Row width (the factors' widths summed), float parser, no multiprecision."""
+        return ProductManifold(parse_factors(header["factors"])).width(), float, None
+
+    @classmethod
+    def from_file(cls, header: dict, labels: list, rows: list[list]) -> "ProductEmbedding":
+        """The embedding a parsed file describes."""
+        factors = parse_factors(header["factors"])
+        widths = ProductManifold(factors).widths
+        flat = np.asarray(rows, dtype=np.float64).reshape(len(rows), sum(widths))
+        blocks = np.split(flat, np.cumsum(widths)[:-1], axis=1)
+        return cls(blocks, factors, combine=header.get("combine", "l2"), scale=header.get("scale", 1.0),
+                   nodes=labels, metadata=header.get("metadata"))

@@ -18,7 +18,8 @@ from tqdm.auto import tqdm
 from embstab.errors import ShapeError
 from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.errors import HyperbolicError
-from embstab.hyperbolic.graph import Graph
+from embstab.hyperbolic.graph import Graph, as_graph
+from embstab.hyperbolic.manifolds import Manifold, ProductManifold, combine_distances, get_manifold
 from embstab.hyperbolic.product import ProductEmbedding, parse_factors
 
 __all__ = ["LOSSES", "fit_product_sgd", "fit_sgd", "pair_loss"]
@@ -89,7 +90,7 @@ def _pairs(graph_or_d: Graph | np.ndarray, subsample: int | None,
     return i, j, dij, n
 
 
-def fit_sgd(graph: Graph | np.ndarray, dim: int = 2, *, manifold: str = "poincare",
+def fit_sgd(graph: Any, dim: int = 2, *, manifold: str | Manifold = "poincare",
             loss: str = "rel2", init: str | HyperbolicEmbedding | None = None,
             scale: float | None = None, epochs: int = 100, lr: float = 0.1,
             batch_size: int = 1024, optimizer: str = "adam", learn_scale: bool = False,
@@ -99,12 +100,12 @@ def fit_sgd(graph: Graph | np.ndarray, dim: int = 2, *, manifold: str = "poincar
 
     Parameters
     ----------
-    graph : Graph or numpy.ndarray
+    graph : Graph, networkx.Graph or numpy.ndarray
         The graph (targets are its shortest paths) or an ``(n, n)`` distance matrix.
     dim : int, default 2
         Dimension of H^dim (ignored with a warm-start embedding, which fixes it).
-    manifold : {"poincare", "lorentz"}, default "poincare"
-        geoopt's ``PoincareBall`` or ``Lorentz`` (curvature −1).
+    manifold : {"poincare", "lorentz"} or Manifold, default "poincare"
+        The model trained in, on its geoopt manifold (curvature −1).
     loss : {"rel2", "sym", "abs", "square", "log", "mse"}, default "rel2"
         Per-pair term, see :func:`pair_loss`.
     init : {"comb", "hmds"} or HyperbolicEmbedding, optional
@@ -138,10 +139,12 @@ def fit_sgd(graph: Graph | np.ndarray, dim: int = 2, *, manifold: str = "poincar
     import geoopt
     import torch
 
-    if manifold not in ("poincare", "lorentz"):
+    man = get_manifold(manifold)
+    if not man.hyperbolic:
         raise HyperbolicError(f"manifold must be 'poincare' or 'lorentz', got {manifold!r}")
     _check_options(loss, optimizer, epochs, batch_size, lr)
     gen = torch.Generator().manual_seed(int(seed))
+    graph = graph if isinstance(graph, np.ndarray) else as_graph(graph)
     i, j, dij, n = _training_pairs(graph, subsample, seed)
     if isinstance(graph, Graph) and nodes is None:
         nodes = graph.labels
@@ -152,39 +155,36 @@ def fit_sgd(graph: Graph | np.ndarray, dim: int = 2, *, manifold: str = "poincar
         if len(start) != n:
             raise HyperbolicError(f"the warm start has {len(start)} points for {n} nodes")
         dim = start.dim
-        x0 = (start.poincare64(check=True) if manifold == "poincare"
-              else start.hyperboloid64(check=True))
+        ball = start.poincare64(check=True)  # refuses points float64 would put on the boundary
+        same = start.manifold == man and not start.multiprecision
+        x0 = torch.as_tensor(np.array(start.coords, dtype=np.float64) if same else man.from_poincare(ball))
         # the warm start reproduces τ·d_G; to use another σ, rescaling is not an isometry,
         # so we keep the points and let θ absorb σ/τ
         theta0 = math.log(sigma / start.scale)
     else:
-        v = (torch.rand((n, dim), generator=gen, dtype=torch.float64) - 0.5) * 2e-3
-        x0 = v.numpy() if manifold == "poincare" else geoopt.Lorentz().expmap0(
-            torch.cat([torch.zeros(n, 1, dtype=torch.float64), v], dim=1)).numpy()
+        x0 = man.initial_points(n, dim, gen)
         theta0 = 0.0
-    man = geoopt.PoincareBall() if manifold == "poincare" else geoopt.Lorentz()
-    x = geoopt.ManifoldParameter(man.projx(torch.as_tensor(x0, dtype=torch.float64)),
-                                 manifold=man)
+    geo = man.geoopt()
+    x = geoopt.ManifoldParameter(geo.projx(x0), manifold=geo)
     theta = torch.nn.Parameter(torch.tensor(theta0, dtype=torch.float64))
     groups = [{"params": [x], "lr": lr}]
     if learn_scale:
         groups.append({"params": [theta], "lr": lr * 1e-2})
     opt = _optimizer(groups, optimizer, lr)
-    dist = lambda a, b: man.dist(x[a], x[b])
+    dist = lambda a, b: man.torch_distance(x[a], x[b])
     history = _train(dist, opt, theta, i, j, dij, sigma, loss, weighting, epochs, batch_size, gen,
-                     desc=f"sgd ({manifold})", progress=progress)
+                     desc=f"sgd ({man.name})", progress=progress)
     coords = x.detach().numpy().copy()
     theta_v = float(theta.detach())
     out_scale = sigma / math.exp(theta_v)
-    meta = {"method": "sgd", "manifold": manifold, "loss": loss, "epochs": epochs, "lr": lr,
+    meta = {"method": "sgd", "manifold": man.name, "loss": loss, "epochs": epochs, "lr": lr,
             "optimizer": optimizer, "sigma": sigma, "theta": theta_v, "seed": seed,
             "init": init if isinstance(init, str) or init is None else "embedding",
             "loss_history": history}
-    return HyperbolicEmbedding(coords, model="poincare" if manifold == "poincare"
-                               else "hyperboloid", scale=out_scale, nodes=nodes, metadata=meta)
+    return HyperbolicEmbedding(coords, manifold=man, scale=out_scale, nodes=nodes, metadata=meta)
 
 
-def fit_product_sgd(graph: Graph | np.ndarray, factors: str | Sequence[Any] = "H2,H2", *,
+def fit_product_sgd(graph: Any, factors: str | Sequence[Any] = "H2,H2", *,
                     combine: str = "l2", loss: str = "rel2", scale: float = 1.0,
                     epochs: int = 100, lr: float = 0.1, batch_size: int = 1024,
                     optimizer: str = "adam", learn_scale: bool = False,
@@ -198,7 +198,7 @@ def fit_product_sgd(graph: Graph | np.ndarray, factors: str | Sequence[Any] = "H
 
     Parameters
     ----------
-    graph : Graph or numpy.ndarray
+    graph : Graph, networkx.Graph or numpy.ndarray
         The graph (targets are its shortest paths) or an ``(n, n)`` distance matrix.
     factors : str or sequence, default "H2,H2"
         E.g. ``"H2,H2,S1"`` or ``[("poincare", 2), ("sphere", 1)]``; kinds ``H``/``poincare``,
@@ -229,44 +229,24 @@ def fit_product_sgd(graph: Graph | np.ndarray, factors: str | Sequence[Any] = "H
         raise HyperbolicError(f"scale must be positive, got {scale}")
     _check_options(loss, optimizer, epochs, batch_size, lr)
     gen = torch.Generator().manual_seed(int(seed))
+    graph = graph if isinstance(graph, np.ndarray) else as_graph(graph)
     i, j, dij, n = _training_pairs(graph, subsample, seed)
     if isinstance(graph, Graph) and nodes is None:
         nodes = graph.labels
-    params, mans = [], []
-    for kind, dim in spec:
-        if kind == "sphere":
-            man = geoopt.Sphere()
-            v = torch.randn((n, dim + 1), generator=gen, dtype=torch.float64)
-            x0 = v / v.norm(dim=1, keepdim=True)
-        else:
-            v = (torch.rand((n, dim), generator=gen, dtype=torch.float64) - 0.5) * 2e-3
-            if kind == "lorentz":
-                man = geoopt.Lorentz()
-                x0 = man.expmap0(torch.cat([torch.zeros(n, 1, dtype=torch.float64), v], dim=1))
-            else:
-                man = geoopt.PoincareBall() if kind == "poincare" else geoopt.Euclidean(ndim=1)
-                x0 = v
-        mans.append((kind, man))
-        params.append(geoopt.ManifoldParameter(man.projx(x0), manifold=man))
+    product = ProductManifold(spec, combine)
+    params = []
+    for man, dim in product.factors:  # one parameter per factor, each on its geoopt manifold
+        geo = man.geoopt()
+        params.append(geoopt.ManifoldParameter(geo.projx(man.initial_points(n, dim, gen)), manifold=geo))
     theta = torch.nn.Parameter(torch.tensor(0.0, dtype=torch.float64))
     groups = [{"params": params, "lr": lr}]
     if learn_scale:
         groups.append({"params": [theta], "lr": lr * 1e-2})
     opt = _optimizer(groups, optimizer, lr)
 
-    def factor_dist(kind: str, man: Any, a: Any, b: Any) -> Any:
-        if kind in ("poincare", "lorentz"):
-            return man.dist(a, b)
-        chord = (a - b).norm(dim=-1)
-        # 2·asin(chord/2): the sphere's geodesic distance with a finite gradient near 0
-        return chord if kind == "euclidean" else 2 * torch.asin((chord / 2).clamp(max=1.0))
-
     def dist(ia: Any, ib: Any) -> Any:
-        d = [factor_dist(kind, man, p[ia], p[ib]) for (kind, man), p in zip(mans, params)]
-        if len(d) == 1:
-            return d[0]
-        d = torch.stack(d)
-        return d.pow(2).sum(0).sqrt() if combine == "l2" else d.sum(0)
+        d = [man.torch_distance(p[ia], p[ib]) for (man, _), p in zip(product.factors, params)]
+        return combine_distances(torch.stack(d), combine)
 
     history = _train(dist, opt, theta, i, j, dij, float(scale), loss, weighting, epochs,
                      batch_size, gen, desc="sgd (product)", progress=progress)

@@ -5,8 +5,9 @@
   number format, the combinatorial embedding whose τ that format can hold, quantizes it and
   evaluates MAP and distortion.
 * **Instability** — between two embeddings of the same nodes (e.g. of a graph and of a copy with
-  5% of its edges removed): hyperbolic k-NN overlap and the distortion between their decoded
-  distance matrices, row by row.
+  5% of its edges removed): :func:`embedding_instability` (the hyperbolic measures of
+  :mod:`embstab.measures.hyperbolic`: k-NN overlap, neighbour MAP and the distortion between their
+  decoded distances, row by row); :func:`stability_study` runs it over edge removals.
 """
 
 from __future__ import annotations
@@ -17,18 +18,22 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from embstab.hyperbolic.base import ManifoldEmbedding
+from embstab.hyperbolic.combinatorial import embed_combinatorial
 from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.errors import GraphError, HyperbolicError
-from embstab.hyperbolic.graph import Graph
-from embstab.hyperbolic.metrics import evaluate, row_distortion, select_rows
+from embstab.hyperbolic.graph import Graph, as_graph
+from embstab.hyperbolic.manifolds import Manifold, get_manifold
+from embstab.hyperbolic.metrics import evaluate
+from embstab.measures.hyperbolic import embedding_instability
 
-__all__ = ["perturb_graph", "knn_overlap", "distance_distortion", "embedding_instability",
-           "stability_study", "quantize_coordinates", "format_resolution_bits", "bits_sweep"]
+__all__ = ["perturb_graph", "embedding_instability", "stability_study", "quantize_coordinates",
+           "format_resolution_bits", "bits_sweep"]
 
 
 # -- perturbation -------------------------------------------------------------------------------
 
-def perturb_graph(graph: Graph, remove: float = 0.05, seed: int = 0,
+def perturb_graph(graph: Any, remove: float = 0.05, seed: int = 0,
                   keep_connected: bool = True) -> Graph:
     """A copy of ``graph`` with a random fraction ``remove`` of its edges deleted.
 
@@ -36,7 +41,28 @@ def perturb_graph(graph: Graph, remove: float = 0.05, seed: int = 0,
     needs are put back, so the perturbed graph has the same components (on a tree nothing can
     be removed; :class:`GraphError` says so). The realised fraction is
     ``1 - new.n_edges / graph.n_edges``.
+
+    Parameters
+    ----------
+    graph : Graph or networkx.Graph
+        The graph to perturb.
+    remove : float, default 0.05
+        Fraction of the edges to drop, in [0, 1).
+    seed : int, default 0
+        Seed of the (local) random choice.
+    keep_connected : bool, default True
+        Put back removed edges that would split a component.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    GraphError
+        If ``remove`` is out of range, or nothing can be removed without disconnecting.
     """
+    graph = as_graph(graph)
     if not 0 <= remove < 1:
         raise GraphError(f"remove must be in [0, 1), got {remove}")
     edges = graph.edge_list()
@@ -71,83 +97,7 @@ def perturb_graph(graph: Graph, remove: float = 0.05, seed: int = 0,
     return graph.subgraph_edges_removed(edges[drop])
 
 
-# -- instability between two embeddings ---------------------------------------------------------
-
-def _check_pair(a: HyperbolicEmbedding, b: HyperbolicEmbedding) -> None:
-    if len(a) != len(b):
-        raise HyperbolicError(f"the embeddings have {len(a)} and {len(b)} points")
-    if [str(x) for x in a.nodes.tolist()] != [str(x) for x in b.nodes.tolist()]:
-        raise HyperbolicError("the embeddings list different nodes (or in another order)")
-
-
-def _knn(d: np.ndarray, self_index: int, k: int) -> np.ndarray:
-    """k nearest by decoded distance; distances equal to 9 decimals tie and the lower node id
-    wins, so two evaluations of one geometry (e.g. multiprecision vs float64) agree."""
-    d = np.round(np.where(np.isnan(d), np.inf, d), 9)
-    d[self_index] = np.inf
-    return np.lexsort((np.arange(len(d)), d))[:k]
-
-
-def knn_overlap(a: HyperbolicEmbedding, b: HyperbolicEmbedding, k: int = 10,
-                rows: int | Sequence[int] | None = None, seed: int = 0) -> float:
-    """Mean |kNN_a(i) ∩ kNN_b(i)|/k over rows, by decoded hyperbolic distance (1 = stable)."""
-    return embedding_instability(a, b, k=k, rows=rows, seed=seed)["knn_overlap"]
-
-
-def distance_distortion(a: HyperbolicEmbedding, b: HyperbolicEmbedding,
-                        rows: int | Sequence[int] | None = None, seed: int = 0) -> dict:
-    """D_avg and D_wc of b's decoded distances measured against a's (a is the reference)."""
-    out = embedding_instability(a, b, k=1, rows=rows, seed=seed)
-    return {key: out[key] for key in ("d_avg", "d_wc", "bad")}
-
-
-def embedding_instability(a: HyperbolicEmbedding, b: HyperbolicEmbedding, k: int = 10,
-                          rows: int | Sequence[int] | None = None, seed: int = 0,
-                          progress: bool = False) -> dict[str, float]:
-    """k-NN overlap and distance distortion between two embeddings of the same nodes.
-
-    Parameters
-    ----------
-    a, b : HyperbolicEmbedding
-        Same nodes in the same order (any models, precisions and scales).
-    k : int, default 10
-        Neighbours per node.
-    rows : int or sequence of int, optional
-        All rows, a random sample of this many, or these rows.
-    seed : int, default 0
-        Seed of the row sample.
-    progress : bool, default False
-        tqdm bar.
-
-    Returns
-    -------
-    dict
-        ``knn_overlap`` (0–1), ``d_avg``, ``d_wc`` and ``bad`` (pairs with an unusable distance).
-    """
-    _check_pair(a, b)
-    n = len(a)
-    if not 1 <= k < n:
-        raise HyperbolicError(f"k must be between 1 and n-1 = {n - 1}, got {k}")
-    sel = select_rows(n, rows, seed)
-    overlaps, avgs = [], []
-    expand = contract = 0.0
-    bad = 0
-    for i in tqdm(sel, desc="instability", disable=not progress, mininterval=1):
-        da, db = a.distances_from(int(i)), b.distances_from(int(i))
-        na, nb = _knn(da, int(i), k), _knn(db, int(i), k)
-        overlaps.append(len(np.intersect1d(na, nb)) / k)
-        da = da.copy()
-        da[int(i)] = 0.0  # the reference's zero marks the self pair, skipped below
-        mean_rel, ex, co, used, nbad = row_distortion(da, db)
-        bad += nbad
-        if used:
-            avgs.append(mean_rel)
-            expand, contract = max(expand, ex), max(contract, co)
-    return {"knn_overlap": float(np.mean(overlaps)), "d_avg": float(np.mean(avgs)),
-            "d_wc": float(expand * contract), "bad": int(bad)}
-
-
-def stability_study(graph: Graph, embed: Callable[[Graph], HyperbolicEmbedding], *,
+def stability_study(graph: Any, embed: Callable[[Graph], ManifoldEmbedding], *,
                     remove: float = 0.05, seeds: Iterable[int] = (0, 1, 2), k: int = 10,
                     rows: int | None = None, progress: bool = True) -> pd.DataFrame:
     """Instability of an embedding method under edge removal: one tidy row per seed.
@@ -156,12 +106,30 @@ def stability_study(graph: Graph, embed: Callable[[Graph], HyperbolicEmbedding],
     embedded with ``embed`` and compared by :func:`embedding_instability`; each embedding is also
     scored against its own graph with :func:`evaluate`.
 
+    Parameters
+    ----------
+    graph : Graph or networkx.Graph
+        The original graph.
+    embed : callable
+        Graph → embedding, e.g. ``lambda g: embstab.hyperbolic.embed(g, eps=1.0)``.
+    remove : float, default 0.05
+        Fraction of the edges removed per seed.
+    seeds : iterable of int, default (0, 1, 2)
+        One perturbation per seed.
+    k : int, default 10
+        Neighbours per node of the k-NN measures.
+    rows : int, optional
+        Evaluate a random sample of this many rows (default all).
+    progress : bool, default True
+        tqdm bar over the seeds.
+
     Returns
     -------
     pandas.DataFrame
         Columns ``seed``, ``removed`` (realised fraction), ``knn_overlap``, ``d_avg``, ``d_wc``,
         ``map_original``, ``map_perturbed``.
     """
+    graph = as_graph(graph)
     base = embed(graph)
     base_eval = evaluate(graph, base, rows=rows, progress=False)
     out = []
@@ -170,16 +138,16 @@ def stability_study(graph: Graph, embed: Callable[[Graph], HyperbolicEmbedding],
         other = embed(g2)
         inst = embedding_instability(base, other, k=k, rows=rows, seed=seed)
         out.append({"seed": int(seed), "removed": 1 - g2.n_edges / graph.n_edges,
-                    "knn_overlap": inst["knn_overlap"], "d_avg": inst["d_avg"],
-                    "d_wc": inst["d_wc"], "map_original": base_eval["map"],
-                    "map_perturbed": evaluate(g2, other, rows=rows, progress=False)["map"]})
+                    "knn_overlap": inst.knn_overlap, "d_avg": inst.d_avg,
+                    "d_wc": inst.d_wc, "map_original": base_eval.map,
+                    "map_perturbed": evaluate(g2, other, rows=rows, progress=False).map})
     return pd.DataFrame(out)
 
 
 # -- precision through the low-precision core ---------------------------------------------------
 
 def quantize_coordinates(embedding: HyperbolicEmbedding, fmt: Any, rounding: str = "nearest",
-                       generator: Any = None, model: str = "poincare") -> HyperbolicEmbedding:
+                         generator: Any = None, manifold: str | Manifold = "poincare") -> HyperbolicEmbedding:
     """Round an embedding's float64 coordinates onto a number format of :mod:`embstab.lowprec`.
 
     Points pushed onto or outside the unit ball stay there, so their distances come out
@@ -189,37 +157,44 @@ def quantize_coordinates(embedding: HyperbolicEmbedding, fmt: Any, rounding: str
     Parameters
     ----------
     embedding : HyperbolicEmbedding
-        Exported to float64 (without the boundary check) in ``model`` coordinates.
+        Exported to float64 (without the boundary check) in ``manifold`` coordinates.
     fmt : embstab.lowprec.Format or str
         e.g. ``FixedFormat(16, 14)``, ``FloatFormat(5, 10)`` or ``"bf16"``.
     rounding : str, default "nearest"
         A rounding mode of :func:`embstab.lowprec.quantize` (e.g. "stochastic").
     generator : torch.Generator or int, optional
         Seed for stochastic rounding.
-    model : {"poincare", "hyperboloid"}, default "poincare"
-        Coordinates to quantize.
-    """
-    from embstab.lowprec import quantize
+    manifold : {"poincare", "lorentz"} or Manifold, default "poincare"
+        The model whose coordinates are quantized.
 
-    x = (embedding.poincare64(check=False) if model == "poincare"
-         else embedding.hyperboloid64(check=False))
+    Returns
+    -------
+    HyperbolicEmbedding
+        The rounded coordinates in that model; ``metadata["format"]`` names the format.
+    """
+    from embstab.lowprec import quantize  # torch is loaded only when a format is used
+
+    man = get_manifold(manifold)
+    x = man.from_poincare(embedding.poincare64(check=False))
     q = np.asarray(quantize(x, fmt, rounding=rounding, generator=generator), dtype=np.float64)
-    if model == "poincare":
-        return HyperbolicEmbedding(_finite_inside(q), scale=embedding.scale,
-                                   nodes=embedding.nodes,
-                                   metadata={**embedding.metadata, "format": str(fmt)})
-    return HyperbolicEmbedding(q, model="hyperboloid", scale=embedding.scale,
-                               nodes=embedding.nodes,
+    # the container rejects NaN/inf; a clamped point at ‖x‖ ≥ 1 is kept (it evaluates as bad)
+    q = np.nan_to_num(q, nan=0.0, posinf=1.0, neginf=-1.0) if man.extra == 0 else q
+    return HyperbolicEmbedding(q, manifold=man, scale=embedding.scale, nodes=embedding.nodes,
                                metadata={**embedding.metadata, "format": str(fmt)})
 
 
-def _finite_inside(q: np.ndarray) -> np.ndarray:
-    # the container rejects NaN/inf; a clamped point at ‖x‖ ≥ 1 is kept (it evaluates as bad)
-    return np.nan_to_num(q, nan=0.0, posinf=1.0, neginf=-1.0)
-
-
 def format_resolution_bits(fmt: Any) -> int:
-    """Bits of resolution just below 1 (the spacing there is 2^-bits) of a lowprec format."""
+    """Bits of resolution just below 1 (the spacing there is 2^-bits) of a lowprec format.
+
+    Parameters
+    ----------
+    fmt : embstab.lowprec.Format or str
+        A fixed-point or floating-point format (or its name).
+
+    Returns
+    -------
+    int
+    """
     from embstab.lowprec import FixedFormat, FloatFormat, get_format
 
     f = get_format(fmt) if isinstance(fmt, str) else fmt
@@ -231,7 +206,7 @@ def format_resolution_bits(fmt: Any) -> int:
                           "FloatFormat")
 
 
-def bits_sweep(graph: Graph, formats: Sequence[Any], *, dim: int = 2,
+def bits_sweep(graph: Any, formats: Sequence[Any], *, dim: int = 2,
                root: Any = "max_degree", rounding: str = "nearest",
                rows: int | None = None, seed: int = 0, progress: bool = True) -> pd.DataFrame:
     """Bits vs MAP/distortion: per format, embed with the τ it can hold, quantize, evaluate.
@@ -241,6 +216,25 @@ def bits_sweep(graph: Graph, formats: Sequence[Any], *, dim: int = 2,
     working precision of max(64, b + 16) bits, is exported to float64 and rounded through
     :func:`quantize_coordinates`.
 
+    Parameters
+    ----------
+    graph : Graph or networkx.Graph
+        A connected graph.
+    formats : sequence of embstab.lowprec.Format or str
+        Fixed- or floating-point formats.
+    dim : int, default 2
+        Dimension of the construction.
+    root : {"max_degree", "center", "first"} or node label, default "max_degree"
+        Root of the BFS tree.
+    rounding : str, default "nearest"
+        Rounding mode of :func:`embstab.lowprec.quantize`.
+    rows : int, optional
+        Evaluate a random sample of this many rows (default all).
+    seed : int, default 0
+        Seed of stochastic rounding and of the row sample.
+    progress : bool, default True
+        tqdm bar over the formats.
+
     Returns
     -------
     pandas.DataFrame
@@ -248,9 +242,9 @@ def bits_sweep(graph: Graph, formats: Sequence[Any], *, dim: int = 2,
         ``resolution_bits``, ``memory`` (bits per node = dim·bits), ``tau``, ``map``,
         ``d_avg``, ``d_wc``, ``bad``.
     """
-    from embstab.hyperbolic.combinatorial import embed_combinatorial
     from embstab.lowprec import get_format
 
+    graph = as_graph(graph)
     out = []
     for fmt in tqdm(list(formats), desc="bits sweep", disable=not progress):
         f = get_format(fmt) if isinstance(fmt, str) else fmt
@@ -263,6 +257,6 @@ def bits_sweep(graph: Graph, formats: Sequence[Any], *, dim: int = 2,
         m = evaluate(graph, q, rows=rows, seed=seed, progress=False)
         total = int(getattr(f, "bits", getattr(f, "word_bits", 0)) or 0)
         out.append({"format": str(f), "bits": total, "resolution_bits": res,
-                    "memory": dim * total, "tau": emb.scale, "map": m["map"],
-                    "d_avg": m["d_avg"], "d_wc": m["d_wc"], "bad": m["bad"]})
+                    "memory": dim * total, "tau": emb.scale, "map": m.map,
+                    "d_avg": m.d_avg, "d_wc": m.d_wc, "bad": m.bad})
     return pd.DataFrame(out)

@@ -51,7 +51,7 @@ from scipy.sparse import csgraph
 from tqdm.auto import tqdm
 
 from embstab.hyperbolic.errors import GraphError
-from embstab.hyperbolic.graph import Graph, RootedTree, find_root
+from embstab.hyperbolic.graph import Graph, RootedTree, as_graph, find_root
 
 __all__ = ["MAX_NODES", "SteinerNode", "SteinerTree", "steiner_tree"]
 
@@ -115,7 +115,7 @@ class SteinerTree:
         return d.reshape(len(rows), -1)[:, :n]
 
 
-def steiner_tree(graph: Graph, root: Any = "max_degree", *,
+def steiner_tree(graph: Any, root: Any = "max_degree", *,
                  progress: bool = False) -> SteinerTree:
     """Fit a weighted Steiner tree to a graph's shortest-path metric by Gromov products.
 
@@ -123,7 +123,7 @@ def steiner_tree(graph: Graph, root: Any = "max_degree", *,
 
     Parameters
     ----------
-    graph : Graph
+    graph : Graph or networkx.Graph
         A connected graph with at most :data:`MAX_NODES` nodes (directed graphs are measured
         as undirected; weights are used).
     root : {"max_degree", "center", "first"} or node label, default "max_degree"
@@ -142,6 +142,7 @@ def steiner_tree(graph: Graph, root: Any = "max_degree", *,
     GraphError
         If the graph is empty, larger than :data:`MAX_NODES` or disconnected.
     """
+    graph = as_graph(graph)
     n = graph.n_nodes
     if n == 0:
         raise GraphError("the graph has no nodes")

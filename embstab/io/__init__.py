@@ -36,7 +36,7 @@ import os
 import numpy as np
 
 from embstab._fs import atomic_write
-from embstab.embedding import Embedding
+from embstab.embedding import Embedding, register_writer
 from embstab.errors import EmbeddingFormatError, lookup
 from embstab.io.arrays import read_npy, read_npz, vocab_path_for, write_npy, write_npz
 from embstab.io.binary import read_word2vec_binary, write_word2vec_binary
@@ -298,3 +298,6 @@ def save(emb: Embedding, path: str | os.PathLike, format: str | None = None, **k
             kv.save(fh)  # a file handle makes gensim write one self-contained file, no side files
     else:
         _compressed_module().write_compressed(emb, path, **kwargs)
+
+
+register_writer(save)  # Embedding.save writes through this module

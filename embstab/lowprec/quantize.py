@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from embstab.lowprec import gpu
+import embstab.lowprec.gpu as gpu
 from embstab.lowprec.codes import BlockCodes
 from embstab.lowprec.formats import Format, get_format
 from embstab.lowprec.handlers import check_encodable, handler_for

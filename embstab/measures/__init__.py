@@ -3,7 +3,8 @@
 Each measure is written once against the array API, so numpy arrays, torch tensors (CPU or CUDA)
 and cupy arrays all work and the computation stays on the input's device. float64 is the default
 working precision; pass ``dtype="float32"`` for speed. See :data:`REGISTRY` for each measure's
-direction, range and invariances.
+direction, range and invariances. Embeddings of :mod:`embstab.hyperbolic` are compared through their
+decoded distances by the registry's ``geometry="hyperbolic"`` measures (:mod:`embstab.measures.hyperbolic`).
 """
 
 from embstab.measures._backend import shared_products
@@ -12,13 +13,17 @@ from embstab.measures.eis import AnchorFactors, anchor_factors, clear_anchor_cac
 from embstab.measures.knn import knn
 from embstab.measures.overlap import eigenspace_overlap, weighted_eigenspace_overlap
 from embstab.measures.pip import pip_loss
-from embstab.measures.registry import DEFAULT_MEASURES, REGISTRY, MeasureInfo, get_measure
+from embstab.measures.registry import DEFAULT_MEASURES, REGISTRY, MeasureInfo, get_measure, measures_for
+from embstab.measures.hyperbolic import (DistanceInstability, distortion_avg, distortion_worst,
+                                         embedding_instability, hyperbolic_knn, hyperbolic_map)
 from embstab.measures.similarity import fro_distance, linear_cka, procrustes_distance
 from embstab.measures.compare import Anchors, aligned_matrices, compare, compare_many
 from embstab.measures.knn import nearest_neighbors
 
 __all__ = [
-    "AnchorFactors", "Anchors", "DEFAULT_MEASURES", "aligned_matrices", "compare", "compare_many",
+    "AnchorFactors", "Anchors", "DEFAULT_MEASURES", "DistanceInstability", "aligned_matrices", "compare",
+    "compare_many", "distortion_avg", "distortion_worst", "embedding_instability", "hyperbolic_knn", "hyperbolic_map",
+    "measures_for",
     "nearest_neighbors", "MeasureInfo", "REGISTRY", "anchor_factors", "clear_anchor_cache",
     "eigenspace_overlap", "eis", "fro_distance", "get_measure", "knn", "linear_cka", "pip_loss",
     "procrustes_distance", "semantic_displacement", "shared_products", "weighted_eigenspace_overlap",

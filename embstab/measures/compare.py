@@ -20,7 +20,7 @@ from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
 from embstab.measures.eis import anchor_factors
-from embstab.measures.registry import DEFAULT_MEASURES, get_measure
+from embstab.measures.registry import DEFAULT_MEASURES, get_measure, measures_for
 
 __all__ = ["Anchors", "compare", "compare_many", "aligned_matrices", "MIN_ANCHOR_COVERAGE"]
 
@@ -139,9 +139,12 @@ def compare(
 
     Parameters
     ----------
-    a, b : Embedding
+    a, b : Embedding, or two embeddings of :mod:`embstab.hyperbolic`
         The pair. In the paper's orientation ``a`` is the new (retrained) embedding and ``b`` the
-        old one; the compared words are their shared vocabulary.
+        old one; the compared words are their shared vocabulary. Two hyperbolic (or product)
+        embeddings of the same nodes are compared through their decoded distances by the measures
+        of that geometry (default: all of them); ``anchors``, ``top_n``, ``rank_by`` and ``device``
+        do not apply to them.
     anchors : (Embedding, Embedding), Anchors, "self" or None, default "self"
         Anchors of side a and side b for EIS (the paper: the highest-dimension full-precision
         embeddings trained on the same corpora). ``"self"`` (the default, as on the command
@@ -175,10 +178,13 @@ def compare(
         there are no more compared words than dimensions (EIS and the span measures are then
         degenerate), and when differing dimensions drop a measure from the default table.
     """
+    geometry = _pair_geometry(a, b)
+    if geometry != "euclidean":
+        return _compare_by_distances(a, b, geometry, measures, params)
     anchors, anchor_label = _resolve_anchors(a, b, anchors)
     explicit = measures is not None
     names = list(measures) if explicit else list(DEFAULT_MEASURES)
-    infos = [get_measure(n) for n in names]
+    infos = [_measure_of(n, geometry) for n in names]
     if anchors is None:
         if explicit and any(i.needs_anchors for i in infos):
             raise ShapeError("EIS needs anchors: pass anchors=(anchor_a, anchor_b) or anchors='self'")
@@ -213,6 +219,43 @@ def compare(
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs.update({"n_words": len(words), "a": a.name, "b": b.name, "rank_by": rank_by,
                       "anchors": anchor_label})
+    return out
+
+
+def _pair_geometry(a: Any, b: Any) -> str:
+    """"euclidean" for two word embeddings, else the geometry both sides declare."""
+    kinds = []
+    for side, e in (("a", a), ("b", b)):
+        kind = "euclidean" if isinstance(e, Embedding) else getattr(e, "geometry", None)
+        if kind is None or (kind == "euclidean" and not isinstance(e, Embedding)):
+            raise ShapeError(f"compare takes two Embedding objects or two embstab.hyperbolic embeddings; side {side} "
+                             f"is a {type(e).__name__}")
+        kinds.append(kind)
+    if kinds[0] != kinds[1]:
+        raise ShapeError(f"cannot compare a {kinds[0]} embedding with a {kinds[1]} one")
+    return kinds[0]
+
+
+def _measure_of(name: str, geometry: str):
+    info = get_measure(name)
+    if info.geometry != geometry:
+        raise ShapeError(f"{name} compares {info.geometry} embeddings, not {geometry} ones; the {geometry} measures "
+                         f"are: {', '.join(measures_for(geometry))}")
+    return info
+
+
+def _compare_by_distances(a: Any, b: Any, geometry: str, measures: Iterable[str] | None,
+                          params: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
+    """:func:`compare` for embeddings compared through their decoded distances (one streaming pass)."""
+    infos = [_measure_of(n, geometry) for n in (measures_for(geometry) if measures is None else measures)]
+    rows = []
+    with shared_products():  # the measures share one row-by-row pass over the pair
+        for info in infos:
+            value = info.evaluate(a, b, **dict((params or {}).get(info.name, {})))
+            rows.append({"measure": info.name, "value": value, "distance": float(info.to_distance(value)),
+                         "direction": info.direction})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out.attrs.update({"n_nodes": len(a), "geometry": geometry, "anchors": "none"})
     return out
 
 

@@ -14,12 +14,13 @@ from embstab.errors import ShapeError, lookup
 
 from embstab.measures.displacement import semantic_displacement
 from embstab.measures.eis import eis
+from embstab.measures.hyperbolic import distortion_avg, distortion_worst, hyperbolic_knn, hyperbolic_map
 from embstab.measures.knn import knn
 from embstab.measures.overlap import eigenspace_overlap, weighted_eigenspace_overlap
 from embstab.measures.pip import pip_loss
 from embstab.measures.similarity import fro_distance, linear_cka, procrustes_distance
 
-__all__ = ["MeasureInfo", "REGISTRY", "get_measure", "DEFAULT_MEASURES"]
+__all__ = ["MeasureInfo", "REGISTRY", "get_measure", "DEFAULT_MEASURES", "measures_for"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ class MeasureInfo:
     defaults : dict
         Default parameters (``params`` passed to :meth:`evaluate` override them).
     geometry : str
-        The space the coordinates live in (``"euclidean"`` for word vectors).
+        The kind of embedding the measure compares: ``"euclidean"`` (word vectors, compared as
+        row-aligned matrices) or ``"hyperbolic"`` (embeddings of :mod:`embstab.hyperbolic`, compared
+        through their decoded distances; ``X`` and ``Y`` are then the embeddings themselves).
     """
 
     name: str
@@ -130,10 +133,34 @@ REGISTRY: dict[str, MeasureInfo] = {m.name: m for m in [
     MeasureInfo("procrustes_distance", procrustes_distance, False, (0.0, 2.0 ** 0.5),
                 ("rotation", "isotropic scaling", "translation"),
                 description="orthogonal-Procrustes shape distance of the centred, normalised embeddings"),
+    MeasureInfo("hyperbolic_knn", hyperbolic_knn, True, (0.0, 1.0), ("isometry", "isotropic scaling"),
+                description="mean overlap of the k nearest neighbours by decoded distance", geometry="hyperbolic"),
+    MeasureInfo("hyperbolic_map", hyperbolic_map, True, (0.0, 1.0), ("isometry", "isotropic scaling"),
+                description="mean average precision of the second embedding's ranking at recovering the first's "
+                            "k nearest neighbours", geometry="hyperbolic"),
+    MeasureInfo("distortion_avg", distortion_avg, False, (0.0, _INF), ("isometry",),
+                description="average distortion: mean |d_b/d_a - 1| of the decoded distances", geometry="hyperbolic"),
+    MeasureInfo("distortion_worst", distortion_worst, False, (1.0, _INF), ("isometry", "isotropic scaling"),
+                description="worst-case distortion: max d_b/d_a times max d_a/d_b over pairs", geometry="hyperbolic"),
 ]}
 
 #: The five measures of the paper, in its order.
 DEFAULT_MEASURES: tuple[str, ...] = ("eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap")
+
+
+def measures_for(geometry: str) -> tuple[str, ...]:
+    """Names of the registered measures that compare embeddings of ``geometry``, in registry order.
+
+    Parameters
+    ----------
+    geometry : str
+        ``"euclidean"`` or ``"hyperbolic"``.
+
+    Returns
+    -------
+    tuple of str
+    """
+    return tuple(name for name, info in REGISTRY.items() if info.geometry == geometry)
 
 
 def get_measure(name: str) -> MeasureInfo:

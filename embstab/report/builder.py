@@ -13,7 +13,7 @@ from tqdm import tqdm
 from embstab._fs import atomic_write
 from embstab.measures import REGISTRY
 from embstab.selection.recommend import recommend
-from embstab.report import html as H
+import embstab.report.html as H
 from embstab.report.plots import disagreement_vs_memory, measure_vs_disagreement, to_base64_png
 from embstab.selection import (
     BudgetError,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from embstab.study import steps as S
+import embstab.study.steps as S
 from embstab.study.schema import DownstreamSpec, StudySpec
 from embstab.study.store import ArtifactStore, config_hash
 

@@ -1,0 +1,170 @@
+"""The base of the embeddings of :mod:`embstab.hyperbolic`: labelled points on a manifold, with a scale.
+
+:class:`ManifoldEmbedding` holds what :class:`~embstab.hyperbolic.HyperbolicEmbedding` and
+:class:`~embstab.hyperbolic.ProductEmbedding` share — node labels, the :class:`Manifold`, the scale τ
+(decoded distance = manifold distance / τ), metadata, decoded distances row by row — and their file
+round trip through :mod:`embstab.hyperbolic.io`. Each subclass names the magic line of its file
+format when it is defined (``class X(ManifoldEmbedding, magic="# ...")``), which registers it with
+the reader, so io never needs to import the classes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from embstab.hyperbolic import io
+from embstab.hyperbolic.errors import HyperbolicError
+from embstab.hyperbolic.manifolds import Manifold
+
+__all__ = ["ManifoldEmbedding"]
+
+
+class ManifoldEmbedding(ABC):
+    """Labelled points on a manifold; decoded distances are manifold distances divided by ``scale``.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The geometry of the points.
+    n : int
+        Number of points.
+    scale : float
+        τ: decoded distance = manifold distance / scale.
+    nodes : sequence, optional
+        One label per point (default ``0..n-1``).
+    metadata : dict, optional
+        Free-form provenance.
+
+    Attributes
+    ----------
+    geometry : str
+        ``"hyperbolic"``: such embeddings are compared by their decoded distances (see
+        :func:`embstab.compare`), not by linear algebra on coordinates as word vectors are.
+    multiprecision : bool
+        Whether coordinates are multiprecision (only Poincaré-ball embeddings can be).
+    precision_bits : int
+        Working precision of the coordinates (53 for float64).
+    """
+
+    geometry = "hyperbolic"
+    #: The first line of this kind's files (set by ``magic=`` in the class statement).
+    file_magic: str | None = None
+
+    def __init_subclass__(cls, magic: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if magic is not None:
+            cls.file_magic = magic
+            io.register_kind(magic, cls)
+
+    def __init__(self, manifold: Manifold, n: int, *, scale: float = 1.0, nodes: Sequence[Any] | None = None,
+                 metadata: dict | None = None) -> None:
+        if not isinstance(scale, (int, float, np.floating, np.integer)) or not scale > 0 or not math.isfinite(scale):
+            raise HyperbolicError(f"scale must be a positive finite number, got {scale}")
+        self.manifold = manifold
+        self.scale = float(scale)
+        self.nodes = np.arange(n) if nodes is None else np.asarray(list(nodes))
+        if len(self.nodes) != n:
+            raise HyperbolicError(f"{len(self.nodes)} node labels for {n} points")
+        self.metadata = dict(metadata or {})
+        self.multiprecision = False
+        self.precision_bits = 53
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of points."""
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """The manifold's dimension."""
+
+    @abstractmethod
+    def distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray:
+        """Decoded distances from point ``i`` to all points (or ``targets``), float64.
+
+        Parameters
+        ----------
+        i : int
+            Row of the source point.
+        targets : numpy.ndarray of int, optional
+            Rows of the targets (default: all, in order).
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+
+    def distance_matrix(self, rows: Sequence[int] | None = None) -> np.ndarray:
+        """Decoded distances from each of ``rows`` (default all) to all points.
+
+        Parameters
+        ----------
+        rows : sequence of int, optional
+            Source rows.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(len(rows), n)``.
+        """
+        rows = range(len(self)) if rows is None else rows
+        return np.vstack([self.distances_from(i) for i in rows])
+
+    # -- files --------------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the embedding to a text file, atomically (see :func:`embstab.hyperbolic.save_embedding`).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The target file.
+        """
+        io.save_embedding(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> ManifoldEmbedding:
+        """Read a file written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file.
+
+        Returns
+        -------
+        ManifoldEmbedding
+            An instance of this class (or, called on the base, of the kind the file holds).
+
+        Raises
+        ------
+        embstab.errors.EmbeddingFormatError
+            If the file is malformed or holds another kind of embedding.
+        """
+        return io.load_embedding(path, kind=None if cls is ManifoldEmbedding else cls)
+
+    @abstractmethod
+    def file_header(self) -> dict:
+        """The JSON header of this embedding's file (without ``n``, which io adds)."""
+
+    @abstractmethod
+    def file_rows(self) -> Iterable[tuple[Any, Iterable[str]]]:
+        """(label, coordinates as exact strings) per point, for the file body."""
+
+    @classmethod
+    @abstractmethod
+    def file_layout(cls, header: dict) -> tuple[int, Callable[[str], Any], int | None]:
+        """(numbers per row, parser of one number, working precision or None) for a file's rows.
+
+        Raises ``KeyError``, ``TypeError`` or :class:`HyperbolicError` on a bad header.
+        """
+
+    @classmethod
+    @abstractmethod
+    def from_file(cls, header: dict, labels: list, rows: list[list]) -> ManifoldEmbedding:
+        """Build the embedding from a parsed file (raises :class:`HyperbolicError` if invalid)."""
