@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from embstab.cli.options import non_negative_int, positive_float, positive_int, seed, unit_fraction
+from embstab.cli.options import positive_float, positive_int, seed, unit_fraction
 from embstab.errors import EmbstabError
 
 HELP = "pretrain BERT pairs, extract word-type embeddings, measure frozen-feature disagreement"

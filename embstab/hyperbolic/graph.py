@@ -73,7 +73,6 @@ class Graph:
         if labels and all(isinstance(x, (int, np.integer)) for x in labels):
             labels = sorted(labels)
         index = {lab: i for i, lab in enumerate(labels)}
-        n = len(labels)
         u = np.fromiter((index[x] for x in us), dtype=np.int64, count=len(us))
         v = np.fromiter((index[x] for x in vs), dtype=np.int64, count=len(vs))
         w = np.asarray(ws, dtype=np.float64)

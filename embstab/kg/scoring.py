@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from embstab.kg.graph import KnowledgeGraph
-from embstab.kg.training import KGTrainResult, check_model_fits
+from embstab.kg.training import check_model_fits
 
 __all__ = ["as_model", "KnownAnswers", "score_queries", "score_triples", "top_k"]
 
