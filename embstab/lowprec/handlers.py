@@ -8,6 +8,7 @@ decorating it with :func:`register_handler` — no caller changes.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,8 +74,8 @@ def code_dtype(bits: int) -> torch.dtype:
     return torch.uint8 if bits <= 8 else (torch.int32 if bits <= 31 else torch.int64)
 
 
-class FormatHandler:
-    """Behaviour of one format class. Subclasses override what their format supports.
+class FormatHandler(ABC):
+    """Behaviour of one format class: every handler implements quantize, encode and decode.
 
     Every method takes the (resolved) format descriptor as ``fmt``; tensors are float32/float64
     work tensors (see :func:`embstab.lowprec.quantize.to_work_tensor`), ``rounding`` a canonical
@@ -86,18 +87,18 @@ class FormatHandler:
     #: Whether :meth:`encode` returns :class:`BlockCodes` (codes plus shared exponents).
     block_codes = False
 
+    @abstractmethod
     def quantize(self, x: torch.Tensor, fmt: Any, rounding: str, generator: torch.Generator | None,
                  compiled: bool = False) -> torch.Tensor:
         """``x`` rounded onto ``fmt`` (same dtype)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def encode(self, x: torch.Tensor, fmt: Any, rounding: str, generator: torch.Generator | None) -> Any:
         """Integer codes of ``x`` rounded onto ``fmt`` (a tensor, or :class:`BlockCodes`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def decode(self, codes: Any, fmt: Any) -> torch.Tensor:
         """float64 values of ``codes`` (with the shape of the encoded input)."""
-        raise NotImplementedError
 
     def bits_per_entry(self, fmt: Any, dim: int | None = None) -> float:
         """Storage bits per element, shared scales included (``dim``: row length, where it matters)."""
