@@ -17,6 +17,7 @@ rounding and >= 0.3x for stochastic, first call in a fresh process <= 2 s (print
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import statistics
 import subprocess
@@ -27,7 +28,7 @@ from typing import Any
 
 import torch
 
-from embstab.lowprec import FloatFormat, quantize
+from embstab.lowprec import FloatFormat, native, quantize
 
 
 #: Set by ``--cache cold``: a buffer larger than any L3 cache, rewritten before each timed call.
@@ -89,17 +90,31 @@ def main() -> None:
     for mode in ("nearest", "stochastic"):
         rows.append(("embstab default", f"{e4m3_sat} {mode}",
                      lambda mode=mode: quantize(x, e4m3_sat, mode, generator=gen)))
-    variants = [("eager", False)] + ([] if args.no_compile else [("compiled", True)])
+    # default: what a user's call runs (the compiled C kernel where it applies); torch eager: the
+    # same call with the kernel disabled; compiled: torch.compile (opt-in, same stream as eager)
+    variants = [("default", False, True), ("torch eager", False, False)]
+    variants += [] if args.no_compile else [("compiled", True, False)]
     for fmt in (bf16_like, fp8_like):
         for mode in ("nearest", "stochastic"):
-            for label, compiled in variants:
-                if compiled:  # compiled must equal eager bit for bit (same seed)
-                    a = quantize(x, fmt, mode, generator=7, compiled=True)
-                    b = quantize(x, fmt, mode, generator=7)
-                    assert torch.equal(a, b), f"compiled != eager for {fmt} {mode}"
-                rows.append((f"embstab {label}", f"{fmt} {mode}",
-                             lambda fmt=fmt, mode=mode, compiled=compiled: quantize(x, fmt, mode, generator=gen,
-                                                                                    compiled=compiled)))
+            with native.disabled():
+                eager = quantize(x, fmt, mode, generator=7)
+            for label, compiled, kernel in variants:
+                with contextlib.nullcontext() if kernel else native.disabled():
+                    got = quantize(x, fmt, mode, generator=7, compiled=compiled)
+                if mode == "nearest" or not kernel:  # the kernel's SR stream is its own
+                    assert torch.equal(got, eager), f"{label} != torch eager for {fmt} {mode}"
+                else:  # every SR result is its input's lower grid neighbour or the next one up:
+                    # on the grid, and nothing of the grid strictly between them
+                    down = quantize(x, fmt, "toward_zero").double()
+                    mid = quantize((down + got.double()) / 2, fmt, "toward_zero")
+                    ok = (quantize(got, fmt) == got) & ((got.double() == down) | (mid == down))
+                    assert bool(ok.all()), f"{label} SR off the grid for {fmt}"
+
+                def call(fmt=fmt, mode=mode, compiled=compiled, kernel=kernel):
+                    with contextlib.nullcontext() if kernel else native.disabled():
+                        return quantize(x, fmt, mode, generator=gen, compiled=compiled)
+
+                rows.append((f"embstab {label}", f"{fmt} {mode}", call))
 
     try:
         from qtorch.quant import float_quantize as qt_float  # noqa: PLC0415
@@ -128,6 +143,7 @@ def main() -> None:
         print(f"{impl:<18} {op:<44} {t * 1e3:8.2f} {args.n / t / 1e6:9.1f} {base / t:12.2f}x {vs_qt:>13}")
     first = subprocess.run([sys.executable, "-c", _FIRST_CALL], capture_output=True, text=True, check=True)
     print(f"# first call in a fresh process (after import): {first.stdout.strip()}")
+    print(f"# compiled CPU kernel: {'loaded' if native.available() else native.why_unavailable()}")
 
 
 _FIRST_CALL = """

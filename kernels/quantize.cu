@@ -5,9 +5,10 @@
 // because embstab pins a CPU build of torch (Triton ships only with CUDA builds) and cupy is the
 // declared `gpu` extra; CUDA C also gives exact control over the integer bit manipulation.
 //
-// The algorithm is the CPU one (embstab/lowprec/floatq.py): round the fp32 bit pattern with an
-// integer increment in the target's normal range, and scale-to-integers in its subnormal range.
-// Both are exact, so round-to-nearest results are bit-identical to the CPU path.
+// The algorithm is the CPU one (embstab/lowprec/floatq.py, embstab/lowprec/csrc/quantize_cpu.c):
+// round the fp32 bit pattern with an integer increment in the target's normal range, and
+// scale-to-integers in its subnormal range. Both are exact, so round-to-nearest results are
+// bit-identical to the CPU path, and stochastic rounding draws the same stream as the CPU kernel.
 //
 // Randomness is counter based (splitmix64 of seed and element index): results depend on the seed
 // and on each element's index only, never on the launch geometry.
@@ -48,7 +49,10 @@ __device__ __forceinline__ float round_float(float v, int man_bits, int emin, in
     int d = 23 - man_bits;
     float a = fabsf(v);
     float out;
-    if (a < ldexpf(1.0f, emin) && a > 0.0f && emin > -126) {
+    // below 2^max(emin, -126) the bit trick is not exact, except on fp32's own subnormal grid
+    // (emin == -126 with subnormals and mantissa bits); the CPU kernel uses the same rule
+    bool same_grid = emin == -126 && subnormals && man_bits > 0;
+    if (!same_grid && a > 0.0f && a < ldexpf(1.0f, max(emin, -126))) {
         // subnormal range of the target: grid step 2^(emin - m_sub)
         int m_sub = subnormals ? man_bits : 0;
         int qexp = emin - m_sub;

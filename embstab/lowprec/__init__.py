@@ -12,13 +12,14 @@
 - :mod:`embstab.lowprec.rounding`: rounding-mode names (:func:`check_rounding`) and generators
   (:func:`as_generator`); :mod:`embstab.lowprec.handlers`: what each kind of format does
   (:func:`handler_for`, :func:`register_handler`);
-- :mod:`embstab.lowprec.qtorch`: QPyTorch-compatible numerics; :mod:`embstab.lowprec.gpu`: CUDA
+- :mod:`embstab.lowprec.qtorch`: QPyTorch-compatible numerics; :mod:`embstab.lowprec.native`: the
+  compiled CPU rounding kernel :func:`quantize` uses by default; :mod:`embstab.lowprec.gpu`: CUDA
   kernels (optional, need cupy and a GPU).
 """
 
 from __future__ import annotations
 
-from embstab.lowprec import gpu, qtorch, rounding
+from embstab.lowprec import gpu, native, qtorch, rounding
 from embstab.lowprec.autograd import Quantizer, quantizer
 from embstab.lowprec.codes import BlockCodes, CodeError, float_code_table
 from embstab.lowprec.formats import (BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E3M4, FP8_E4M3, FP8_E4M3FN,
@@ -40,6 +41,6 @@ __all__ = [
     "UniformFormat", "LowPrecisionOptimizer", "Quantizer",
     "FormatHandler", "RowCodes", "StorageError", "as_generator", "check_rounding", "handler_for",
     "register_handler", "rounding", "E8M0_BIAS", "MXINT8_FRAC_BITS",
-    "decode", "encode", "float_code_table", "get_format", "gpu", "lower", "qtorch", "qtorch_float", "quantize",
+    "decode", "encode", "float_code_table", "get_format", "gpu", "lower", "native", "qtorch", "qtorch_float", "quantize",
     "quantizer",
 ]

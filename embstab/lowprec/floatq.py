@@ -20,7 +20,8 @@ from functools import lru_cache
 
 import torch
 
-from embstab.lowprec.rounding import round_integer, scale_pow2, sr_bits, uniform_bits
+import embstab.lowprec.native as cpu_kernel
+from embstab.lowprec.rounding import kernel_seed, round_integer, scale_pow2, sr_bits, uniform_bits
 from embstab.lowprec.formats import FloatFormat
 
 __all__ = ["quantize_float", "quantize_float_reference", "native_dtype"]
@@ -280,6 +281,11 @@ def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: 
     """Round a float32/float64 tensor onto ``fmt`` (result in the same dtype)."""
     if x.dtype not in _SOURCE:
         raise TypeError(f"quantize_float needs float32 or float64, got {x.dtype}")
+    if not compiled and cpu_kernel.applies(x, fmt, rounding):
+        # one vectorised pass (faster than torch's own fp8 casts and ~10x the torch ops below);
+        # nearest is bit-identical to them, stochastic draws the CUDA kernel's counter-based stream
+        seed = kernel_seed(generator, x.device) if rounding == "stochastic" else 0
+        return cpu_kernel.quantize_float32(x, fmt, rounding, seed)
     native = None if compiled else native_dtype(fmt, rounding, x.dtype)
     if native is not None:
         return x.to(native).to(x.dtype)  # one fused pass, as fast as torch's own cast

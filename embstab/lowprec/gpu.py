@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from embstab.errors import EmbstabError
-from embstab.lowprec.rounding import check_rounding
+from embstab.lowprec.rounding import check_rounding, kernel_seed
 from embstab.lowprec.formats import FloatFormat, MXFormat, get_format
 
 __all__ = ["GPUUnavailableError", "available", "kernels_dir", "kernel_sources", "kernel_source_path",
@@ -248,8 +248,4 @@ def try_kernel(t: torch.Tensor, fmt: Any, rounding: str, generator: torch.Genera
     kernel = kernel_for(t, fmt, rounding)
     if kernel is None:
         return None
-    seed = 0
-    if rounding == "stochastic":
-        gdev = generator.device if generator is not None else t.device
-        seed = int(torch.randint(0, 2**63 - 1, (1,), generator=generator, device=gdev, dtype=torch.int64))
-    return kernel(t, seed)
+    return kernel(t, kernel_seed(generator, t.device) if rounding == "stochastic" else 0)

@@ -16,7 +16,7 @@ import torch
 
 from embstab.errors import EmbstabError, did_you_mean
 
-__all__ = ["MAX_SR_BITS", "ROUNDINGS", "RoundingError", "check_rounding", "sr_bits", "as_generator", "round_integer", "uniform_bits", "scale_pow2"]
+__all__ = ["MAX_SR_BITS", "ROUNDINGS", "RoundingError", "check_rounding", "sr_bits", "as_generator", "kernel_seed", "round_integer", "uniform_bits", "scale_pow2"]
 
 #: Rounding modes. "nearest" is round-half-to-even (IEEE default); "nearest_away" sends ties away
 #: from zero (QPyTorch's float "nearest"); "nearest_up" sends ties toward +inf (QPyTorch's block
@@ -121,6 +121,26 @@ def as_generator(generator: Any, device: torch.device) -> torch.Generator | None
         g.manual_seed(int(generator))
         return g
     raise TypeError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}")
+
+
+def kernel_seed(generator: torch.Generator | None, device: torch.device) -> int:
+    """One draw from ``generator`` that seeds a compiled kernel's counter-based random stream.
+
+    Parameters
+    ----------
+    generator : torch.Generator or None
+        The caller's generator (None: torch's default generator on ``device``).
+    device : torch.device
+        Where the rounded tensor lives (the draw happens on the generator's own device).
+
+    Returns
+    -------
+    int
+        A seed in ``[0, 2**63 - 1)``: the same generator state gives the same seed, so kernel
+        results stay reproducible under ``generator=``.
+    """
+    gdev = generator.device if generator is not None else device
+    return int(torch.randint(0, 2**63 - 1, (1,), generator=generator, device=gdev, dtype=torch.int64))
 
 
 def uniform_bits(shape: tuple[int, ...], bits: int, generator: torch.Generator | None, device: torch.device,

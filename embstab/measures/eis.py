@@ -123,9 +123,12 @@ def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
         raise ShapeError("anchor is all zeros")
     c2 = biggest * math.sqrt(float(sq_norm(xp, gram / biggest)))  # ‖EᵀE‖_F without overflowing float32
     normalized = gram / c2
-    power = xp.eye(gram.shape[0], dtype=gram.dtype, device=array_api_compat.device(gram))
-    for _ in range(alpha - 1):
-        power = power @ normalized
+    if alpha == 1:
+        power = xp.eye(gram.shape[0], dtype=gram.dtype, device=array_api_compat.device(gram))
+    else:  # N^{α−1} with α − 2 products (not α − 1 starting from the identity)
+        power = normalized
+        for _ in range(alpha - 2):
+            power = power @ normalized
     weight = float(xp.sum(power * normalized))  # tr(N^α); N and its powers are symmetric
     return AnchorFactors(anchor=anchor, k_mat=power / c2, weight=weight, log_scale=0.5 * math.log(c2),
                          alpha=float(alpha), n_rows=int(anchor.shape[0]))

@@ -1,0 +1,173 @@
+/* embstab CPU kernel: round float32 values onto a binary floating-point format in one pass.
+ *
+ * The same algorithm and random stream as the CUDA kernel (kernels/quantize.cu), so a seed gives
+ * the same stochastic rounding on CPU and GPU, and nearest rounding is bit-identical to the torch
+ * path in embstab/lowprec/floatq.py:
+ *   - normal range of the target (and zeros, Inf, NaN): round the fp32 bit pattern with an integer
+ *     increment below the kept mantissa bits, then clear them (a carry bumps the exponent, which is
+ *     the correct next value in every binade);
+ *   - the target's subnormal range: exact scaled rounding, one element at a time.
+ * The first runs over a chunk as a branch-free loop the compiler vectorises; the second revisits
+ * the chunk (still in cache) only when it holds such elements.
+ *
+ * Randomness is counter based: splitmix64(seed, element index), so results depend on the seed and
+ * each element's index only, never on how the work is split between threads.
+ *
+ * Loaded with ctypes (embstab/lowprec/native.py); it holds no Python objects, and the module-init
+ * function exists only so the build tools can treat it as an extension module.
+ */
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MODE_NEAREST 0
+#define MODE_STOCHASTIC 1
+#define OVF_SATURATE 0
+#define OVF_INF 1
+#define OVF_NAN 2
+#define CHUNK 4096
+
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline uint64_t mix64(uint64_t seed, uint64_t index) {
+    uint64_t z = seed + (index + 1ull) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    int man_bits, emin, subnormals, has_inf, fnuz, mode, overflow;
+    float vmax;
+    uint64_t seed;
+} fmt_t;
+
+/* Exact rounding of one value below the target's smallest normal (0 < |v| < 2^emin'). */
+static float round_small(float v, const fmt_t *p, uint64_t rnd) {
+    float a = fabsf(v);
+    int m_sub = p->subnormals ? p->man_bits : 0;
+    int qexp = p->emin - m_sub; /* grid step 2^qexp */
+    float out;
+    if (p->mode == MODE_NEAREST) {
+        out = ldexpf(rintf(ldexpf(a, -qexp)), qexp); /* power-of-two scalings are exact here */
+    } else {
+        /* exact SR on the integer significand S * 2^(E - 23), S < 2^24 */
+        uint32_t mag = f2u(a);
+        int e_field = (int)(mag >> 23);
+        int64_t s = e_field ? (int64_t)((mag & 0x7FFFFF) | 0x800000) : (int64_t)(mag & 0x7FFFFF);
+        int e = e_field ? e_field - 127 : -126;
+        int shift = qexp - (e - 23); /* bits dropped, >= 1 here */
+        if (shift > 62) { s >>= (shift - 62); shift = 62; } /* probability error < 2^-62 */
+        int64_t q = s >> shift;
+        uint64_t rem = (uint64_t)(s - (q << shift));
+        uint64_t r = rnd >> (64 - shift);
+        if (rem + r >= (1ull << shift)) q += 1;
+        out = ldexpf((float)q, qexp);
+    }
+    return copysignf(out, v);
+}
+
+/* One chunk [lo, hi): mode and overflow are compile-time constants in each specialisation. */
+static inline __attribute__((always_inline)) void chunk(const float *restrict x, float *restrict y, int64_t lo,
+                                                        int64_t hi, const fmt_t *p, const int mode,
+                                                        const int overflow, uint32_t thr_bits) {
+    const int d = 23 - p->man_bits;
+    const uint32_t mask = d > 0 ? ~((1u << d) - 1u) : 0xFFFFFFFFu;
+    const uint32_t half_m1 = d > 0 ? (1u << (d - 1)) - 1u : 0u;
+    const uint32_t half = d > 0 ? (1u << (d - 1)) : 0u;
+    const int ties_away = p->man_bits == 0; /* no mantissa bit to be even: the significand is odd */
+    const float vmax = p->vmax;
+    const uint32_t vmax_bits = f2u(vmax);
+    const int keep_inf = p->has_inf;
+    const int fnuz = p->fnuz;
+    const uint64_t seed = p->seed;
+    const int sh = 64 - (d > 0 ? d : 1);
+    uint32_t small = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        float v = x[i];
+        uint32_t b = f2u(v);
+        uint32_t mag = b & 0x7FFFFFFFu;
+        uint32_t inc;
+        if (mode == MODE_NEAREST) {
+            inc = ties_away ? half : ((b >> (d > 0 ? d : 0)) & (d > 0 ? 1u : 0u)) + half_m1;
+        } else {
+            inc = d > 0 ? (uint32_t)(mix64(seed, (uint64_t)i) >> sh) : 0u;
+        }
+        uint32_t t = (b + inc) & mask;
+        uint32_t tmag = t & 0x7FFFFFFFu;
+        uint32_t sign = b & 0x80000000u;
+        if (overflow == OVF_SATURATE) {
+            /* clamp to +-vmax; infinite inputs stay infinite where the format has Inf */
+            uint32_t sat = tmag > vmax_bits ? (sign | vmax_bits) : t;
+            t = (keep_inf && mag == 0x7F800000u) ? b : sat;
+        } else if (overflow == OVF_INF) {
+            t = tmag > vmax_bits ? (sign | 0x7F800000u) : t;
+        } else {
+            t = tmag > vmax_bits ? 0x7FC00000u : t;
+        }
+        t = mag > 0x7F800000u ? b : t; /* NaN stays NaN (its pattern may have carried) */
+        if (fnuz) t = t == 0x80000000u ? 0u : t; /* no negative zero */
+        y[i] = u2f(t);
+        small |= (uint32_t)((mag < thr_bits) & (mag != 0u));
+    }
+    if (small) {
+        for (int64_t i = lo; i < hi; i++) {
+            uint32_t mag = f2u(x[i]) & 0x7FFFFFFFu;
+            if (mag < thr_bits && mag != 0u) {
+                uint64_t rnd = mode == MODE_STOCHASTIC ? mix64(seed, (uint64_t)i) : 0ull;
+                float o = round_small(x[i], p, rnd);
+                y[i] = (fnuz && o == 0.0f) ? 0.0f : o;
+            }
+        }
+    }
+}
+
+#define SPECIALISE(NAME, MODE, OVF)                                                                      \
+    static void NAME(const float *x, float *y, int64_t lo, int64_t hi, const fmt_t *p, uint32_t thr) { \
+        for (int64_t c = lo; c < hi; c += CHUNK) chunk(x, y, c, c + CHUNK < hi ? c + CHUNK : hi, p, MODE, OVF, thr); \
+    }
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+SPECIALISE(nearest_saturate, MODE_NEAREST, OVF_SATURATE)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+SPECIALISE(nearest_inf, MODE_NEAREST, OVF_INF)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+SPECIALISE(nearest_nan, MODE_NEAREST, OVF_NAN)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+SPECIALISE(stochastic_saturate, MODE_STOCHASTIC, OVF_SATURATE)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+SPECIALISE(stochastic_inf, MODE_STOCHASTIC, OVF_INF)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+SPECIALISE(stochastic_nan, MODE_STOCHASTIC, OVF_NAN)
+
+/* Round x[lo:hi] into y[lo:hi]. Returns 0, or -1 for an unknown mode/overflow code. */
+int embstab_quantize_float32(const float *x, float *y, int64_t lo, int64_t hi, int man_bits, int emin,
+                             int subnormals, float vmax, int overflow, int has_inf, int fnuz, int mode,
+                             uint64_t seed) {
+    fmt_t p = {man_bits, emin, subnormals, has_inf, fnuz, mode, overflow, vmax, seed};
+    /* below 2^max(emin, -126) the bit trick is not exact, except on fp32's own subnormal grid */
+    int same_grid = emin == -126 && subnormals && man_bits > 0;
+    int e = emin > -126 ? emin : -126;
+    uint32_t thr = same_grid ? 0u : (uint32_t)(e + 127) << 23;
+    if (mode == MODE_NEAREST) {
+        if (overflow == OVF_SATURATE) nearest_saturate(x, y, lo, hi, &p, thr);
+        else if (overflow == OVF_INF) nearest_inf(x, y, lo, hi, &p, thr);
+        else if (overflow == OVF_NAN) nearest_nan(x, y, lo, hi, &p, thr);
+        else return -1;
+    } else if (mode == MODE_STOCHASTIC) {
+        if (overflow == OVF_SATURATE) stochastic_saturate(x, y, lo, hi, &p, thr);
+        else if (overflow == OVF_INF) stochastic_inf(x, y, lo, hi, &p, thr);
+        else if (overflow == OVF_NAN) stochastic_nan(x, y, lo, hi, &p, thr);
+        else return -1;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_quantize_cpu",
+                                    "CPU rounding kernel (called through ctypes).", -1, NULL};
+
+PyMODINIT_FUNC PyInit__quantize_cpu(void) { return PyModule_Create(&module); }
