@@ -12,7 +12,7 @@ import torch
 
 from embstab.errors import OptionalDependencyError
 from embstab.lowprec import BF16, FP8_E4M3FN, FP8_E5M2, MXFP4, MXINT8, FixedFormat, FloatFormat, quantize
-from embstab.lowprec import gpu, nvrtc
+from embstab.lowprec import gpu, native, nvrtc
 
 # A source checkout tests its own kernels/ (an editable install elsewhere may resolve
 # embstab.kernels to another tree); an installed package tests the shipped ones.
@@ -172,3 +172,18 @@ def test_cuda_stochastic_unbiased_and_seeded():
 def test_cuda_mx_matches_cpu(fmt):
     x = torch.randn(512, 300, generator=torch.Generator().manual_seed(1))
     assert torch.equal(gpu.quantize_mx_cuda(x.cuda(), fmt).cpu(), quantize(x, fmt))
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("fmt", [BF16, FP8_E4M3FN, FloatFormat(3, 2, "finite", subnormals=False),
+                                 FloatFormat(8, 7, subnormals=False)], ids=str)
+def test_cuda_stochastic_equals_the_cpu_kernel_for_a_seed(fmt):
+    """The CUDA and CPU kernels share the counter-based stream: one seed, one result on both."""
+    if not native.available():
+        pytest.skip(f"compiled CPU kernel unavailable: {native.why_unavailable()}")
+    x = torch.randn(1 << 20, generator=torch.Generator().manual_seed(2)) * torch.logspace(-20, 20, 1 << 20)
+    got = gpu.quantize_float_cuda(x.cuda(), fmt, "stochastic", seed=77).cpu()
+    ref = native.quantize_float32(x, fmt, "stochastic", seed=77)
+    same = (got.view(torch.int32) == ref.view(torch.int32)) | (got.isnan() & ref.isnan())
+    assert bool(same.all())
