@@ -90,6 +90,21 @@ def _pairs(graph_or_d: Graph | np.ndarray, subsample: int | None,
     return i, j, dij, n
 
 
+def _prepare(graph: Any, nodes: Any, loss: str, optimizer: str, epochs: int, batch_size: int, lr: float,
+             subsample: Any, seed: int):
+    """What both SGD entry points start from: checked options, the seeded generator, the graph,
+    its training pairs and the node labels."""
+    import torch
+
+    _check_options(loss, optimizer, epochs, batch_size, lr)
+    gen = torch.Generator().manual_seed(int(seed))
+    graph = graph if isinstance(graph, np.ndarray) else as_graph(graph)
+    pairs = _training_pairs(graph, subsample, seed)
+    if isinstance(graph, Graph) and nodes is None:
+        nodes = graph.labels
+    return gen, graph, pairs, nodes
+
+
 def fit_sgd(graph: Any, dim: int = 2, *, manifold: str | Manifold = "poincare",
             loss: str = "rel2", init: str | HyperbolicEmbedding | None = None,
             scale: float | None = None, epochs: int = 100, lr: float = 0.1,
@@ -142,12 +157,8 @@ def fit_sgd(graph: Any, dim: int = 2, *, manifold: str | Manifold = "poincare",
     man = get_manifold(manifold)
     if not man.hyperbolic:
         raise HyperbolicError(f"manifold must be 'poincare' or 'lorentz', got {manifold!r}")
-    _check_options(loss, optimizer, epochs, batch_size, lr)
-    gen = torch.Generator().manual_seed(int(seed))
-    graph = graph if isinstance(graph, np.ndarray) else as_graph(graph)
-    i, j, dij, n = _training_pairs(graph, subsample, seed)
-    if isinstance(graph, Graph) and nodes is None:
-        nodes = graph.labels
+    gen, graph, (i, j, dij, n), nodes = _prepare(graph, nodes, loss, optimizer, epochs, batch_size, lr, subsample,
+                                                 seed)
 
     start = _initial_embedding(graph, init, dim, n)
     sigma = float(scale) if scale is not None else (start.scale if start is not None else 1.0)
@@ -227,12 +238,8 @@ def fit_product_sgd(graph: Any, factors: str | Sequence[Any] = "H2,H2", *,
         raise HyperbolicError(f"combine must be 'l2' or 'l1', got {combine!r}")
     if not scale > 0:
         raise HyperbolicError(f"scale must be positive, got {scale}")
-    _check_options(loss, optimizer, epochs, batch_size, lr)
-    gen = torch.Generator().manual_seed(int(seed))
-    graph = graph if isinstance(graph, np.ndarray) else as_graph(graph)
-    i, j, dij, n = _training_pairs(graph, subsample, seed)
-    if isinstance(graph, Graph) and nodes is None:
-        nodes = graph.labels
+    gen, graph, (i, j, dij, n), nodes = _prepare(graph, nodes, loss, optimizer, epochs, batch_size, lr, subsample,
+                                                 seed)
     product = ProductManifold(spec, combine)
     params = []
     for man, dim in product.factors:  # one parameter per factor, each on its geoopt manifold

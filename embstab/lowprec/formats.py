@@ -154,6 +154,12 @@ class FloatFormat:
     def has_negative_zero(self) -> bool:
         return self.specials != "fnuz"
 
+    @property
+    def within_float32(self) -> bool:
+        """Whether every value, grid step and the range of the format lie within float32's, so
+        float32 arithmetic represents it exactly (what the compiled CPU and CUDA kernels need)."""
+        return self.emin >= -126 and self.man_bits <= 23 and self.max <= 3.4028234663852886e38
+
     def replace(self, **changes) -> FloatFormat:
         """A copy with some fields changed (e.g. ``FP8_E4M3FN.replace(overflow="saturate")``)."""
         return dataclasses.replace(self, **changes)

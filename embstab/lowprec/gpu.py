@@ -123,10 +123,6 @@ def _grid(n: int) -> tuple[int]:
     return (max(1, min(65535 * 8, math.ceil(n / _THREADS))),)
 
 
-def _float_fits(fmt: FloatFormat) -> bool:
-    return fmt.emin >= -126 and fmt.man_bits <= 23 and fmt.max <= 3.4028234663852886e38
-
-
 def _mx_fits(fmt: MXFormat) -> bool:
     return fmt.block_size == 32 and fmt.axis in (-1, 1)
 
@@ -141,7 +137,7 @@ def quantize_float_cuda(x: torch.Tensor, fmt: FloatFormat | str, rounding: str =
     rounding = check_rounding(rounding)
     if not isinstance(fmt, FloatFormat) or rounding not in _MODE:
         raise ValueError("quantize_float_cuda handles FloatFormat with nearest or stochastic rounding")
-    if not _float_fits(fmt):
+    if not fmt.within_float32:
         raise ValueError(f"{fmt} reaches beyond fp32's range; use embstab.lowprec.quantize")
     x = _prepare(x)
     kern = _module().get_function("quantize_float_kernel")
@@ -186,7 +182,7 @@ def quantize_mx_cuda(x: torch.Tensor, fmt: MXFormat | str, rounding: str = "near
 
 #: Format class -> (does the kernel implement this format for this tensor?, launcher name).
 _KERNELS: dict[type, tuple[Callable[[Any, torch.Tensor], bool], str]] = {
-    FloatFormat: (lambda fmt, t: _float_fits(fmt), "quantize_float_cuda"),
+    FloatFormat: (lambda fmt, t: fmt.within_float32, "quantize_float_cuda"),
     MXFormat: (lambda fmt, t: _mx_fits(fmt) and t.dim() == 2, "quantize_mx_cuda"),
 }
 

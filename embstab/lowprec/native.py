@@ -88,11 +88,6 @@ def disabled() -> Iterator[None]:
         _ENABLED.reset(token)
 
 
-def fits(fmt: FloatFormat) -> bool:
-    """Whether the kernel can represent ``fmt``: its values, grid and range lie within float32's."""
-    return fmt.emin >= -126 and fmt.man_bits <= 23 and fmt.max <= 3.4028234663852886e38
-
-
 def applies(x: torch.Tensor, fmt: object, rounding: str) -> bool:
     """Whether :func:`quantize_float32` handles this input, format and rounding.
 
@@ -112,7 +107,7 @@ def applies(x: torch.Tensor, fmt: object, rounding: str) -> bool:
         stochastic rounding, with the kernel available.
     """
     return (isinstance(fmt, FloatFormat) and rounding in _MODE and x.dtype == torch.float32
-            and x.device.type == "cpu" and fits(fmt) and available())
+            and x.device.type == "cpu" and fmt.within_float32 and available())
 
 
 @lru_cache(maxsize=1)
@@ -128,7 +123,7 @@ def quantize_float32(x: torch.Tensor, fmt: FloatFormat, rounding: str, seed: int
     x : torch.Tensor
         float32 values on the CPU (any layout; a non-contiguous tensor is copied first).
     fmt : FloatFormat
-        A format within float32's range (see :func:`fits`).
+        A format within float32's range (:attr:`FloatFormat.within_float32`).
     rounding : {"nearest", "stochastic"}
         Round half to even, or exact stochastic rounding.
     seed : int, default 0
@@ -147,7 +142,7 @@ def quantize_float32(x: torch.Tensor, fmt: FloatFormat, rounding: str, seed: int
     lib, why = _load()
     if lib is None:
         raise ValueError(f"the compiled rounding kernel is unavailable: {why}")
-    if not (isinstance(fmt, FloatFormat) and fits(fmt)):
+    if not (isinstance(fmt, FloatFormat) and fmt.within_float32):
         raise ValueError(f"the compiled rounding kernel handles float formats within float32's range, not {fmt}")
     if rounding not in _MODE:
         raise ValueError(f"the compiled rounding kernel rounds to nearest or stochastically, not {rounding!r}")
