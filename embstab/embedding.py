@@ -177,14 +177,43 @@ class Embedding:
             raise VocabularyError(f"word {word!r} is not in the embedding{self._label()}") from None
 
     def index(self, word: str) -> int:
-        """Row index of ``word``; raises :class:`VocabularyError` if absent."""
+        """Row index of ``word``.
+
+        Parameters
+        ----------
+        word : str
+            The word.
+
+        Returns
+        -------
+        int
+            Its row.
+
+        Raises
+        ------
+        VocabularyError
+            If the word is absent.
+        """
         try:
             return self._index[word]
         except KeyError:
             raise VocabularyError(f"word {word!r} is not in the embedding{self._label()}") from None
 
     def get(self, word: str, default: Any = None) -> Any:
-        """The vector of ``word`` or ``default`` when it is absent."""
+        """The vector of ``word`` or ``default`` when it is absent.
+
+        Parameters
+        ----------
+        word : str
+            The word.
+        default : object, optional
+            Returned for an absent word (None by default).
+
+        Returns
+        -------
+        numpy.ndarray or object
+            The row (a read-only view), or ``default``.
+        """
         i = self._index.get(word)
         return default if i is None else self.vectors[i]
 
@@ -214,8 +243,21 @@ class Embedding:
         Parameters
         ----------
         words : iterable of str
-        missing : {"error", "skip"}
+            The words to keep.
+        missing : {"error", "skip"}, default "error"
             Raise :class:`VocabularyError` naming the missing words, or drop them silently.
+
+        Returns
+        -------
+        Embedding
+            A new embedding of those rows (counts kept).
+
+        Raises
+        ------
+        VocabularyError
+            If words are missing (with ``"error"``) or the list holds duplicates.
+        ValueError
+            If ``missing`` is neither choice.
         """
         words = list(words)
         rows = [self._index.get(w) for w in words]
@@ -237,29 +279,86 @@ class Embedding:
         return self._derive(words, self._vectors[idx], counts)
 
     def top(self, n: int) -> Embedding:
-        """The ``n`` most frequent words (the first ``n`` rows)."""
+        """The ``n`` most frequent words (the first ``n`` rows).
+
+        Parameters
+        ----------
+        n : int
+            How many rows to keep (≥ 0; more than there are keeps all).
+
+        Returns
+        -------
+        Embedding
+            A new embedding with copied vectors.
+
+        Raises
+        ------
+        ValueError
+            If ``n`` < 0.
+        """
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         counts = None if self._counts is None else self._counts[:n]
         return self._derive(self._words[:n], self._vectors[:n].copy(), counts)
 
     def normalize(self) -> Embedding:
-        """Rows scaled to unit L2 norm (all-zero rows are left at zero)."""
+        """Rows scaled to unit L2 norm (all-zero rows are left at zero).
+
+        Returns
+        -------
+        Embedding
+            A new embedding; its metadata records ``normalized=True``.
+        """
         norms = np.linalg.norm(self._vectors, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return self._derive(list(self._words), self._vectors / norms, self._counts, normalized=True)
 
     def center(self) -> Embedding:
-        """The mean row subtracted from every row."""
+        """The mean row subtracted from every row.
+
+        Returns
+        -------
+        Embedding
+            A new embedding; its metadata records ``centered=True``.
+        """
         return self._derive(list(self._words), self._vectors - self._vectors.mean(axis=0), self._counts,
                             centered=True)
 
     def astype(self, dtype: Any) -> Embedding:
-        """The same embedding with vectors cast to ``dtype`` (e.g. ``np.float32``)."""
+        """The same embedding with vectors cast to ``dtype`` (e.g. ``np.float32``).
+
+        Parameters
+        ----------
+        dtype : numpy dtype
+            The new dtype.
+
+        Returns
+        -------
+        Embedding
+            A new embedding.
+        """
         return self._derive(list(self._words), self._vectors.astype(dtype), self._counts)
 
     def with_vectors(self, vectors: Any, **metadata: Any) -> Embedding:
-        """Same words, counts and name with a new matrix (same number of rows; any width)."""
+        """Same words, counts and name with a new matrix (same number of rows; any width).
+
+        Parameters
+        ----------
+        vectors : array_like
+            ``(len(self), d)`` finite matrix.
+        **metadata
+            Entries added to the new embedding's metadata.
+
+        Returns
+        -------
+        Embedding
+            A new embedding.
+
+        Raises
+        ------
+        ShapeError
+            If the shape does not fit or the matrix holds NaN/Inf.
+        """
         vectors = np.asarray(vectors)
         if vectors.ndim != 2 or vectors.shape[0] != len(self):
             raise ShapeError(f"new vectors must have shape ({len(self)}, d), got {vectors.shape}")
@@ -271,8 +370,26 @@ class Embedding:
         """Rotate every row onto ``other`` by orthogonal Procrustes fitted on shared words.
 
         The rotation Ω minimises ``||X[S] Ω - Y[S]||_F`` over orthogonal Ω, with S the shared
-        vocabulary (or ``words``), and is applied to all rows of this embedding. Both embeddings
-        must have the same dimension.
+        vocabulary (or ``words``), and is applied to all rows of this embedding.
+
+        Parameters
+        ----------
+        other : Embedding
+            The target, of the same dimension.
+        words : iterable of str, optional
+            The words S to fit on (default: all shared words); each must be in both embeddings.
+
+        Returns
+        -------
+        Embedding
+            The rotated embedding, in this one's dtype; its metadata records ``aligned_to``.
+
+        Raises
+        ------
+        ShapeError
+            If the dimensions differ.
+        VocabularyError
+            If there is no word to fit on, or a given word is missing.
         """
         if other.dim != self.dim:
             raise ShapeError(f"cannot align a {self.dim}-d embedding to a {other.dim}-d one")
@@ -287,7 +404,13 @@ class Embedding:
 
     # ------------------------------------------------------------------ interop
     def to_keyedvectors(self):
-        """A gensim ``KeyedVectors`` with the same words, order, vectors and counts."""
+        """A gensim ``KeyedVectors`` with the same words, order, vectors and counts.
+
+        Returns
+        -------
+        gensim.models.KeyedVectors
+            The vectors, with a ``count`` attribute per word when the embedding has counts.
+        """
         from gensim.models import KeyedVectors
 
         kv = KeyedVectors(self.dim, count=0, dtype=self.dtype)
@@ -300,7 +423,22 @@ class Embedding:
 
     @classmethod
     def from_keyedvectors(cls, kv, *, name: str | None = None, source: str | None = None) -> Embedding:
-        """Build an :class:`Embedding` from a gensim ``KeyedVectors`` (row order kept)."""
+        """Build an :class:`Embedding` from a gensim ``KeyedVectors`` (row order kept).
+
+        Parameters
+        ----------
+        kv : gensim.models.KeyedVectors
+            The vectors; its ``count`` attribute, when set, becomes the counts.
+        name : str, optional
+            Name of the new embedding.
+        source : str, optional
+            Where it came from.
+
+        Returns
+        -------
+        Embedding
+            The embedding.
+        """
         words = list(kv.index_to_key)
         counts = None
         if words and "count" in getattr(kv, "expandos", {}):
@@ -308,16 +446,48 @@ class Embedding:
         return cls(words, np.asarray(kv.vectors), counts, name=name, source=source)
 
     def save(self, path: str | os.PathLike, format: str | None = None, **kwargs: Any) -> None:
-        """Write the embedding to ``path``; see :func:`embstab.io.save` for the formats."""
+        """Write the embedding to ``path``; see :func:`embstab.io.save` for the formats.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Destination file.
+        format : str, optional
+            File format (default: from the suffix).
+        **kwargs
+            Passed to the writer.
+
+        Raises
+        ------
+        EmbstabError
+            If no writer is registered (:mod:`embstab.io` not imported).
+        """
         if _writer is None:
             raise EmbstabError("no embedding writer is registered; import embstab.io first")
         _writer(self, path, format=format, **kwargs)
 
 
 def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank_by: str = "a") -> list[str]:
-    """Words present in both embeddings, ordered by the row order of ``rank_by`` ("a" or "b").
+    """Words present in both embeddings, ordered by the row order of ``rank_by``.
 
-    With ``top_n``, only the ``top_n`` most frequent shared words (by that order) are returned.
+    Parameters
+    ----------
+    a, b : Embedding
+        The two embeddings.
+    top_n : int, optional
+        Keep only the first ``top_n`` shared words (by that order), > 0.
+    rank_by : {"a", "b"}, default "a"
+        Whose row (frequency) order to follow.
+
+    Returns
+    -------
+    list of str
+        The shared words.
+
+    Raises
+    ------
+    ValueError
+        If ``rank_by`` is not "a" or "b", or ``top_n`` is not positive.
     """
     if rank_by not in ("a", "b"):
         raise ValueError(f"rank_by must be 'a' or 'b', got {rank_by!r}")
@@ -331,6 +501,17 @@ def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank
 
 
 def procrustes_rotation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Orthogonal Ω minimising ``||x Ω - y||_F`` (Ω = U Vᵀ from the SVD of xᵀy)."""
+    """Orthogonal Ω minimising ``||x Ω - y||_F`` (Ω = U Vᵀ from the SVD of xᵀy).
+
+    Parameters
+    ----------
+    x, y : numpy.ndarray
+        ``(n, d)`` matrices with corresponding rows.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(d, d)`` orthogonal matrix.
+    """
     u, _, vt = np.linalg.svd(x.T @ y)
     return u @ vt

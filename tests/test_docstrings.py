@@ -5,16 +5,31 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import pkgutil
 import re
+import textwrap
+import typing
 from pathlib import Path
 
 import pytest
+
+import embstab
 
 PACKAGE = Path(__file__).resolve().parents[1] / "embstab"
 # References to documents the repository does not ship, or to its issue tracker.
 FOREIGN = re.compile(r"§|shared/specs|specs/\w+\.md|\bspec(ification)? \w+\.md|\bissue \d+|\bdeliverable \d+")
 
-#: Modules whose public functions must all carry a numpy-style "Parameters" section.
+#: Packages and modules excluded from the numpy-style check only until their docstrings are completed
+#: (other work is in progress there); every other public module of embstab must pass it now.
+NOT_YET_DOCUMENTED = {
+    "embstab.study", "embstab.report", "embstab.selection", "embstab.kg", "embstab.contextual",
+    "embstab.downstream", "embstab.recipes",
+    "embstab.cli.study", "embstab.cli.report", "embstab.cli.recommend", "embstab.cli.downstream",
+    "embstab.cli.kg", "embstab.cli.contextual", "embstab.cli.recipes", "embstab.cli.train",
+}
+
+#: Modules whose public functions must all carry a numpy-style "Parameters" section (kept so that modules inside
+#: NOT_YET_DOCUMENTED that were already held to it stay so).
 NUMPYDOC_MODULES = [
     "embstab.errors", "embstab.data.pretrained", "embstab.selection.recommend", "embstab.study.runner",
     "embstab.downstream.api", "embstab.recipes.registry", "embstab.compress.transforms",
@@ -22,6 +37,60 @@ NUMPYDOC_MODULES = [
     "embstab.hyperbolic.manifolds", "embstab.hyperbolic.embed", "embstab.hyperbolic.io", "embstab.hyperbolic.metrics",
     "embstab.hyperbolic.stability", "embstab.measures.hyperbolic",
 ]
+
+
+def _public_modules() -> list[str]:
+    """Dotted names of embstab's public modules (no component starting with ``_``), exclusions left out."""
+    names = ["embstab"] + [info.name for info in pkgutil.walk_packages(embstab.__path__, "embstab.")]
+    return [name for name in names
+            if not any(part.startswith("_") for part in name.split("."))
+            and not any(name == prefix or name.startswith(prefix + ".") for prefix in NOT_YET_DOCUMENTED)]
+
+
+def _public_callables(module: str) -> list[tuple[str, object]]:
+    """(name, function) for the functions in ``module.__all__`` defined there, and the public methods
+    (not dunder, not ``_``-prefixed) defined in the body of the classes in ``__all__`` defined there."""
+    mod = importlib.import_module(module)
+    found = []
+    for name in getattr(mod, "__all__", []):
+        obj = getattr(mod, name)
+        if getattr(obj, "__module__", None) != module:
+            continue
+        if inspect.isfunction(obj):
+            found.append((name, obj))
+        elif inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                if attr.startswith("_"):
+                    continue
+                if isinstance(member, (classmethod, staticmethod)):
+                    member = member.__func__
+                if inspect.isfunction(member):
+                    found.append((f"{name}.{attr}", member))
+    return found
+
+
+def _returns_value(func) -> bool:
+    """Whether ``func`` gives back something other than None: its return annotation when it has one,
+    otherwise a ``return <value>`` or ``yield`` in its own body (nested functions not counted)."""
+    annotation = inspect.signature(func).return_annotation
+    if annotation is not inspect.Signature.empty:
+        return annotation not in (None, "None", "NoReturn", typing.NoReturn, "typing.NoReturn")
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    stack = list(tree.body[0].body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None and not (
+                isinstance(node.value, ast.Constant) and node.value.value is None):
+            return True
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _docstrings(path: Path):
@@ -38,6 +107,24 @@ def test_no_docstring_cites_specs_or_issues():
                  for path in sorted(PACKAGE.rglob("*.py")) for name, doc in _docstrings(path)
                  if FOREIGN.search(doc)]
     assert offenders == []
+
+
+def test_the_exclusions_name_existing_modules():
+    names = {"embstab"} | {info.name for info in pkgutil.walk_packages(embstab.__path__, "embstab.")}
+    assert NOT_YET_DOCUMENTED <= names
+
+
+@pytest.mark.parametrize("module", _public_modules())
+def test_public_functions_and_methods_are_documented_numpy_style(module):
+    missing = []
+    for name, func in _public_callables(module):
+        doc = inspect.getdoc(func) or ""
+        params = [p for p in inspect.signature(func).parameters.values() if p.name not in ("self", "cls")]
+        if params and "Parameters\n----------" not in doc:
+            missing.append(f"{name} (Parameters)")
+        if _returns_value(func) and "Returns\n-------" not in doc and "Yields\n------" not in doc:
+            missing.append(f"{name} (Returns)")
+    assert missing == [], f"{module}: no numpy-style section in {missing}"
 
 
 @pytest.mark.parametrize("module", NUMPYDOC_MODULES)

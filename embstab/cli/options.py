@@ -33,7 +33,23 @@ def _number(text: str, kind: Callable[[str], float | int], what: str):
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+    """argparse type: an integer >= 1.
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    int
+        The integer.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not an integer or is below 1. The message names the value; argparse prefixes the flag.
+    """
     value = _number(text, int, "an integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
@@ -41,7 +57,23 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
+    """argparse type: an integer >= 0.
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    int
+        The integer.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not an integer or is negative. The message names the value; argparse prefixes the flag.
+    """
     value = _number(text, int, "an integer")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
@@ -49,7 +81,23 @@ def non_negative_int(text: str) -> int:
 
 
 def seed(text: str) -> int:
-    """argparse type: a random seed, 0 to 2**32 - 1 (what every generator embstab seeds accepts)."""
+    """argparse type: a random seed, 0 to 2**32 - 1 (what every generator embstab seeds accepts).
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    int
+        The seed.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not an integer or is out of range. The message names the value; argparse prefixes the flag.
+    """
     value = _number(text, int, "an integer")
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"must be between 0 and {2**32 - 1}, got {value}")
@@ -57,7 +105,23 @@ def seed(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
+    """argparse type: a finite number > 0.
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    float
+        The number.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not a finite number or is not above 0. The message names the value; argparse prefixes the flag.
+    """
     value = _number(text, float, "a number")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, got {value:g}")
@@ -65,7 +129,23 @@ def positive_float(text: str) -> float:
 
 
 def unit_fraction(text: str) -> float:
-    """argparse type: a number in [0, 1]."""
+    """argparse type: a number in [0, 1].
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    float
+        The number.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not a finite number or is outside [0, 1]. The message names the value; argparse prefixes the flag.
+    """
     value = _number(text, float, "a number")
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value:g}")
@@ -73,7 +153,23 @@ def unit_fraction(text: str) -> float:
 
 
 def open_fraction(text: str) -> float:
-    """argparse type: a number strictly between 0 and 1."""
+    """argparse type: a number strictly between 0 and 1.
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    float
+        The number.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not a finite number or is not strictly between 0 and 1. The message names the value; argparse prefixes the flag.
+    """
     value = _number(text, float, "a number")
     if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {value:g}")
@@ -81,7 +177,23 @@ def open_fraction(text: str) -> float:
 
 
 def bits(text: str) -> int:
-    """argparse type: bits per entry, 1-16 or 32."""
+    """argparse type: bits per entry, 1-16 or 32.
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    int
+        The bit count.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not an integer in :data:`BITS_CHOICES`. The message names the value; argparse prefixes the flag.
+    """
     value = _number(text, int, "an integer")
     if value not in BITS_CHOICES:
         raise argparse.ArgumentTypeError(f"must be 1-16 or 32, got {value}")
@@ -89,12 +201,24 @@ def bits(text: str) -> int:
 
 
 def add_no_clobber(parser: argparse.ArgumentParser) -> None:
-    """Add ``--no-clobber``: refuse to replace an existing output file."""
+    """Add ``--no-clobber``: refuse to replace an existing output file.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The sub-command's parser.
+    """
     parser.add_argument("--no-clobber", action="store_true",
                         help="refuse to replace an output file that exists (devices, pipes and /dev/stdout are "
                              "still written into)")
 
 
 def add_trust_pickle(parser: argparse.ArgumentParser) -> None:
-    """Add ``--trust-pickle`` (off by default; the risk is stated in ``--help``)."""
+    """Add ``--trust-pickle`` (off by default; the risk is stated in ``--help``).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The sub-command's parser.
+    """
     parser.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)

@@ -111,9 +111,40 @@ def quantize_embedding(emb: Embedding, bits: int | None = None, *, format: Forma
 def compress_embedding(emb: Embedding, bits: int | None = None, *, format: Format | str | None = None,
                        clip: float | None = None, rounding: str = "nearest", seed: Any = None,
                        progress: bool = False) -> Embedding:
-    """Quantize one embedding and return it dequantized (float32), with ``metadata["compression"]``
-    describing the method, bits, clip and memory, and the exact codes kept so
-    ``emb.save("x.esq")`` writes them bit-packed. Parameters as :func:`quantize_embedding`."""
+    """Quantize one embedding and return it dequantized (float32).
+
+    ``metadata["compression"]`` describes the method, bits, clip and memory, and the exact codes
+    are kept so ``emb.save("x.esq")`` writes them bit-packed.
+
+    Parameters
+    ----------
+    emb : Embedding
+        The embedding to compress.
+    bits : int, optional
+        Uniform bit rate (see :func:`quantize_embedding`).
+    format : Format or str, optional
+        A number format instead of uniform (see :func:`quantize_embedding`).
+    clip : float, optional
+        Uniform clip value; by default found by golden-section search on ``emb``.
+    rounding : {"nearest", "stochastic"}, default "nearest"
+        Rounding mode.
+    seed : int or torch.Generator, optional
+        Randomness for stochastic rounding.
+    progress : bool, default False
+        Progress bar for the clip search.
+
+    Returns
+    -------
+    Embedding
+        float32 embedding with the same words and counts, its metadata merged over ``emb``'s.
+
+    Raises
+    ------
+    ShapeError
+        For an empty embedding.
+    ValueError
+        For contradictory or unsupported bits/format/clip.
+    """
     data = quantize_embedding(emb, bits, format=format, clip=clip, rounding=rounding, seed=seed, progress=progress)
     out = data.to_embedding(source=emb.source)
     out.metadata = {**emb.metadata, **out.metadata}
@@ -189,6 +220,24 @@ def save_compressed(emb: Embedding | CompressedData, path: str | os.PathLike, bi
     An embedding returned by :func:`compress_embedding`/:func:`compress_pair` (or codes from
     :func:`quantize_embedding`) is written as is; with ``bits`` or ``format`` any embedding is
     quantized first. A plain embedding without either is stored losslessly as float32.
+
+    Parameters
+    ----------
+    emb : Embedding or CompressedData
+        What to write.
+    path : str or os.PathLike
+        Destination (replaced atomically).
+    bits : int, optional
+        Quantize with this uniform bit rate first.
+    format : Format or str, optional
+        Quantize to this number format first.
+    clip, rounding, seed
+        As in :func:`quantize_embedding`, used only when quantizing here.
+
+    Raises
+    ------
+    ValueError
+        For contradictory or unsupported bits/format/clip.
     """
     if isinstance(emb, Embedding) and (bits is not None or format is not None):
         emb = quantize_embedding(emb, bits, format=format, clip=clip, rounding=rounding, seed=seed)

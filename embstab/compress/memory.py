@@ -8,8 +8,27 @@ __all__ = ["memory_bits", "bits_per_entry", "memory_table"]
 
 
 def memory_bits(dim: int, bitrate: int | float) -> float:
-    """Bits per word under the paper's accounting: ``dim * bitrate`` (the per-matrix clip and the
-    vocabulary are ignored). Integral inputs give an int."""
+    """Bits per word under the paper's accounting: ``dim * bitrate``.
+
+    The per-matrix clip and the vocabulary are ignored.
+
+    Parameters
+    ----------
+    dim : int
+        Embedding dimension, ≥ 0.
+    bitrate : int or float
+        Bits per entry, > 0.
+
+    Returns
+    -------
+    int or float
+        Memory in bits per word (an int when the product is integral).
+
+    Raises
+    ------
+    ValueError
+        If ``dim`` < 0 or ``bitrate`` ≤ 0.
+    """
     if dim < 0 or bitrate <= 0:
         raise ValueError(f"dim must be >= 0 and bitrate > 0, got dim={dim}, bitrate={bitrate}")
     out = dim * bitrate
@@ -39,7 +58,20 @@ def bits_per_entry(fmt: Format | str | int, dim: int | None = None) -> float:
 
 
 def memory_table(dims, bitrates):
-    """Tidy DataFrame of every (dim, bitrate) pair with its memory in bits per word."""
+    """Tidy DataFrame of every (dim, bitrate) pair with its memory in bits per word.
+
+    Parameters
+    ----------
+    dims : iterable of int
+        Dimensions.
+    bitrates : iterable of int
+        Bit rates.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``dim``, ``bitrate`` and ``memory``, one row per pair (dims outer).
+    """
     import pandas as pd
 
     rows = [{"dim": int(d), "bitrate": int(b), "memory": memory_bits(int(d), int(b))} for d in dims for b in bitrates]

@@ -35,8 +35,31 @@ def _check_bits(bits: int) -> int:
 
 
 def quantization_error(X: Any, bits: int, clip: float) -> float:
-    """Squared Frobenius error ``||X - Q_clip(X)||²`` of deterministic uniform quantization
-    (float64, evaluated in row chunks to bound memory)."""
+    """Squared Frobenius error ``||X - Q_clip(X)||²`` of deterministic uniform quantization.
+
+    Evaluated in float64, in row chunks to bound memory; rounding is half to even.
+
+    Parameters
+    ----------
+    X : array_like or Embedding
+        ``(n_words, dim)`` finite matrix (or an embedding's vectors).
+    bits : int
+        Bit rate, ≥ 1 (32 and more: only the clipping error counts).
+    clip : float
+        Clip value r: the grid has ``2**bits`` levels on [−r, r] (r ≤ 0 quantizes everything to 0).
+
+    Returns
+    -------
+    float
+        The squared error.
+
+    Raises
+    ------
+    ShapeError
+        If ``X`` is not 2-D, is empty or holds NaN/Inf.
+    ValueError
+        If ``bits`` is not a positive integer.
+    """
     X = _as_matrix(X)
     bits = _check_bits(bits)
     if bits >= 32:

@@ -16,8 +16,13 @@ def cache_dir(create: bool = True) -> Path:
 
     Parameters
     ----------
-    create : bool
+    create : bool, default True
         Create the directory if it does not exist.
+
+    Returns
+    -------
+    pathlib.Path
+        The cache directory.
     """
     env = os.environ.get("EMBSTAB_DATA")
     if env:
@@ -37,7 +42,17 @@ def package_dir(module: str, distribution: str | None = None) -> Path | None:
     its ``__init__``: some of these packages need runtimes we never install), then for a wheel that
     ``embstab data fetch`` unpacked under ``cache_dir()/pypi/<distribution>``.
 
-    Returns ``None`` if neither exists.
+    Parameters
+    ----------
+    module : str
+        Top-level import name of the package.
+    distribution : str, optional
+        Its distribution name on PyPI, when it differs from ``module``.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The package directory, or ``None`` if neither exists.
     """
     try:
         spec = importlib.util.find_spec(module)

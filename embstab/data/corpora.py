@@ -79,12 +79,36 @@ _TEXT_LOADERS: dict[str, Callable[[], list[str]]] = {
 
 
 def corpus_names() -> list[str]:
-    """Names accepted by :func:`load_corpus` (``"pooled"`` and ``"a+b"`` combinations also work)."""
+    """Names accepted by :func:`load_corpus` (``"pooled"`` and ``"a+b"`` combinations also work).
+
+    Returns
+    -------
+    list of str
+        The corpus names, ``"pooled"`` last.
+    """
     return [*_TEXT_LOADERS, "pooled"]
 
 
 def load_texts(name: str) -> list[str]:
-    """The raw (untokenised) documents of one corpus, in the source's order."""
+    """The raw (untokenised) documents of one corpus, in the source's order.
+
+    Parameters
+    ----------
+    name : str
+        A corpus name (see :func:`corpus_names`; ``"pooled"`` and combinations are not accepted here).
+
+    Returns
+    -------
+    list of str
+        One string per document.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not a corpus (the message says when it names another kind of dataset).
+    DataNotFoundError
+        If the corpus's package is not installed or fetched.
+    """
     note = f"it is a {DATASETS[name].kind} dataset, not a corpus" if name in DATASETS else ""
     return lookup(_TEXT_LOADERS, name, "corpus", note)()
 

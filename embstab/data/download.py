@@ -19,7 +19,18 @@ _CHUNK = 1 << 20
 
 
 def sha256_of(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks."""
+    """Hex SHA-256 of a file, read in 1 MiB chunks.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    str
+        Lower-case hexadecimal digest.
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(_CHUNK), b""):
@@ -31,7 +42,26 @@ def verify(path: Path, sha256: str | None, manifest: Path | None = None) -> str:
     """Check ``path`` against ``sha256``, or against the digest recorded in ``manifest``.
 
     With neither, the digest is recorded in ``manifest`` (trust on first use), so a later change of
-    the cached file or of the upstream file is detected. Returns the file's digest.
+    the cached file or of the upstream file is detected.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file to check.
+    sha256 : str or None
+        Expected hex digest (takes precedence over the manifest).
+    manifest : pathlib.Path, optional
+        JSON file mapping file names to digests; updated with this file's digest.
+
+    Returns
+    -------
+    str
+        The file's digest.
+
+    Raises
+    ------
+    ChecksumError
+        If the digest differs from the expected one.
     """
     actual = sha256_of(path)
     recorded = None
@@ -51,6 +81,24 @@ def verify(path: Path, sha256: str | None, manifest: Path | None = None) -> str:
 
 def download(url: str, dest: Path, sha256: str | None = None, progress: bool = True, timeout: float = 60.0) -> Path:
     """Download ``url`` to ``dest`` (written as ``dest.part`` and renamed when complete).
+
+    Parameters
+    ----------
+    url : str
+        The address.
+    dest : pathlib.Path
+        Destination file (its folder is created).
+    sha256 : str, optional
+        Expected hex digest of the file.
+    progress : bool, default True
+        Show a tqdm bar.
+    timeout : float, default 60.0
+        Socket timeout in seconds.
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest``.
 
     Raises
     ------

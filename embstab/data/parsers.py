@@ -26,6 +26,16 @@ def iter_dictd_entries(path: str | Path) -> Iterator[str]:
     An entry starts at a line with no leading whitespace (the headword) and runs until the next
     such line; the ``00-database-*`` header entries are skipped. Source markers and cross-reference
     braces are removed; usage labels such as ``[Obs.]`` are kept.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The dictionary file (gzip-compressed when it ends in ``.dz`` or ``.gz``).
+
+    Yields
+    ------
+    str
+        The cleaned text of one entry.
     """
     path = Path(path)
     opener = gzip.open if path.suffix == ".dz" or path.suffix == ".gz" else open
@@ -53,7 +63,18 @@ def _clean_dictd(lines: list[str]) -> str:
 
 
 def read_brown_file(path: str | Path) -> list[list[tuple[str, str]]]:
-    """Sentences of one Brown corpus file in ``word/tag`` format: ``[[(word, tag), ...], ...]``."""
+    """Sentences of one Brown corpus file in ``word/tag`` format.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        One corpus file (e.g. ``ca01``).
+
+    Returns
+    -------
+    list of list of tuple
+        ``[[(word, tag), ...], ...]``, one list per non-empty line; tokens without a tag are dropped.
+    """
     sentences = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
@@ -69,6 +90,16 @@ def simplify_brown_tag(tag: str) -> str:
 
     ``np-tl`` → ``np``, ``nn-hl`` → ``nn``, ``fw-in`` → ``fw``; compound tags such as ``ppss+bem``
     and the negation star (``do*``) are kept, since they are real distinctions.
+
+    Parameters
+    ----------
+    tag : str
+        A Brown tag (any case).
+
+    Returns
+    -------
+    str
+        The simplified, lower-case tag.
     """
     tag = tag.lower()
     if tag.startswith("fw-"):
@@ -81,21 +112,56 @@ def simplify_brown_tag(tag: str) -> str:
 
 
 def read_wiki_summaries(path: str | Path) -> list[str]:
-    """The lead-section texts of ``summaries_en-us.json`` (``{title: {title, extract}}``)."""
+    """The lead-section texts of ``summaries_en-us.json`` (``{title: {title, extract}}``).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The JSON file.
+
+    Returns
+    -------
+    list of str
+        The non-empty extracts, in file order.
+    """
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
     return [v["extract"] for v in data.values() if isinstance(v, dict) and v.get("extract")]
 
 
 def read_nlp_corpus_file(path: str | Path) -> list[str]:
-    """One ``builds/doc-N.json`` file of npm ``nlp-corpus``: a JSON list of sentences."""
+    """One ``builds/doc-N.json`` file of npm ``nlp-corpus``: a JSON list of sentences.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The JSON file.
+
+    Returns
+    -------
+    list of str
+        The non-blank sentences.
+    """
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
     return [s for s in data if isinstance(s, str) and s.strip()]
 
 
 def read_wikipedia_xml(path: str | Path) -> list[str]:
-    """Plain text of the articles in a (bz2) MediaWiki XML dump, markup removed with gensim's filter."""
+    """Plain text of the articles in a (bz2) MediaWiki XML dump, markup removed with gensim's filter.
+
+    Only main-namespace pages are read; redirects are skipped.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The dump (bz2-compressed when it ends in ``.bz2``).
+
+    Returns
+    -------
+    list of str
+        One text per article.
+    """
     from gensim.corpora.wikicorpus import extract_pages, filter_wiki
 
     path = Path(path)

@@ -80,7 +80,23 @@ POOLED: tuple[str, ...] = ("gcide", "wordnet_glosses", "foldoc", "nlp_corpus", "
 
 
 def dataset_info(name: str) -> DatasetInfo:
-    """The :class:`DatasetInfo` of ``name``; raises :class:`~embstab.errors.UnknownNameError` with a hint."""
+    """The :class:`DatasetInfo` of ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A dataset name.
+
+    Returns
+    -------
+    DatasetInfo
+        Its description (kind, source package, licence...).
+
+    Raises
+    ------
+    UnknownNameError
+        If the name is unknown (the message suggests close names).
+    """
     return lookup(DATASETS, name, "dataset")
 
 

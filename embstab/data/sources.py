@@ -51,7 +51,13 @@ class Source:
     system_root: str | None = None
 
     def root(self) -> Path | None:
-        """Directory holding the package's files, or ``None`` if not fetched."""
+        """Directory holding the package's files, or ``None`` if not fetched (see :func:`source_path`).
+
+        Returns
+        -------
+        pathlib.Path or None
+            The root directory.
+        """
         return source_path(self)
 
 
@@ -82,6 +88,21 @@ def source_path(source: Source) -> Path | None:
 
     For PyPI/builtin sources this is the package directory; for Debian the root under which
     ``usr/share/...`` lies; for npm the unpacked ``package/`` directory.
+
+    Parameters
+    ----------
+    source : Source
+        The package.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The root, or ``None`` when the files are not present.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``source.kind`` is not a known registry.
     """
     if source.kind in ("pypi", "builtin"):
         return package_dir(source.module or source.name, source.name)
@@ -124,7 +145,20 @@ def _unpack(dest: Path, extract: Callable[[Path], None]) -> Path:
 
 
 def unpack_wheel(wheel: Path, dest: Path) -> Path:
-    """Unzip a wheel into ``dest`` (replacing it) and return ``dest``."""
+    """Unzip a wheel into ``dest``, replacing it.
+
+    Parameters
+    ----------
+    wheel : pathlib.Path
+        The ``.whl`` file.
+    dest : pathlib.Path
+        Destination directory (swapped in once extraction is complete).
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest``.
+    """
     def extract(tmp: Path) -> None:
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(tmp)
@@ -133,12 +167,45 @@ def unpack_wheel(wheel: Path, dest: Path) -> Path:
 
 
 def unpack_deb(deb: Path, dest: Path) -> Path:
-    """Extract a ``.deb``'s data files into ``dest`` with ``dpkg-deb -x`` (no install, no scripts)."""
+    """Extract a ``.deb``'s data files into ``dest`` with ``dpkg-deb -x`` (no install, no scripts).
+
+    Parameters
+    ----------
+    deb : pathlib.Path
+        The ``.deb`` file.
+    dest : pathlib.Path
+        Destination directory (swapped in once extraction is complete).
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest``.
+
+    Raises
+    ------
+    DownloadError
+        If ``dpkg-deb`` is missing or fails.
+    """
     return _unpack(dest, lambda tmp: _run(["dpkg-deb", "-x", str(deb), str(tmp)], cwd=dest.parent))
 
 
 def unpack_npm(tgz: Path, dest: Path) -> Path:
-    """Untar an ``npm pack`` tarball into ``dest`` (files land in ``dest/package``)."""
+    """Untar an ``npm pack`` tarball into ``dest`` (files land in ``dest/package``).
+
+    Members with absolute paths or links leading outside are refused.
+
+    Parameters
+    ----------
+    tgz : pathlib.Path
+        The ``.tgz`` tarball.
+    dest : pathlib.Path
+        Destination directory (swapped in once extraction is complete).
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest``.
+    """
     def extract(tmp: Path) -> None:
         with tarfile.open(tgz, "r:gz") as tf:
             tf.extractall(tmp, filter="data")  # "data" refuses absolute paths and links outside
@@ -178,10 +245,22 @@ def fetch_source(source: Source, force: bool = False,
     Parameters
     ----------
     source : Source
-    force : bool
+        The package.
+    force : bool, default False
         Fetch again even if the files are already present.
     log : callable, optional
         Receives one-line progress messages.
+
+    Returns
+    -------
+    pathlib.Path
+        The root of the package's files.
+
+    Raises
+    ------
+    DownloadError
+        If the source ships with a dependency (reinstall it instead), the fetch command is missing or
+        fails, or the expected files are absent afterwards.
     """
     say = log or (lambda msg: None)
     existing = source_path(source)

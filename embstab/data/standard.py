@@ -48,7 +48,25 @@ __all__ = ["StandardSource", "STANDARD", "list_standard", "download_standard", "
 
 # ------------------------------------------------------------------ parsers (path → data)
 def parse_text8(path: Path, doc_tokens: int = 10_000) -> list[list[str]]:
-    """text8.zip (or the bare ``text8`` file) → documents of ``doc_tokens`` tokens."""
+    """text8.zip (or the bare ``text8`` file) → documents of ``doc_tokens`` tokens.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The zip archive or the bare file.
+    doc_tokens : int, default 10000
+        Tokens per document (the last one may be shorter).
+
+    Returns
+    -------
+    list of list of str
+        The documents.
+
+    Raises
+    ------
+    DataFormatError
+        If the archive holds no ``text8`` member.
+    """
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
             name = next((n for n in zf.namelist() if n.rstrip("/").endswith("text8")), None)
@@ -72,7 +90,25 @@ def _classification(name: str, texts: list[str], labels: list[int], label_names:
 
 
 def parse_sst2(path: Path, split_seed: int = 0) -> ClassificationData:
-    """GLUE SST-2.zip → train (90% of GLUE train), dev (10%), test (GLUE dev)."""
+    """GLUE SST-2.zip → train (90% of GLUE train), dev (10%), test (GLUE dev).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The archive.
+    split_seed : int, default 0
+        Seed of the train/dev split.
+
+    Returns
+    -------
+    ClassificationData
+        Tokenised sentences, labels negative (0) and positive (1).
+
+    Raises
+    ------
+    DataFormatError
+        If the archive lacks ``train.tsv`` or ``dev.tsv``.
+    """
     with zipfile.ZipFile(path) as zf:
         def read(split: str) -> pd.DataFrame:
             member = next((n for n in zf.namelist() if n.endswith(f"{split}.tsv")), None)
@@ -101,20 +137,74 @@ def _tar_lines(path: Path, suffix: str, encoding: str = "latin-1") -> list[str]:
 
 
 def parse_mr(path: Path, split_seed: int = 0) -> ClassificationData:
-    """rt-polaritydata.tar.gz → 80/10/10 split of 5,331 + 5,331 sentences."""
+    """rt-polaritydata.tar.gz → 80/10/10 split of 5,331 + 5,331 sentences.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The archive.
+    split_seed : int, default 0
+        Seed of the split.
+
+    Returns
+    -------
+    ClassificationData
+        Labels negative (0) and positive (1); sentences that tokenise to nothing are dropped.
+
+    Raises
+    ------
+    DataFormatError
+        If the archive lacks ``rt-polarity.neg`` or ``rt-polarity.pos``.
+    """
     neg, pos = _tar_lines(path, "rt-polarity.neg"), _tar_lines(path, "rt-polarity.pos")
     return _classification("mr", neg + pos, [0] * len(neg) + [1] * len(pos), ["negative", "positive"], split_seed)
 
 
 def parse_subj(path: Path, split_seed: int = 0) -> ClassificationData:
-    """rotten_imdb.tar.gz → objective (plot) vs subjective (quote) sentences."""
+    """rotten_imdb.tar.gz → objective (plot) vs subjective (quote) sentences, 80/10/10 split.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The archive.
+    split_seed : int, default 0
+        Seed of the split.
+
+    Returns
+    -------
+    ClassificationData
+        Labels objective (0) and subjective (1).
+
+    Raises
+    ------
+    DataFormatError
+        If the archive lacks the plot or quote file.
+    """
     obj, subj = _tar_lines(path, "plot.tok.gt9.5000"), _tar_lines(path, "quote.tok.gt9.5000")
     return _classification("subj", obj + subj, [0] * len(obj) + [1] * len(subj), ["objective", "subjective"],
                            split_seed)
 
 
 def parse_mpqa(path: Path, split_seed: int = 0) -> ClassificationData:
-    """``LABEL sentence`` lines (LABEL 0 = negative, 1 = positive) → 80/10/10 split."""
+    """``LABEL sentence`` lines (LABEL 0 = negative, 1 = positive) → 80/10/10 split.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The text file (Latin-1).
+    split_seed : int, default 0
+        Seed of the split.
+
+    Returns
+    -------
+    ClassificationData
+        Labels negative (0) and positive (1).
+
+    Raises
+    ------
+    DataFormatError
+        If a label is not 0 or 1 (the message names the line).
+    """
     texts, labels = [], []
     for n, line in enumerate(Path(path).read_text(encoding="latin-1").splitlines(), 1):
         if not line.strip():
@@ -144,7 +234,27 @@ def _conll_sentences(text: str) -> list[tuple[list[str], list[str]]]:
 
 
 def parse_conll(path: Path, split_seed: int = 0) -> TaggingData:
-    """CoNLL-2003 zip (train.txt / valid.txt / test.txt) → NER tagging data with outside tag ``O``."""
+    """CoNLL-2003 zip (train.txt / valid.txt / test.txt) → NER tagging data with outside tag ``O``.
+
+    The file's own splits are kept.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The archive.
+    split_seed : int, default 0
+        Recorded in ``info`` only.
+
+    Returns
+    -------
+    TaggingData
+        Sentences with their NER tag ids (tag names sorted).
+
+    Raises
+    ------
+    DataFormatError
+        If a split file is missing.
+    """
     with zipfile.ZipFile(path) as zf:
         def read(split: str) -> list[tuple[list[str], list[str]]]:
             member = next((n for n in zf.namelist() if n.endswith(f"{split}.txt")), None)
@@ -201,7 +311,13 @@ def _folder() -> Path:
 
 
 def list_standard() -> pd.DataFrame:
-    """The standard sources with their default address and whether each is cached."""
+    """The standard sources with their default address and whether each is cached.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``name``, ``kind``, ``available``, ``url`` and ``description``.
+    """
     folder = cache_dir(create=False) / "standard"
     return pd.DataFrame([{"name": s.name, "kind": s.kind, "available": (folder / s.filename).exists(),
                           "url": s.url, "description": s.description} for s in STANDARD.values()])
@@ -219,9 +335,22 @@ def download_standard(name: str, url: str | None = None, sha256: str | None = No
         Download from here instead of the default address (a mirror, or a local test server).
     sha256 : str, optional
         Expected digest; overrides the pinned or recorded one.
-    force : bool
+    force : bool, default False
         Download even if the file is cached.
-    progress : bool
+    progress : bool, default True
+        Show a tqdm bar.
+
+    Returns
+    -------
+    pathlib.Path
+        The cached file.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not a standard source.
+    DownloadError
+        If the download fails (:class:`ChecksumError` when the digest does not match).
     """
     src = _standard(name)
     dest = _folder() / src.filename
@@ -233,9 +362,28 @@ def download_standard(name: str, url: str | None = None, sha256: str | None = No
 
 
 def load_standard(name: str, split_seed: int = 0):
-    """Parse a cached standard source: a corpus (token lists), ClassificationData or TaggingData.
+    """Parse a cached standard source (its digest verified first).
 
-    Raises :class:`DataNotFoundError` naming ``embstab data fetch NAME`` if it is not cached.
+    Parameters
+    ----------
+    name : str
+        A key of :data:`STANDARD`.
+    split_seed : int, default 0
+        Seed of the train/dev/test split (classification and tagging sources).
+
+    Returns
+    -------
+    list of list of str, ClassificationData or TaggingData
+        A corpus (token lists), or the task data.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not a standard source.
+    DataNotFoundError
+        If it is not cached (the message names ``embstab data fetch NAME``).
+    ChecksumError
+        If the cached file no longer matches its digest.
     """
     src = _standard(name)
     dest = cache_dir(create=False) / "standard" / src.filename

@@ -40,7 +40,13 @@ class ClassificationData:
     info: dict = field(default_factory=dict)
 
     def majority_rate(self) -> float:
-        """Test accuracy (percent) of always predicting the most frequent training label."""
+        """Test accuracy (percent) of always predicting the most frequent training label.
+
+        Returns
+        -------
+        float
+            Accuracy in percent, 0 to 100.
+        """
         majority = np.bincount(self.train_y, minlength=len(self.labels)).argmax()
         return float(100.0 * np.mean(self.test_y == majority))
 
@@ -66,6 +72,22 @@ def split_indices(n: int, seed: int = 0, dev: float = 0.1, test: float = 0.1
     """A fixed random train/dev/test split of ``n`` items (sorted index arrays).
 
     The split seed is independent of the model seed, so every model of a study sees the same test set.
+
+    Parameters
+    ----------
+    n : int
+        Number of items.
+    seed : int, default 0
+        Seed of the permutation.
+    dev : float, default 0.1
+        Fraction for the dev set (rounded to whole items).
+    test : float, default 0.1
+        Fraction for the test set (rounded to whole items).
+
+    Returns
+    -------
+    train, dev, test : numpy.ndarray
+        Disjoint sorted int64 index arrays covering ``0..n-1``.
     """
     perm = np.random.default_rng(seed).permutation(n)
     n_test, n_dev = int(round(test * n)), int(round(dev * n))
@@ -94,7 +116,18 @@ def _rotten_tomatoes():
 
 
 def bbc_documents() -> list[tuple[str, str]]:
-    """All BBC News documents as ``(text, topic)``, topics in :data:`BBC_TOPICS` order, files sorted."""
+    """All BBC News documents as ``(text, topic)``, topics in :data:`BBC_TOPICS` order, files sorted.
+
+    Returns
+    -------
+    list of tuple of (str, str)
+        The documents and their topics.
+
+    Raises
+    ------
+    DataNotFoundError
+        If the package holding the documents is missing or holds none.
+    """
     root = dataset_root("bbc_topic") / "bbcnews" / "data"
     out = []
     for topic in BBC_TOPICS:
@@ -116,10 +149,22 @@ def load_classification(name: str, split_seed: int = 0, max_examples: int | None
         ``rt_subjectivity``: plot synopses (objective) vs an equal number of critic snippets drawn
         with ``split_seed`` (subjective); the offline stand-in for Subj.
         ``bbc_topic``: BBC News documents, 5 topics.
-    split_seed : int
+    split_seed : int, default 0
         Seed of the split (and of the subjectivity subsample); not the model seed.
     max_examples : int, optional
         Keep a random subset of this many examples before splitting (for quick runs).
+
+    Returns
+    -------
+    ClassificationData
+        Tokenised texts and integer labels.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not one of the tasks above.
+    DataNotFoundError
+        If the task's data package is not installed or fetched.
     """
     if name == "rt_sentiment":
         df = _rotten_tomatoes()
@@ -151,12 +196,25 @@ def load_tagging(name: str = "brown_pos", split_seed: int = 0, max_sentences: in
 
     Parameters
     ----------
-    name : {"brown_pos"}
+    name : {"brown_pos"}, default "brown_pos"
         Part-of-speech tags of the Brown corpus, simplified by
         :func:`embstab.data.parsers.simplify_brown_tag`; words are lower-cased like the corpora.
-    split_seed : int
+    split_seed : int, default 0
+        Seed of the split (and of the subsample); not the model seed.
     max_sentences : int, optional
         Keep a random subset of this many sentences (the full corpus has 57k).
+
+    Returns
+    -------
+    TaggingData
+        Sentences with integer tag arrays (tag names sorted); no outside tag.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not a tagging task.
+    DataNotFoundError
+        If the Brown corpus package is not installed or fetched.
     """
     if name not in TAGGING_TASKS:
         raise UnknownNameError("tagging task", name, TAGGING_TASKS)

@@ -150,21 +150,67 @@ class ManifoldEmbedding(ABC):
 
     @abstractmethod
     def file_header(self) -> dict:
-        """The JSON header of this embedding's file (without ``n``, which io adds)."""
+        """The JSON header of this embedding's file (without ``n``, which io adds).
+
+        Returns
+        -------
+        dict
+            JSON-serialisable header fields that :meth:`file_layout` and :meth:`from_file` read back.
+        """
 
     @abstractmethod
     def file_rows(self) -> Iterable[tuple[Any, Iterable[str]]]:
-        """(label, coordinates as exact strings) per point, for the file body."""
+        """(label, coordinates as exact strings) per point, for the file body.
+
+        Returns
+        -------
+        Iterable of tuple
+            One ``(label, strings)`` pair per point, in row order; the strings round-trip exactly.
+        """
 
     @classmethod
     @abstractmethod
     def file_layout(cls, header: dict) -> tuple[int, Callable[[str], Any], int | None]:
         """(numbers per row, parser of one number, working precision or None) for a file's rows.
 
-        Raises ``KeyError``, ``TypeError`` or :class:`HyperbolicError` on a bad header.
+        Parameters
+        ----------
+        header : dict
+            The parsed JSON header of the file.
+
+        Returns
+        -------
+        tuple of (int, callable, int or None)
+            Numbers per row, the parser of one number string, and the working precision in bits (None for
+            float64 files).
+
+        Raises
+        ------
+        KeyError, TypeError or HyperbolicError
+            On a bad header.
         """
 
     @classmethod
     @abstractmethod
     def from_file(cls, header: dict, labels: list, rows: list[list]) -> ManifoldEmbedding:
-        """Build the embedding from a parsed file (raises :class:`HyperbolicError` if invalid)."""
+        """Build the embedding from a parsed file.
+
+        Parameters
+        ----------
+        header : dict
+            The parsed JSON header.
+        labels : list
+            One label per point, in row order.
+        rows : list of list
+            The parsed coordinate numbers, one list per point.
+
+        Returns
+        -------
+        ManifoldEmbedding
+            The embedding the file describes.
+
+        Raises
+        ------
+        HyperbolicError
+            If the file content is invalid.
+        """

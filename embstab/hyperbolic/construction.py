@@ -30,7 +30,24 @@ def _roots_of_unity(m: int, prec: int) -> tuple:
 
 def sarkar_2d(tree: RootedTree, tau: float, precision_bits: int,
               progress: bool = False) -> np.ndarray:
-    """2-D construction; returns an ``(n, 2)`` object array of mpf."""
+    """Sarkar's 2-D construction of a rooted tree in the Poincaré disc.
+
+    Parameters
+    ----------
+    tree : RootedTree
+        The tree; its root goes to the origin.
+    tau : float
+        Scale τ: an edge of weight w spans hyperbolic length τ·w.
+    precision_bits : int
+        Working precision of the mpmath arithmetic.
+    progress : bool, default False
+        Show a tqdm bar over the nodes.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, 2)`` object array of :class:`mpmath.mpf`, one row per tree node id.
+    """
     n = tree.n_nodes
     pos: list = [None] * n
     radius: dict = {}
@@ -74,8 +91,24 @@ def simplex_codewords(count: int, dim: int) -> np.ndarray:
 
     Codeword i has bit j (j = 1..2^k−1) equal to the parity of ``i & j`` (the k-bit expansion
     of i times the generator whose columns are the expansions of j), k = ⌈log₂ count⌉; bits
-    map to ±1/√dim. Distinct codewords are nearly orthogonal. Returns a float64 ``(count, dim)``
-    array of exact ±1/√dim entries.
+    map to ±1/√dim. Distinct codewords are nearly orthogonal.
+
+    Parameters
+    ----------
+    count : int
+        Number of codewords (≥ 1).
+    dim : int
+        Length of each vector.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 ``(count, dim)`` array of exact ±1/√dim entries.
+
+    Raises
+    ------
+    HyperbolicError
+        If ``count`` < 1.
     """
     if count < 1:
         raise HyperbolicError("need at least one codeword")
@@ -143,11 +176,38 @@ def _rotate_onto(vectors: list, u: list, s: list) -> list:
 def combinatorial_rd(tree: RootedTree, tau: float, dim: int, precision_bits: int,
                      placement: str = "codes", seed: int = 0,
                      progress: bool = False) -> np.ndarray:
-    """r-D construction; returns an ``(n, dim)`` object array of mpf.
+    """r-D combinatorial construction of a rooted tree in the Poincaré ball H^dim.
 
     With ``placement="codes"`` a node's parent+children slots are simplex codewords when
     they fit (slots ≤ dim); otherwise (or with ``"sphere"``) near-uniform sphere points.
     A single child goes antipodal to the parent.
+
+    Parameters
+    ----------
+    tree : RootedTree
+        The tree; its root goes to the origin.
+    tau : float
+        Scale τ: an edge of weight w spans hyperbolic length τ·w.
+    dim : int
+        Dimension of the ball.
+    precision_bits : int
+        Working precision of the mpmath arithmetic.
+    placement : {"codes", "sphere"}, default "codes"
+        How child directions are chosen.
+    seed : int, default 0
+        Seed of the sphere-point optimiser.
+    progress : bool, default False
+        Show a tqdm bar over the nodes.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, dim)`` object array of :class:`mpmath.mpf`, one row per tree node id.
+
+    Raises
+    ------
+    HyperbolicError
+        If ``placement`` is not one of the two choices.
     """
     if placement not in ("codes", "sphere"):
         raise HyperbolicError(f"placement must be 'codes' or 'sphere', got {placement!r}")

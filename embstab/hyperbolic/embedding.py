@@ -128,7 +128,18 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
             self._log_conformal = np.asarray(lc)
 
     def log_conformal(self) -> np.ndarray:
-        """log(1−‖p‖²) per point (Poincaré), evaluated at the working precision."""
+        """log(1−‖p‖²) per point, with p the Poincaré coordinates, evaluated at the working precision.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n,)`` float64 (``-inf`` for a float64 point on the boundary).
+
+        Raises
+        ------
+        PrecisionError
+            If a multiprecision point has ‖p‖ ≥ 1 at the working precision.
+        """
         if self.multiprecision:
             self._prepare_fixed()
             return self._log_conformal
@@ -139,10 +150,22 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
 
     # -- distances --------------------------------------------------------------------------------
     def distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray:
-        """Decoded distances d_model(x_i, x_t)/scale to all points (or ``targets``), float64.
+        """Decoded distances d_model(x_i, x_t)/scale from point ``i`` to all points (or ``targets``).
 
         Multiprecision embeddings are evaluated at their working precision; float64 ones with
         the formula of their model (the hyperboloid form is the better conditioned).
+
+        Parameters
+        ----------
+        i : int
+            Row index of the source point.
+        targets : numpy.ndarray, optional
+            Row indices of the target points (default: all ``n`` points, in row order).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 distances, one per target.
         """
         if self.multiprecision:
             return self._mp_row(int(i), targets) / self.scale
@@ -172,8 +195,21 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
     def poincare64(self, check: bool = True) -> np.ndarray:
         """Poincaré coordinates as float64.
 
-        With ``check`` (default) a :class:`PrecisionError` is raised when some point has
-        1−‖x‖ ≤ 2⁻⁵² — float64 would put it on the boundary and its distances become inf/NaN.
+        Parameters
+        ----------
+        check : bool, default True
+            Refuse the export when some point has 1−‖x‖ ≤ 2⁻⁵²: float64 would put it on the
+            boundary and its distances become inf/NaN.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n, d)`` float64 copy of the coordinates in the Poincaré ball.
+
+        Raises
+        ------
+        PrecisionError
+            With ``check``, if some point lies within 2⁻⁵² of the boundary.
         """
         if self.multiprecision:
             p = np.array([[float(c) for c in row] for row in self.coords], dtype=np.float64)
@@ -194,7 +230,23 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
         return np.array(p, dtype=np.float64, copy=True)
 
     def hyperboloid64(self, check: bool = True) -> np.ndarray:
-        """Hyperboloid coordinates (x₀ first) as float64 (see :meth:`poincare64`)."""
+        """Hyperboloid (Lorentz) coordinates, x₀ first, as float64.
+
+        Parameters
+        ----------
+        check : bool, default True
+            As in :meth:`poincare64` (not needed for a float64 Lorentz embedding, returned as is).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n, d+1)`` float64 copy of the coordinates on the hyperboloid.
+
+        Raises
+        ------
+        PrecisionError
+            With ``check``, if a Poincaré point lies within 2⁻⁵² of the boundary.
+        """
         if self.manifold == _LORENTZ and not self.multiprecision:
             return self.coords.copy()
         return _LORENTZ.from_poincare(self.poincare64(check=check))
@@ -203,6 +255,13 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
         """(unit directions, hyperbolic distance from the origin) as float64.
 
         Radii stay accurate in float64 however deep the point, unlike Cartesian coordinates.
+
+        Returns
+        -------
+        directions : numpy.ndarray
+            ``(n, d)`` unit vectors (zero rows for a point at the origin).
+        radii : numpy.ndarray
+            ``(n,)`` hyperbolic distance of each point from the origin (not divided by the scale).
         """
         if self.multiprecision:
             with mpmath.workprec(self.precision_bits):
@@ -218,23 +277,64 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
         return dirs, np.arcsinh(sn)
 
     def astype_float64(self, check: bool = True) -> "HyperbolicEmbedding":
-        """A float64 Poincaré copy (refused where unsafe unless ``check=False``)."""
+        """A float64 Poincaré copy with the same nodes, scale and metadata.
+
+        Parameters
+        ----------
+        check : bool, default True
+            Refuse the copy where float64 would collapse points onto the boundary (see :meth:`poincare64`).
+
+        Returns
+        -------
+        HyperbolicEmbedding
+            The float64 copy.
+
+        Raises
+        ------
+        PrecisionError
+            With ``check``, if some point lies within 2⁻⁵² of the boundary.
+        """
         return HyperbolicEmbedding(self.poincare64(check=check), scale=self.scale,
                                    nodes=self.nodes, metadata=dict(self.metadata))
 
     def with_coords(self, coords: np.ndarray, **metadata: Any) -> "HyperbolicEmbedding":
-        """Same nodes, model and scale, new float coordinates."""
+        """Same nodes, model and scale, new float coordinates.
+
+        Parameters
+        ----------
+        coords : numpy.ndarray
+            ``(n, width)`` float coordinates in this embedding's model.
+        **metadata
+            Entries added to (or replacing those of) a copy of this embedding's metadata.
+
+        Returns
+        -------
+        HyperbolicEmbedding
+            The new embedding.
+        """
         return HyperbolicEmbedding(coords, manifold=self.manifold, scale=self.scale, nodes=self.nodes,
                                    metadata={**self.metadata, **metadata})
 
     # -- files --------------------------------------------------------------------------------------
     def file_header(self) -> dict:
-        """Manifold, scale, precision and dimension for the file header."""
+        """Manifold, scale, precision and dimension for the file header.
+
+        Returns
+        -------
+        dict
+            ``manifold``, ``scale``, ``precision_bits``, ``multiprecision`` and ``dim``.
+        """
         return {"manifold": self.manifold.name, "scale": self.scale, "precision_bits": self.precision_bits,
                 "multiprecision": self.multiprecision, "dim": self.dim}
 
     def file_rows(self) -> Iterable[tuple[Any, Iterable[str]]]:
-        """Labels and coordinates; multiprecision ones with every digit, float64 ones by ``repr``."""
+        """Labels and coordinates; multiprecision ones with every digit, float64 ones by ``repr``.
+
+        Yields
+        ------
+        tuple
+            ``(label, coordinate strings)`` per point, in row order.
+        """
         digits = math.ceil(self.precision_bits * math.log10(2)) + 3
         for label, row in zip(self.nodes.tolist(), self.coords):
             if self.multiprecision:
@@ -247,6 +347,21 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
         """Row width, number parser and working precision from a file header.
 
         Files written before the manifold objects name the model under ``"model"``.
+
+        Parameters
+        ----------
+        header : dict
+            The parsed JSON header.
+
+        Returns
+        -------
+        tuple of (int, callable, int)
+            Numbers per row, the parser (:class:`mpmath.mpf` or ``float``) and the working precision in bits.
+
+        Raises
+        ------
+        KeyError or HyperbolicError
+            If a header field is missing or names an unknown manifold.
         """
         man = get_manifold(header["manifold"] if "manifold" in header else header["model"])
         mp_ = bool(header["multiprecision"])
@@ -254,7 +369,27 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
 
     @classmethod
     def from_file(cls, header: dict, labels: list, rows: list[list]) -> "HyperbolicEmbedding":
-        """The embedding a parsed file describes."""
+        """The embedding a parsed file describes.
+
+        Parameters
+        ----------
+        header : dict
+            The parsed JSON header (see :meth:`file_header`).
+        labels : list
+            Node labels, one per row.
+        rows : list of list
+            Coordinates per row, as parsed by the parser of :meth:`file_layout`.
+
+        Returns
+        -------
+        HyperbolicEmbedding
+            The embedding.
+
+        Raises
+        ------
+        HyperbolicError
+            If the coordinates are invalid.
+        """
         mp_ = bool(header["multiprecision"])
         coords = np.array(rows, dtype=object) if mp_ else np.array(rows, dtype=np.float64)
         return cls(coords, manifold=header.get("manifold", header.get("model")), scale=header["scale"],

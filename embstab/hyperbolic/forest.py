@@ -31,7 +31,18 @@ from embstab.hyperbolic.tau import (GUARD_BITS, bits_needed, check_precision, ta
 __all__ = ["embed_forest", "components"]
 
 def components(graph: Graph) -> list[np.ndarray]:
-    """Node ids of each connected component, largest first (ties: lowest first id)."""
+    """Node ids of each connected component, largest first (ties: lowest first id).
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph (edges taken as undirected).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One sorted array of node ids per component.
+    """
     _, lab = csgraph.connected_components(graph.csr(), directed=False)
     comps = [np.flatnonzero(lab == c) for c in range(lab.max() + 1)]
     return sorted(comps, key=lambda c: (-len(c), int(c[0])))
@@ -80,12 +91,45 @@ def embed_forest(graph: Graph, dim: int = 2, eps: float | None = None,
                  root: Any = "max_degree", *, bits: int | None = None,
                  placement: str = "codes", seed: int = 0,
                  centre_radius: float | None = None) -> HyperbolicEmbedding:
-    """Embed every component of ``graph`` (see the module docstring).
+    """Embed every component of ``graph`` around its own centre with one shared τ (see the module docstring).
 
-    Arguments as in :func:`embstab.hyperbolic.embed_combinatorial`; τ follows the chosen rule
-    on the largest Δ and height over all components. ``centre_radius`` (Euclidean, < 1) places
-    the component centres as the original code did (0.9); the default (None) separates the
-    components fully.
+    Parameters
+    ----------
+    graph : Graph
+        The graph, possibly disconnected.
+    dim : int, default 2
+        Dimension of the hyperbolic space.
+    eps : float, optional
+        Target worst-case distortion 1+ε (default 0.1 when neither ``tau`` nor ``bits`` is given);
+        τ follows from the largest degree over all components.
+    tau : float, optional
+        Use this τ.
+    precision_bits : int, default 256
+        Working precision in bits.
+    root : {"max_degree", "center", "first"} or node label, default "max_degree"
+        Root of each component's BFS tree.
+    bits : int, optional
+        Bit-budget rule for τ, on the largest height over all components.
+    placement : {"codes", "sphere"}, default "codes"
+        Child directions for ``dim > 2``.
+    seed : int, default 0
+        Seed of the sphere-point optimiser and of the centre directions.
+    centre_radius : float, optional
+        Euclidean radius (in [0, 1)) of the component centres, as the original code did (0.9).
+        The default (None) pushes the centres out so that components are fully separated.
+
+    Returns
+    -------
+    HyperbolicEmbedding
+        Multiprecision Poincaré embedding of all nodes, in graph order; ``metadata`` records τ, its
+        rule, the number of components and the centre distance.
+
+    Raises
+    ------
+    PrecisionError
+        If more than one of ``eps``, ``bits`` and ``tau`` is given, or ``precision_bits`` is too low.
+    HyperbolicError
+        If ``centre_radius`` is outside [0, 1).
     """
 
     comps = components(graph)

@@ -56,6 +56,27 @@ class Graph:
         Integer labels are numbered in sorted order (so ``0..n-1`` files keep their ids); other
         labels in order of first appearance. Duplicate edges keep the first weight; self-loops
         are dropped because no metric or construction uses them.
+
+        Parameters
+        ----------
+        edges : iterable of sequence
+            ``(u, v)`` pairs of node labels, or ``(u, v, w)`` with a positive finite weight (default 1).
+        directed : bool, default False
+            Whether the edges are directed.
+        name : str, optional
+            A name for messages and results.
+        nodes : iterable, optional
+            Node labels to include first (isolated nodes included).
+
+        Returns
+        -------
+        Graph
+            The graph.
+
+        Raises
+        ------
+        GraphError
+            If an edge has the wrong number of fields or a weight that is not positive and finite.
         """
         us, vs, ws = [], [], []
         for e in edges:
@@ -107,7 +128,20 @@ class Graph:
 
     @classmethod
     def from_networkx(cls, g: Any, name: str | None = None) -> "Graph":
-        """Convert a networkx graph (edge attribute ``weight`` is used when present)."""
+        """Convert a networkx graph (edge attribute ``weight`` is used when present).
+
+        Parameters
+        ----------
+        g : networkx.Graph or networkx.DiGraph
+            The graph; isolated nodes are kept.
+        name : str, optional
+            A name for messages and results.
+
+        Returns
+        -------
+        Graph
+            The graph.
+        """
         edges = [(u, v, d.get("weight", 1.0)) for u, v, d in g.edges(data=True)]
         return cls.from_edges(edges, directed=g.is_directed(), name=name, nodes=list(g.nodes))
 
@@ -130,14 +164,48 @@ class Graph:
         return bool(len(self.weights)) and not np.all(self.weights == 1.0)
 
     def neighbors(self, i: int) -> np.ndarray:
-        """Internal ids of the neighbours of node ``i`` (out-neighbours when directed)."""
+        """Internal ids of the neighbours of node ``i`` (out-neighbours when directed).
+
+        Parameters
+        ----------
+        i : int
+            Internal node id.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ids (a view into the adjacency, not to be modified).
+        """
         return self.indices[self.indptr[i]:self.indptr[i + 1]]
 
     def degrees(self) -> np.ndarray:
+        """Number of neighbours of every node (out-degree when directed).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``(n_nodes,)`` degrees, by internal id.
+        """
         return np.diff(self.indptr)
 
     def index(self, label: Any) -> int:
-        """Internal id of a node label; raises :class:`GraphError` when unknown."""
+        """Internal id of a node label (an int label may also be given as its string, and vice versa).
+
+        Parameters
+        ----------
+        label : object
+            The node label.
+
+        Returns
+        -------
+        int
+            The internal id.
+
+        Raises
+        ------
+        GraphError
+            If the label is not a node of the graph.
+        """
         try:
             return self._index[label]
         except KeyError:
@@ -148,13 +216,30 @@ class Graph:
         raise GraphError(f"node {label!r} is not in graph {self.name or ''}".rstrip())
 
     def edge_list(self) -> np.ndarray:
-        """``(m, 2)`` array of internal ids, each undirected edge once (``u < v``)."""
+        """The edges as internal id pairs, each undirected edge once (``u < v``).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``(m, 2)`` array.
+        """
         src = np.repeat(np.arange(self.n_nodes), self.degrees())
         e = np.column_stack([src, self.indices])
         return e if self.directed else e[e[:, 0] < e[:, 1]]
 
     def csr(self, symmetric: bool = True) -> sp.csr_array:
-        """Weighted adjacency as a SciPy CSR array (symmetrised when ``symmetric``)."""
+        """Weighted adjacency as a SciPy CSR array.
+
+        Parameters
+        ----------
+        symmetric : bool, default True
+            Symmetrise a directed graph's adjacency (elementwise maximum with its transpose).
+
+        Returns
+        -------
+        scipy.sparse.csr_array
+            ``(n_nodes, n_nodes)`` float64 adjacency.
+        """
         a = sp.csr_array((self.weights, self.indices, self.indptr),
                          shape=(self.n_nodes, self.n_nodes))
         if symmetric and self.directed:
@@ -162,19 +247,47 @@ class Graph:
         return a
 
     def n_components(self) -> int:
+        """Number of connected components (edges taken as undirected).
+
+        Returns
+        -------
+        int
+            The component count.
+        """
         return int(csgraph.connected_components(self.csr(), directed=False)[0])
 
     def shortest_paths(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
         """Graph distances (hops, or weighted lengths) from each node in ``rows`` to all nodes.
 
         Directed graphs are measured as undirected (distortion compares metric distances).
+
+        Parameters
+        ----------
+        rows : sequence of int or numpy.ndarray
+            Internal ids of the source nodes.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 ``(len(rows), n_nodes)`` distances, ``inf`` between components.
         """
         rows = np.asarray(rows, dtype=np.int64)
         return csgraph.shortest_path(self.csr(), directed=False, unweighted=not self.weighted,
                                      indices=rows).reshape(len(rows), self.n_nodes)
 
     def subgraph_edges_removed(self, removed: np.ndarray) -> "Graph":
-        """A copy without the given undirected edges (``(k, 2)`` internal ids)."""
+        """A copy without the given undirected edges.
+
+        Parameters
+        ----------
+        removed : numpy.ndarray
+            ``(k, 2)`` internal id pairs, in either order.
+
+        Returns
+        -------
+        Graph
+            The graph with the same nodes and the remaining edges.
+        """
         e = self.edge_list()
         drop = {(int(a), int(b)) for a, b in np.sort(np.asarray(removed), axis=1)}
         keep = np.array([(int(a), int(b)) not in drop for a, b in np.sort(e, axis=1)], dtype=bool)
@@ -335,10 +448,25 @@ class RootedTree:
 def find_root(graph: Graph, root: Any = "max_degree") -> int:
     """Resolve a root choice to an internal node id.
 
-    ``"max_degree"`` takes the node of largest degree (lowest id on ties), ``"center"`` the
-    middle of a longest BFS path found by a double sweep (exact for trees, a heuristic
-    otherwise), ``"first"`` node 0 (the original code's hard-coded root); anything else is a
-    node label.
+    Parameters
+    ----------
+    graph : Graph
+        The graph (measured as undirected).
+    root : {"max_degree", "center", "first"} or node label, default "max_degree"
+        ``"max_degree"`` takes the node of largest degree (lowest id on ties), ``"center"`` the
+        middle of a longest BFS path found by a double sweep (exact for trees, a heuristic
+        otherwise), ``"first"`` node 0 (the original code's hard-coded root); anything else is a
+        node label.
+
+    Returns
+    -------
+    int
+        The internal id of the root.
+
+    Raises
+    ------
+    GraphError
+        If the graph has no nodes or the label is unknown.
     """
     if graph.n_nodes == 0:
         raise GraphError("the graph has no nodes")
@@ -429,6 +557,16 @@ def closure_weighted_tree(tree: RootedTree) -> RootedTree:
     With these weights every ancestor of a node is strictly nearer to it than every
     non-ancestor, so an embedding of the tree can be scored (MAP) against the transitive
     closure. Root distances grow like 2^depth: mind the bits (τ·(2^L − 1)/ln 2).
+
+    Parameters
+    ----------
+    tree : RootedTree
+        The tree (its own weights are replaced).
+
+    Returns
+    -------
+    RootedTree
+        The re-weighted tree, with the same nodes, root and order.
     """
     depth = tree.depth_hops
     weight = np.where(tree.parent >= 0, np.ldexp(1.0, np.maximum(depth - 1, 0)), 0.0)

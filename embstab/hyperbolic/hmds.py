@@ -30,7 +30,18 @@ _COSH_MAX = 709.0
 
 
 def graph_distances(graph: Graph) -> np.ndarray:
-    """All-pairs shortest-path matrix of a graph (hops, or weighted lengths)."""
+    """All-pairs shortest-path matrix of a graph (hops, or weighted lengths; edges taken as undirected).
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 ``(n, n)`` distances, ``inf`` between components.
+    """
     return graph.shortest_paths(np.arange(graph.n_nodes))
 
 
@@ -168,7 +179,22 @@ def _hmds_mpmath(d: np.ndarray, dim: int, s: float, selection: str, prec: int,
 
 
 def karcher_mean(x: np.ndarray, iters: int = 100, tol: float = 1e-12) -> np.ndarray:
-    """Fréchet (Karcher) mean of hyperboloid points by Riemannian gradient descent."""
+    """Fréchet (Karcher) mean of hyperboloid points by Riemannian gradient descent.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        ``(n, d+1)`` float64 points on the hyperboloid, x₀ first.
+    iters : int, default 100
+        Most gradient steps.
+    tol : float, default 1e-12
+        Stop when the Riemannian gradient's norm falls below this.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(d+1,)`` mean point on the hyperboloid.
+    """
     m = x.mean(axis=0)
     m = m / math.sqrt(lorentz_inner(m, m))  # normalise the Euclidean mean onto the sheet
     for _ in range(iters):
@@ -206,8 +232,25 @@ def pga_refine(hyp: np.ndarray, dim: int, steps: int = 200,
 
     Minimises Σᵢ asinh²(‖(I−VVᵀ)x⃗ᵢ‖) over orthonormal V (Stiefel manifold, geoopt's
     RiemannianAdam), starting from the truncated (PCA) solution, and projects each point onto
-    the subspace along geodesics. Returns the ``(n, dim+1)`` hyperboloid points and a dict with
-    the objective before and after.
+    the subspace along geodesics. Non-convex: the best iterate seen is kept.
+
+    Parameters
+    ----------
+    hyp : numpy.ndarray
+        ``(n, D+1)`` float64 hyperboloid points, x₀ first.
+    dim : int
+        Dimension k of the subspace.
+    steps : int, default 200
+        Optimiser steps.
+    lr : float, default 0.01
+        RiemannianAdam learning rate.
+
+    Returns
+    -------
+    points : numpy.ndarray
+        ``(n, dim+1)`` hyperboloid points.
+    info : dict
+        ``objective_truncated`` (the PCA start) and ``objective`` (the best reached).
     """
     import geoopt
     import torch

@@ -182,22 +182,60 @@ class ProductEmbedding(ManifoldEmbedding, magic=PRODUCT_MAGIC):
 
     # -- files --------------------------------------------------------------------------------------
     def file_header(self) -> dict:
-        """Factors, combination rule and scale for the file header."""
+        """Factors, combination rule and scale for the file header.
+
+        Returns
+        -------
+        dict
+            ``factors`` (the signature), ``combine`` and ``scale``.
+        """
         return {"factors": self.signature, "combine": self.combine, "scale": self.scale}
 
     def file_rows(self) -> Iterable[tuple[Any, Iterable[str]]]:
-        """Labels and the factors' coordinates side by side, each written exactly by ``repr``."""
+        """Labels and the factors' coordinates side by side, each written exactly by ``repr``.
+
+        Yields
+        ------
+        tuple
+            ``(label, coordinate strings)`` per point, in row order.
+        """
         for label, row in zip(self.nodes.tolist(), np.hstack(self.coords)):
             yield label, (repr(float(c)) for c in row)
 
     @classmethod
     def file_layout(cls, header: dict) -> tuple[int, Callable[[str], Any], int | None]:
-        """Row width (the factors' widths summed), float parser, no multiprecision."""
+        """Row width (the factors' widths summed), float parser, no multiprecision.
+
+        Parameters
+        ----------
+        header : dict
+            The parsed JSON header (its ``factors`` signature is read).
+
+        Returns
+        -------
+        tuple of (int, callable, None)
+            Numbers per row, ``float``, and None.
+        """
         return ProductManifold(parse_factors(header["factors"])).width(), float, None
 
     @classmethod
     def from_file(cls, header: dict, labels: list, rows: list[list]) -> "ProductEmbedding":
-        """The embedding a parsed file describes."""
+        """The embedding a parsed file describes.
+
+        Parameters
+        ----------
+        header : dict
+            The parsed JSON header (see :meth:`file_header`).
+        labels : list
+            Node labels, one per row.
+        rows : list of list
+            float coordinates per row, the factors side by side.
+
+        Returns
+        -------
+        ProductEmbedding
+            The embedding (``combine`` defaults to ``"l2"`` and ``scale`` to 1 when the header lacks them).
+        """
         factors = parse_factors(header["factors"])
         widths = ProductManifold(factors).widths
         flat = np.asarray(rows, dtype=np.float64).reshape(len(rows), sum(widths))

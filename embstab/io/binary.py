@@ -15,9 +15,30 @@ __all__ = ["read_word2vec_binary", "write_word2vec_binary"]
 
 
 def read_word2vec_binary(path: str | os.PathLike, *, dtype=np.float64, progress: bool | None = None):
-    """Read a word2vec binary file; returns ``(words, vectors)``.
+    """Read a word2vec binary file.
 
     Records are numbered from 1 in error messages ("line" = record number, after the header).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (memory-mapped while read).
+    dtype : numpy dtype, default numpy.float64
+        dtype of the returned matrix (the file holds float32 values).
+    progress : bool, optional
+        Show a tqdm bar (default: for files of 20 MiB or more).
+
+    Returns
+    -------
+    words : list of str
+    vectors : numpy.ndarray
+        ``(n, d)`` matrix of ``dtype``.
+
+    Raises
+    ------
+    EmbeddingFormatError
+        Empty file, missing or bad header, truncated records, undecodable words, NaN/Inf values,
+        or data after the declared records.
     """
     path = os.fspath(path)
     data = np.memmap(path, dtype=np.uint8, mode="r") if os.path.getsize(path) else None
@@ -78,7 +99,22 @@ def read_word2vec_binary(path: str | os.PathLike, *, dtype=np.float64, progress:
 
 
 def write_word2vec_binary(path: str | os.PathLike, words: list[str], vectors: np.ndarray) -> None:
-    """Write a word2vec binary file (float32 values, a newline after each record, as gensim does)."""
+    """Write a word2vec binary file (float32 values, a newline after each record, as gensim does).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination (replaced atomically).
+    words : list of str
+        One word per row.
+    vectors : numpy.ndarray
+        ``(n, d)`` matrix, written as little-endian float32.
+
+    Raises
+    ------
+    EmbeddingFormatError
+        If a word is empty or holds white space.
+    """
     for w in words:
         if not w or any(c.isspace() for c in w):
             raise EmbeddingFormatError(path, f"word {w!r} cannot be stored in word2vec binary (empty or holds "

@@ -105,7 +105,13 @@ class CompressedData:
         return int(self.codes.shape[1])
 
     def decode(self) -> np.ndarray:
-        """The float32 matrix the codes stand for."""
+        """The float32 matrix the codes stand for (table values times the block scales).
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 ``(n_words, dim)`` matrix.
+        """
         if self.bits == 32:
             vals = self.codes.astype(np.float64)
         else:
@@ -118,11 +124,31 @@ class CompressedData:
 
     def to_embedding(self, source: str | None = None) -> Embedding:
         # codes=self lets save(..., format="embstab") write the exact codes again
+        """An :class:`Embedding` of the decoded values that keeps these codes.
+
+        ``codes=self`` lets saving to ``.esq`` write the exact codes again.
+
+        Parameters
+        ----------
+        source : str, optional
+            Where the data came from (a path), stored on the embedding.
+
+        Returns
+        -------
+        Embedding
+            float32 embedding with the same words, counts, name and a copy of the metadata.
+        """
         return Embedding(self.words, self.decode(), self.counts, name=self.name, source=source,
                          metadata=dict(self.metadata), copy=False, codes=self)
 
     def nbytes(self) -> int:
-        """Bytes of the packed codes and scales (the vocabulary excluded)."""
+        """Bytes of the packed codes and scales (the vocabulary excluded).
+
+        Returns
+        -------
+        int
+            ``ceil(n_codes * bits / 8)`` plus two bytes per block scale.
+        """
         n = self.codes.size
         scales = 0 if self.scale_exponents is None else self.scale_exponents.size * 2
         return (n * self.bits + 7) // 8 + scales
@@ -130,7 +156,20 @@ class CompressedData:
 
 # ---------------------------------------------------------------------------------- bit packing
 def pack_bits(codes: np.ndarray, bits: int) -> bytes:
-    """Pack unsigned integers below ``2**bits`` into a little-endian bit stream."""
+    """Pack unsigned integers below ``2**bits`` into a little-endian bit stream.
+
+    Parameters
+    ----------
+    codes : numpy.ndarray
+        Non-negative integer codes (any shape, flattened in C order).
+    bits : int
+        Bits per code (8 and 16 are stored as plain bytes/uint16).
+
+    Returns
+    -------
+    bytes
+        ``ceil(codes.size * bits / 8)`` bytes.
+    """
     flat = np.ascontiguousarray(codes).reshape(-1)
     if bits == 8:
         return flat.astype(np.uint8).tobytes()
@@ -147,7 +186,22 @@ def pack_bits(codes: np.ndarray, bits: int) -> bytes:
 
 
 def unpack_bits(buf: bytes | memoryview, bits: int, count: int) -> np.ndarray:
-    """Inverse of :func:`pack_bits` (uint8 for up to 8 bits, else uint16)."""
+    """Inverse of :func:`pack_bits`.
+
+    Parameters
+    ----------
+    buf : bytes or memoryview
+        The packed stream.
+    bits : int
+        Bits per code.
+    count : int
+        Number of codes to read.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(count,)`` codes, uint8 for up to 8 bits, else uint16.
+    """
     if bits == 8:
         return np.frombuffer(buf, np.uint8, count).copy()
     if bits == 16:
@@ -183,6 +237,20 @@ def write_compressed(data: CompressedData | Embedding, path: str | os.PathLike, 
     other Embedding is stored as raw float32 (``bits == 32``). Quantizing while saving is
     :func:`embstab.compress.save_compressed`'s job (this module stays independent of the
     compression code), so ``options`` such as ``bits=`` are refused with a pointer to it.
+
+    Parameters
+    ----------
+    data : CompressedData or Embedding
+        What to write.
+    path : str or os.PathLike
+        Destination (replaced atomically).
+    **options
+        Refused (see above).
+
+    Raises
+    ------
+    TypeError
+        If options are given, or ``data`` is neither type.
     """
     if options:
         raise TypeError(f"write_compressed takes no options ({', '.join(sorted(options))}); to quantize while "
@@ -230,6 +298,16 @@ def write_compressed(data: CompressedData | Embedding, path: str | os.PathLike, 
 # ---------------------------------------------------------------------------------- reading
 def read_compressed_data(path: str | os.PathLike) -> CompressedData:
     """Read a compressed file into :class:`CompressedData` (codes, table, scales, vocabulary).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.esq`` file.
+
+    Returns
+    -------
+    CompressedData
+        The stored codes and their description.
 
     Raises
     ------
@@ -319,5 +397,21 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
 
 
 def read_compressed(path: str | os.PathLike) -> Embedding:
-    """Load a compressed file as an :class:`Embedding` of float32 values (codes kept in metadata)."""
+    """Load a compressed file as an :class:`Embedding` of float32 values (codes kept on the embedding).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.esq`` file.
+
+    Returns
+    -------
+    Embedding
+        The decoded embedding; its ``codes`` are the stored :class:`CompressedData`.
+
+    Raises
+    ------
+    EmbeddingFormatError
+        If the file is not a compressed embedding, is truncated, or fails its checksum.
+    """
     return read_compressed_data(path).to_embedding(source=os.fspath(path))

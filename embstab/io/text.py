@@ -28,7 +28,18 @@ PROGRESS_MIN_BYTES = 20 * 2**20
 
 
 def parse_header(line: str) -> tuple[int, int] | None:
-    """``(n, d)`` if ``line`` is a word2vec/fastText header (exactly two positive integers)."""
+    """``(n, d)`` if ``line`` is a word2vec/fastText header (exactly two positive integers).
+
+    Parameters
+    ----------
+    line : str
+        The first line of a text file.
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        The declared word count and dimension, or None when the line is not a header.
+    """
     parts = line.split()
     if len(parts) == 2 and all(p.isascii() and p.isdigit() for p in parts):
         return int(parts[0]), int(parts[1])
@@ -97,21 +108,33 @@ def _lines(path: str, bar) -> Iterator[tuple[int, str]]:
 
 
 def read_text(path: str | os.PathLike, *, dtype=np.float64, header: bool | None = None, progress: bool | None = None):
-    """Read a text embedding file.
+    """Read a text embedding file (``word v1 … vd`` per line).
 
     Parameters
     ----------
-    path : path of the file
-    dtype : numpy dtype of the returned matrix
-    header : True/False to force/forbid an ``n d`` first line; None detects it
-    progress : show a progress bar (default: for files over 20 MB)
+    path : str or os.PathLike
+        The file.
+    dtype : numpy dtype, default numpy.float64
+        dtype of the returned matrix.
+    header : bool, optional
+        True/False to force/forbid an ``n d`` first line; None detects it.
+    progress : bool, optional
+        Show a tqdm bar (default: for files of 20 MiB or more).
 
     Returns
     -------
     words : list of str
-    vectors : (n, d) ndarray
-    declared : (n, d) from the header, or None
-    lines : list of int, the 1-based line of each word (for error messages about duplicates)
+    vectors : numpy.ndarray
+        ``(n, d)`` matrix of ``dtype``.
+    declared : tuple of (int, int) or None
+        ``(n, d)`` from the header, or None.
+    lines : list of int
+        The 1-based line of each word (for error messages about duplicates).
+
+    Raises
+    ------
+    EmbeddingFormatError
+        Empty file, malformed lines, rows of different lengths, a header that does not match.
     """
     path = os.fspath(path)
     size = os.path.getsize(path)
@@ -223,7 +246,24 @@ def _read(path: str, dtype, header: bool | None, bar):
 
 
 def write_text(path: str | os.PathLike, words: list[str], vectors: np.ndarray, header: bool) -> None:
-    """Write ``word v1 … vd`` lines (shortest round-trip float text), with an optional header."""
+    """Write ``word v1 … vd`` lines (shortest round-trip float text), with an optional header.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination (replaced atomically).
+    words : list of str
+        One word per row.
+    vectors : numpy.ndarray
+        ``(n, d)`` matrix.
+    header : bool
+        Write an ``n d`` first line (word2vec text) or not (GloVe).
+
+    Raises
+    ------
+    EmbeddingFormatError
+        If a word is blank, holds a tab or line break, or has edge spaces.
+    """
     for w in words:
         if not w.strip() or any(c in w for c in "\n\r\t") or w != w.strip():
             raise EmbeddingFormatError(path, f"word {w!r} cannot be written to a text embedding file "

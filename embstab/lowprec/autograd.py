@@ -59,20 +59,33 @@ def quantizer(forward_format: Format | str | None = None, backward_format: Forma
               clamping_grad_zero: bool = False, backward_hooks: Sequence[GradHook] = (),
               generator: torch.Generator | int | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """A function ``x -> y`` that quantizes ``x`` with ``forward_format`` and passes the gradient
-    straight through, quantized with ``backward_format`` (either may be None = identity).
+    straight through, quantized with ``backward_format``.
 
     Parameters
     ----------
     forward_format, backward_format : Format or str, optional
-    forward_rounding, backward_rounding : str
-        Any of :data:`embstab.lowprec.ROUNDINGS`.
-    clamping_grad_zero : bool
+        Formats (or preset names) of the forward value and of the gradient; None = identity.
+    forward_rounding, backward_rounding : str, default "nearest"
+        Any of :data:`embstab.lowprec.ROUNDINGS` (or an alias).
+    clamping_grad_zero : bool, default False
         Zero the gradient of elements the forward pass clamped (needs a clamping FixedFormat).
-    backward_hooks : sequence of callables
+    backward_hooks : sequence of callables, default ()
         Gradient transforms (e.g. loss scaling), applied in order to the incoming gradient before
         it is quantized, always (QPyTorch applied them only with ``clamping_grad_zero``).
     generator : torch.Generator or int, optional
-        Randomness for stochastic rounding in both directions.
+        Randomness for stochastic rounding in both directions (one generator per device).
+
+    Returns
+    -------
+    callable
+        ``torch.Tensor -> torch.Tensor``, differentiable through the straight-through estimator.
+
+    Raises
+    ------
+    ValueError
+        If ``clamping_grad_zero`` is set without a clamping FixedFormat forward.
+    UnknownNameError
+        If a format or rounding name is unknown.
     """
     fwd, bwd, fr, br = _check(forward_format, backward_format, forward_rounding, backward_rounding,
                               clamping_grad_zero)
@@ -104,8 +117,27 @@ class Quantizer(torch.nn.Module):
                              clamping_grad_zero, backward_hooks, generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Quantize ``x`` (see :func:`quantizer`).
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            The input.
+
+        Returns
+        -------
+        torch.Tensor
+            The quantized tensor, same shape and dtype.
+        """
         return self._fn(x)
 
     def extra_repr(self) -> str:
+        """The formats and rounding modes, shown in the module's ``repr``.
+
+        Returns
+        -------
+        str
+            One line.
+        """
         return (f"forward={self.forward_format}, backward={self.backward_format}, "
                 f"rounding=({self.forward_rounding}, {self.backward_rounding})")

@@ -25,8 +25,28 @@ def fixed_integers(x: torch.Tensor, fmt: FixedFormat, rounding: str,
 
 def quantize_fixed(x: torch.Tensor, fmt: FixedFormat, rounding: str, generator: torch.Generator | None,
                    return_mask: bool = False):
-    """Round ``x`` onto ``fmt`` (result in x's dtype); with ``return_mask`` also return the mask
-    of elements that were clamped (for straight-through estimators that zero their gradient)."""
+    """Round ``x`` onto a fixed-point grid (result in x's dtype).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Float tensor.
+    fmt : FixedFormat
+        The format.
+    rounding : str
+        Canonical rounding mode.
+    generator : torch.Generator or None
+        Randomness for stochastic rounding.
+    return_mask : bool, default False
+        Also return the mask of elements that were clamped (for straight-through estimators that
+        zero their gradient).
+
+    Returns
+    -------
+    torch.Tensor or tuple of (torch.Tensor, torch.Tensor)
+        The rounded values, and with ``return_mask`` the bool mask of clamped elements (all False
+        for a non-clamping format).
+    """
     k, clamped = fixed_integers(x, fmt, rounding, generator)
     y = scale_pow2(k, -fmt.frac_bits).to(x.dtype)
     if return_mask:
@@ -36,7 +56,24 @@ def quantize_fixed(x: torch.Tensor, fmt: FixedFormat, rounding: str, generator: 
 
 def uniform_levels(x: torch.Tensor, fmt: UniformFormat, rounding: str,
                    generator: torch.Generator | None) -> torch.Tensor:
-    """Level indices ``q`` in ``{0, ..., 2**bits - 1}`` (float64) of the clipped values."""
+    """Level indices ``q`` in ``{0, ..., 2**bits - 1}`` (float64) of the clipped values.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Float tensor.
+    fmt : UniformFormat
+        The format (bits and clip > 0).
+    rounding : str
+        Canonical rounding mode.
+    generator : torch.Generator or None
+        Randomness for stochastic rounding.
+
+    Returns
+    -------
+    torch.Tensor
+        float64 level indices, shaped like ``x``.
+    """
     r = fmt.clip
     xc = x.double().clamp(-r, r)
     n = 2 ** fmt.bits - 1
@@ -45,8 +82,26 @@ def uniform_levels(x: torch.Tensor, fmt: UniformFormat, rounding: str,
 
 def quantize_uniform(x: torch.Tensor, fmt: UniformFormat, rounding: str,
                      generator: torch.Generator | None) -> torch.Tensor:
-    """Clip to ``[-clip, clip]`` and round onto ``2**bits`` evenly spaced levels (computed in
-    float64, returned in x's dtype). ``bits >= 32``: clip only; ``clip == 0``: all zeros."""
+    """Clip to ``[-clip, clip]`` and round onto ``2**bits`` evenly spaced levels.
+
+    Computed in float64, returned in x's dtype. ``bits >= 32``: clip only; ``clip == 0``: all zeros.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Float tensor.
+    fmt : UniformFormat
+        The format (bits and clip).
+    rounding : str
+        Canonical rounding mode.
+    generator : torch.Generator or None
+        Randomness for stochastic rounding.
+
+    Returns
+    -------
+    torch.Tensor
+        The rounded values, shaped like ``x``.
+    """
     if fmt.clip == 0:
         return torch.zeros_like(x)
     if fmt.bits >= 32:

@@ -278,7 +278,35 @@ def native_dtype(fmt: FloatFormat, rounding: str, dtype: torch.dtype) -> torch.d
 
 def quantize_float(x: torch.Tensor, fmt: FloatFormat, rounding: str, generator: torch.Generator | None,
                    compiled: bool = False) -> torch.Tensor:
-    """Round a float32/float64 tensor onto ``fmt`` (result in the same dtype)."""
+    """Round a float32/float64 tensor onto ``fmt`` (result in the same dtype).
+
+    The compiled CPU kernel or a native torch cast serves the common cases; otherwise a bit-level
+    rounding in torch, with an exact path for the (usually few) subnormal or tied elements.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        float32 or float64 tensor.
+    fmt : FloatFormat
+        The target format.
+    rounding : str
+        Canonical rounding mode (``"stochastic:K"`` takes the exact reference path).
+    generator : torch.Generator or None
+        Randomness for stochastic rounding.
+    compiled : bool, default False
+        Use the inductor-compiled rounding loop instead of the CPU kernel, native casts and eager
+        torch.
+
+    Returns
+    -------
+    torch.Tensor
+        The rounded values, in ``x``'s shape and dtype.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is neither float32 nor float64.
+    """
     if x.dtype not in _SOURCE:
         raise TypeError(f"quantize_float needs float32 or float64, got {x.dtype}")
     if not compiled and cpu_kernel.applies(x, fmt, rounding):
@@ -351,7 +379,24 @@ def _compiled(fmt: FloatFormat, rounding: str, dtype: torch.dtype):
 def quantize_float_reference(x: torch.Tensor, fmt: FloatFormat, rounding: str = "nearest",
                              generator: torch.Generator | None = None) -> torch.Tensor:
     """Literal float64 reference: scale every finite element to the target grid, round it to an
-    integer, and apply the overflow policy. Slow; used to check the fast path."""
+    integer, and apply the overflow policy. Slow; used to check the fast path.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Float tensor.
+    fmt : FloatFormat
+        The target format.
+    rounding : str, default "nearest"
+        Canonical rounding mode.
+    generator : torch.Generator, optional
+        Randomness for stochastic rounding.
+
+    Returns
+    -------
+    torch.Tensor
+        The rounded values, in ``x``'s shape and dtype.
+    """
     x = x.contiguous()
     out = x.clone()
     finite = torch.isfinite(x)

@@ -161,7 +161,18 @@ class FloatFormat:
         return self.emin >= -126 and self.man_bits <= 23 and self.max <= 3.4028234663852886e38
 
     def replace(self, **changes) -> FloatFormat:
-        """A copy with some fields changed (e.g. ``FP8_E4M3FN.replace(overflow="saturate")``)."""
+        """A copy with some fields changed (e.g. ``FP8_E4M3FN.replace(overflow="saturate")``).
+
+        Parameters
+        ----------
+        **changes
+            New values of dataclass fields.
+
+        Returns
+        -------
+        FloatFormat
+            The new format (validated like any other).
+        """
         return dataclasses.replace(self, **changes)
 
     def __str__(self) -> str:
@@ -342,8 +353,23 @@ Format = Union[FloatFormat, FixedFormat, BlockFloatFormat, MXFormat, UniformForm
 
 
 def qtorch_float(exp: int, man: int) -> FloatFormat:
-    """The value set of QPyTorch's ``FloatingPoint(exp, man)``: IEEE bias, every exponent code
-    finite (e4m3 max 480, e5m2 max 114688), saturating; with ``exp=8`` it keeps fp32's Inf/NaN."""
+    """The value set of QPyTorch's ``FloatingPoint(exp, man)``.
+
+    IEEE bias, every exponent code finite (e4m3 max 480, e5m2 max 114688), saturating; with
+    ``exp=8`` it keeps fp32's Inf/NaN.
+
+    Parameters
+    ----------
+    exp : int
+        Exponent bits.
+    man : int
+        Mantissa bits.
+
+    Returns
+    -------
+    FloatFormat
+        The format, named ``qtorch_e{exp}m{man}``.
+    """
     if exp == 8:
         return FloatFormat(8, man, "ieee", "inf", name=f"qtorch_e8m{man}")
     return FloatFormat(exp, man, "finite", "saturate", name=f"qtorch_e{exp}m{man}")

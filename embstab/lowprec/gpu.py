@@ -92,7 +92,13 @@ def _why_unavailable() -> str | None:
 
 
 def available() -> bool:
-    """True when cupy, a CUDA device and the kernel source are all present."""
+    """True when cupy, a CUDA device and the kernel source are all present.
+
+    Returns
+    -------
+    bool
+        Whether the CUDA kernels can run.
+    """
     return _why_unavailable() is None
 
 
@@ -131,7 +137,32 @@ def quantize_float_cuda(x: torch.Tensor, fmt: FloatFormat | str, rounding: str =
     """Round a float32 CUDA tensor onto ``fmt`` in one kernel (nearest-even or exact stochastic).
 
     Stochastic draws come from splitmix64(seed, element index): reproducible for a seed whatever
-    the launch configuration, but a different stream than the CPU path's torch generator.
+    the launch configuration.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        float32 tensor on a CUDA device.
+    fmt : FloatFormat or str
+        A float format within fp32's range (or its preset name).
+    rounding : {"nearest", "stochastic"}, default "nearest"
+        Rounding mode (aliases accepted).
+    seed : int, default 0
+        Seed of the stochastic stream.
+
+    Returns
+    -------
+    torch.Tensor
+        The rounded values, a new tensor like ``x``.
+
+    Raises
+    ------
+    ValueError
+        For another kind of format, another rounding mode, or a format beyond fp32's range.
+    TypeError
+        If ``x`` is not a float32 CUDA tensor.
+    GPUUnavailableError
+        If cupy, a CUDA device or the kernel source is missing.
     """
     fmt = get_format(fmt)
     rounding = check_rounding(rounding)
@@ -155,7 +186,33 @@ def quantize_float_cuda(x: torch.Tensor, fmt: FloatFormat | str, rounding: str =
 
 
 def quantize_mx_cuda(x: torch.Tensor, fmt: MXFormat | str, rounding: str = "nearest", seed: int = 0) -> torch.Tensor:
-    """MX quantization of a 2-D float32 CUDA tensor along its rows (blocks of 32), one warp per block."""
+    """MX quantization of a 2-D float32 CUDA tensor along its rows (blocks of 32), one warp per block.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        2-D float32 tensor on a CUDA device.
+    fmt : MXFormat or str
+        An MX format with 32-element blocks along rows (or its preset name).
+    rounding : {"nearest", "stochastic"}, default "nearest"
+        Rounding mode (aliases accepted).
+    seed : int, default 0
+        Seed of the stochastic stream.
+
+    Returns
+    -------
+    torch.Tensor
+        The rounded values, a new tensor like ``x``.
+
+    Raises
+    ------
+    ValueError
+        For another format or rounding mode, or a tensor that is not 2-D.
+    TypeError
+        If ``x`` is not a float32 CUDA tensor.
+    GPUUnavailableError
+        If cupy, a CUDA device or the kernel source is missing.
+    """
     fmt = get_format(fmt)
     rounding = check_rounding(rounding)
     if not (isinstance(fmt, MXFormat) and _mx_fits(fmt)) or rounding not in _MODE:

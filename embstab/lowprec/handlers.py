@@ -90,30 +90,146 @@ class FormatHandler(ABC):
     @abstractmethod
     def quantize(self, x: torch.Tensor, fmt: Any, rounding: str, generator: torch.Generator | None,
                  compiled: bool = False) -> torch.Tensor:
-        """``x`` rounded onto ``fmt`` (same dtype)."""
+        """``x`` rounded onto ``fmt`` (same dtype).
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            float32 or float64 tensor.
+        fmt : Format
+            A format of the type this handler serves.
+        rounding : str
+            Canonical rounding mode.
+        generator : torch.Generator or None
+            Randomness for stochastic rounding.
+        compiled : bool, default False
+            Use a compiled rounding loop where the format has one.
+
+        Returns
+        -------
+        torch.Tensor
+            The rounded values, shaped like ``x``.
+        """
 
     @abstractmethod
     def encode(self, x: torch.Tensor, fmt: Any, rounding: str, generator: torch.Generator | None) -> Any:
-        """Integer codes of ``x`` rounded onto ``fmt`` (a tensor, or :class:`BlockCodes`)."""
+        """Integer codes of ``x`` rounded onto ``fmt``.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            float32 or float64 tensor (checked encodable by the caller).
+        fmt : Format
+            A format of the type this handler serves.
+        rounding : str
+            Canonical rounding mode.
+        generator : torch.Generator or None
+            Randomness for stochastic rounding.
+
+        Returns
+        -------
+        torch.Tensor or BlockCodes
+            The codes (see :func:`embstab.lowprec.encode`).
+        """
 
     @abstractmethod
     def decode(self, codes: Any, fmt: Any) -> torch.Tensor:
-        """float64 values of ``codes`` (with the shape of the encoded input)."""
+        """float64 values of ``codes`` (with the shape of the encoded input).
+
+        Parameters
+        ----------
+        codes : torch.Tensor or BlockCodes
+            Codes made by :meth:`encode`.
+        fmt : Format
+            The format they were encoded with.
+
+        Returns
+        -------
+        torch.Tensor
+            float64 values.
+        """
 
     def bits_per_entry(self, fmt: Any, dim: int | None = None) -> float:
-        """Storage bits per element, shared scales included (``dim``: row length, where it matters)."""
+        """Storage bits per element, shared scales included.
+
+        Parameters
+        ----------
+        fmt : Format
+            A format of the type this handler serves.
+        dim : int, optional
+            Row length, where it matters (block scales shared along a row).
+
+        Returns
+        -------
+        float
+            Bits per element (``fmt.bits`` unless a handler says otherwise).
+        """
         return float(fmt.bits)
 
     def code_table(self, fmt: Any) -> np.ndarray:
-        """float64 value of every element code (index = code)."""
+        """float64 value of every element code (index = code).
+
+        Parameters
+        ----------
+        fmt : Format
+            A format of the type this handler serves.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 table of length ``2**bits``.
+
+        Raises
+        ------
+        StorageError
+            If the format has no finite code table (the default).
+        """
         raise StorageError(f"{fmt} has no finite code table")
 
     def for_storage(self, fmt: Any) -> tuple[Any, int]:
-        """The variant of ``fmt`` used to store embedding rows, and its bits per stored code."""
+        """The variant of ``fmt`` used to store embedding rows, and its bits per stored code.
+
+        Parameters
+        ----------
+        fmt : Format
+            A format of the type this handler serves.
+
+        Returns
+        -------
+        tuple of (Format, int)
+            The storage format and its code width in bits.
+
+        Raises
+        ------
+        StorageError
+            If embeddings cannot be stored in this kind of format (the default).
+        """
         raise StorageError(f"cannot compress embeddings with {type(fmt).__name__}")
 
     def row_codes(self, X: np.ndarray, fmt: Any, rounding: str, generator: torch.Generator | None) -> RowCodes:
-        """Codes of a 2-D float32/float64 matrix, row by row (``fmt`` from :meth:`for_storage`)."""
+        """Codes of a 2-D float32/float64 matrix, row by row (``fmt`` from :meth:`for_storage`).
+
+        Parameters
+        ----------
+        X : numpy.ndarray
+            ``(n, dim)`` matrix (copied, never modified).
+        fmt : Format
+            The format asked for; its storage variant is used.
+        rounding : str
+            Canonical rounding mode.
+        generator : torch.Generator or None
+            Randomness for stochastic rounding.
+
+        Returns
+        -------
+        RowCodes
+            int64 codes, their value table and the code width.
+
+        Raises
+        ------
+        StorageError
+            If embeddings cannot be stored in this kind of format.
+        """
         fmt, width = self.for_storage(fmt)
         codes = self.encode(torch.from_numpy(np.array(X, copy=True)), fmt, rounding, generator)
         return RowCodes(codes.numpy().astype(np.int64), self.code_table(fmt), width)
@@ -345,7 +461,20 @@ class MXHandler(_SharedScaleHandler):
 
 
 def check_encodable(x: torch.Tensor, fmt: Any) -> None:
-    """Raise :class:`CodeError` if ``x`` holds NaN/Inf and ``fmt`` has no codes for them."""
+    """Raise :class:`CodeError` if ``x`` holds NaN/Inf and ``fmt`` has no codes for them.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Values about to be encoded.
+    fmt : Format
+        The target format.
+
+    Raises
+    ------
+    CodeError
+        If a non-finite value has no code in ``fmt``.
+    """
     if not handler_for(fmt).encodes_nonfinite and not bool(torch.isfinite(x).all()):
         raise CodeError(f"{fmt} has no codes for NaN or Inf")
 

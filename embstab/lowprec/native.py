@@ -71,7 +71,13 @@ def why_unavailable() -> str | None:
 
 
 def available() -> bool:
-    """True when the compiled kernel is loaded and enabled."""
+    """True when the compiled kernel is loaded and enabled.
+
+    Returns
+    -------
+    bool
+        Whether :func:`embstab.lowprec.quantize` may use the compiled CPU kernel here.
+    """
     return _load()[0] is not None and _ENABLED.get()
 
 
@@ -80,6 +86,11 @@ def disabled() -> Iterator[None]:
     """Within this block :func:`embstab.lowprec.quantize` rounds with torch operations only.
 
     Useful to reproduce results made with torch's random stream, or to time the two paths.
+    The switch is a context variable: it affects only the current thread or task.
+
+    Yields
+    ------
+    None
     """
     token = _ENABLED.set(False)
     try:

@@ -92,13 +92,35 @@ class LowPrecisionOptimizer:
         return self.base.state
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients through the base optimizer.
+
+        Parameters
+        ----------
+        set_to_none : bool, default True
+            Set gradients to None instead of zero tensors (as in ``torch.optim``).
+        """
         self.base.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self) -> dict[str, Any]:
+        """The base optimizer's state plus the accumulators and compensation buffers.
+
+        Returns
+        -------
+        dict
+            ``base`` (the base optimizer's state dict), and ``acc`` and ``comp``: per parameter, in
+            parameter order, its tensor or None.
+        """
         return {"base": self.base.state_dict(), "acc": [self._acc.get(p) for p in self._params()],
                 "comp": [self._comp.get(p) for p in self._params()]}
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """Restore a state made by :meth:`state_dict` (tensors are copied).
+
+        Parameters
+        ----------
+        sd : dict
+            The state, for the same parameters in the same order.
+        """
         self.base.load_state_dict(sd["base"])
         for p, a, c in zip(self._params(), sd["acc"], sd["comp"]):
             if a is not None:
@@ -124,7 +146,19 @@ class LowPrecisionOptimizer:
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One optimizer step (``closure`` as in ``torch.optim``); returns the closure's loss."""
+        """One optimizer step: quantized gradient, base step on a float32 working copy, quantized
+        accumulator, weight written back with the update rule, quantized state.
+
+        Parameters
+        ----------
+        closure : callable, optional
+            Re-evaluates the model and returns the loss (as in ``torch.optim``); run with gradients on.
+
+        Returns
+        -------
+        object
+            The closure's loss, or None without a closure.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -176,8 +210,15 @@ class LowPrecisionOptimizer:
             old.copy_(self._q(new, fmt, self.update).to(old.dtype))
 
     def bytes_per_parameter(self) -> dict[str, float]:
-        """Storage per parameter in bytes: weight, gradient, optimizer state, compensation buffer,
-        accumulator and their total (formats count their bit width; None counts the dtype)."""
+        """Storage per parameter in bytes of weight, gradient, optimizer state, compensation buffer and
+        accumulator (formats count their bit width; None counts the dtype).
+
+        Returns
+        -------
+        dict of str to float
+            ``weight``, ``grad``, ``state``, ``compensation``, ``accumulator`` and their ``total`` (all 0
+            without parameters).
+        """
         params = list(self._params())
         if not params:
             return {"weight": 0.0, "grad": 0.0, "state": 0.0, "compensation": 0.0, "accumulator": 0.0, "total": 0.0}

@@ -30,7 +30,31 @@ def float_quantize(x: Any, exp: int, man: int, rounding: str = "stochastic",
                    generator: torch.Generator | int | None = None) -> Any:
     """QPyTorch ``float_quantize``: IEEE bias with every exponent code finite (e4m3 max 480),
     nearest = ties away from zero, saturation; for ``exp < 8`` Inf → ±max and NaN → +max; zero
-    results lose their sign (−0 → +0). With ``exp = 8`` fp32's Inf/NaN are kept (bf16-like)."""
+    results lose their sign (−0 → +0). With ``exp = 8`` fp32's Inf/NaN are kept (bf16-like).
+
+    Parameters
+    ----------
+    x : torch.Tensor or array_like
+        Values to round.
+    exp : int
+        Exponent bits, 1..8.
+    man : int
+        Mantissa bits, 1..23.
+    rounding : {"stochastic", "nearest"}, default "stochastic"
+        Rounding mode.
+    generator : torch.Generator or int, optional
+        Randomness for stochastic rounding.
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+        The rounded values; numpy in → numpy out.
+
+    Raises
+    ------
+    ValueError
+        If ``exp`` or ``man`` is out of range, or ``rounding`` is neither mode.
+    """
     if not (1 <= exp <= 8 and 1 <= man <= 23):
         raise ValueError(f"qtorch float formats need 1 <= exp <= 8 and 1 <= man <= 23, got exp={exp}, man={man}")
     mode = "nearest_away" if _mode(rounding) == "nearest" else "stochastic"
@@ -45,7 +69,35 @@ def float_quantize(x: Any, exp: int, man: int, rounding: str = "stochastic",
 
 def fixed_point_quantize(x: Any, wl: int, fl: int, clamp: bool = True, symmetric: bool = False,
                          rounding: str = "stochastic", generator: torch.Generator | int | None = None) -> Any:
-    """QPyTorch ``fixed_point_quantize`` (its CPU behaviour: nearest = ties to even)."""
+    """QPyTorch ``fixed_point_quantize`` (its CPU behaviour: nearest = ties to even).
+
+    Parameters
+    ----------
+    x : torch.Tensor or array_like
+        Values to round.
+    wl : int
+        Word length in bits, > 0.
+    fl : int
+        Fractional bits, > 0.
+    clamp : bool, default True
+        Clamp to the word's range.
+    symmetric : bool, default False
+        Drop the most negative code.
+    rounding : {"stochastic", "nearest"}, default "stochastic"
+        Rounding mode.
+    generator : torch.Generator or int, optional
+        Randomness for stochastic rounding.
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+        The rounded values; numpy in → numpy out.
+
+    Raises
+    ------
+    ValueError
+        If ``wl`` or ``fl`` is not positive, or ``rounding`` is neither mode.
+    """
     if wl <= 0 or fl <= 0:
         raise ValueError(f"qtorch fixed point needs wl > 0 and fl > 0, got wl={wl}, fl={fl}")
     return quantize(x, FixedFormat(wl, fl, symmetric=symmetric, clamp=clamp), _mode(rounding), generator)
@@ -54,7 +106,31 @@ def fixed_point_quantize(x: Any, wl: int, fl: int, clamp: bool = True, symmetric
 def block_quantize(x: Any, wl: int, dim: int = -1, rounding: str = "stochastic",
                    generator: torch.Generator | int | None = None) -> Any:
     """QPyTorch ``block_quantize``: ``dim=-1`` shares one exponent over the tensor, ``dim=k`` one per
-    index along axis k; nearest sends ties toward +inf; codes are clipped to ±(2**(wl-1) - 1)."""
+    index along axis k; nearest sends ties toward +inf; codes are clipped to ±(2**(wl-1) - 1).
+
+    Parameters
+    ----------
+    x : torch.Tensor or array_like
+        Values to round.
+    wl : int
+        Word length in bits, > 0.
+    dim : int, default -1
+        Axis of the shared exponents (−1: one exponent for the whole tensor).
+    rounding : {"stochastic", "nearest"}, default "stochastic"
+        Rounding mode.
+    generator : torch.Generator or int, optional
+        Randomness for stochastic rounding.
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+        The rounded values; numpy in → numpy out.
+
+    Raises
+    ------
+    ValueError
+        If ``wl`` ≤ 0, ``dim`` < −1, or ``rounding`` is neither mode.
+    """
     if wl <= 0 or dim < -1:
         raise ValueError(f"qtorch block float needs wl > 0 and dim >= -1, got wl={wl}, dim={dim}")
     mode = "nearest_up" if _mode(rounding) == "nearest" else "stochastic"

@@ -20,7 +20,26 @@ __all__ = ["quantize", "encode", "decode", "to_work_tensor"]
 
 def to_work_tensor(x: Any) -> tuple[torch.Tensor, Callable[[torch.Tensor], Any]]:
     """``x`` as a detached float32/float64 torch tensor, and a function that turns a result back
-    into ``x``'s type and dtype (numpy stays numpy, bf16/fp16 tensors are upcast exactly)."""
+    into ``x``'s type and dtype (numpy stays numpy, bf16/fp16 tensors are upcast exactly).
+
+    Parameters
+    ----------
+    x : torch.Tensor or array_like
+        Floating-point tensor, or numeric array-like (numpy arrays are copied; integers become
+        float64).
+
+    Returns
+    -------
+    work : torch.Tensor
+        float32 or float64 tensor.
+    restore : callable
+        Maps a result shaped like ``work`` back to ``x``'s kind and dtype.
+
+    Raises
+    ------
+    TypeError
+        For a non-floating tensor or non-numeric input.
+    """
     if isinstance(x, torch.Tensor):
         t = x.detach()
         if t.dtype in (torch.float32, torch.float64):
@@ -105,7 +124,7 @@ def encode(x: Any, fmt: Format | str, rounding: str = "nearest", generator: torc
         Values to encode.
     fmt : Format or str
         A format or preset name.
-    rounding : str
+    rounding : str, default "nearest"
         As for :func:`quantize`.
     generator : torch.Generator or int, optional
         Randomness for stochastic rounding.
@@ -146,13 +165,13 @@ def decode(codes: Any, fmt: Format | str | None = None, dtype: torch.dtype = tor
         The codes; :class:`BlockCodes` carry their format.
     fmt : Format or str, optional
         The format the codes were encoded with (required unless ``codes`` is a BlockCodes).
-    dtype : torch.dtype
+    dtype : torch.dtype, default torch.float32
         Result dtype.
 
     Returns
     -------
     torch.Tensor or numpy.ndarray
-        numpy codes give a numpy array.
+        The values; numpy codes give a numpy array.
 
     Raises
     ------

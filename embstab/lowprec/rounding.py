@@ -89,7 +89,18 @@ def _sr_bits(name: str) -> int | None:
 
 
 def sr_bits(rounding: str) -> int | None:
-    """K of a canonical ``"stochastic:K"`` rounding (None for every other mode)."""
+    """K of a canonical ``"stochastic:K"`` rounding (None for every other mode).
+
+    Parameters
+    ----------
+    rounding : str
+        A canonical rounding name (from :func:`check_rounding`).
+
+    Returns
+    -------
+    int or None
+        The number of random bits K.
+    """
     return int(rounding.split(":", 1)[1]) if rounding.startswith("stochastic:") else None
 
 
@@ -184,6 +195,18 @@ def scale_pow2(x: torch.Tensor, k: int | torch.Tensor) -> torch.Tensor:
 
     ``torch.ldexp`` computes ``2**k`` first, which overflows float64 for |k| > 1023; splitting the
     exponent in two keeps every factor representable.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Float tensor.
+    k : int or torch.Tensor
+        Exponent, or integer exponents broadcastable against ``x``.
+
+    Returns
+    -------
+    torch.Tensor
+        The scaled values, in ``x``'s dtype (broadcast shape for tensor ``k``).
     """
     if isinstance(k, int):
         if abs(k) <= 1000:
@@ -204,6 +227,27 @@ def round_integer(y: torch.Tensor, rounding: str, generator: torch.Generator | N
     uniform: the probability equals the fraction exactly whenever the fraction is a multiple of
     2**-53, which holds for every fp32 input whose magnitude is at least 2**-29 grid steps; below
     that the error is under 2**-53 in absolute probability.
+
+    Parameters
+    ----------
+    y : torch.Tensor
+        Values to round.
+    rounding : str
+        Canonical rounding mode (see :func:`check_rounding`).
+    generator : torch.Generator or None
+        Randomness for the stochastic modes (its device may differ from ``y``'s).
+
+    Returns
+    -------
+    torch.Tensor
+        The integers, in ``y``'s dtype and shape.
+
+    Raises
+    ------
+    TypeError
+        If a stochastic mode gets a tensor that is not float64 (or any mode a non-float tensor).
+    ValueError
+        For an unknown rounding name.
     """
     if y.dtype != torch.float64 and (rounding.startswith("stochastic") or not y.is_floating_point()):
         raise TypeError("round_integer expects float64")

@@ -84,6 +84,29 @@ def aligned_matrices(a: Embedding, b: Embedding, words: Sequence[str], anchors=N
     """Row-aligned matrices (and anchors) of ``a`` and ``b`` on ``words``, in their stored dtype.
 
     The measures cast row blocks to float64 themselves, so float32 embeddings are not copied.
+
+    Parameters
+    ----------
+    a, b : Embedding
+        The two embeddings; both must hold every word.
+    words : sequence of str
+        The compared words, in row order.
+    anchors : tuple of (Embedding, Embedding), optional
+        Anchor embeddings of sides a and b (for EIS); each must hold every word.
+    device : str, optional
+        Put the arrays on this device as torch tensors (default: numpy arrays on the CPU).
+
+    Returns
+    -------
+    x, y : array
+        ``(len(words), d_a)`` and ``(len(words), d_b)`` matrices.
+    anchors : tuple of array or None
+        The anchors' matrices on ``words``, or None without anchors.
+
+    Raises
+    ------
+    VocabularyError
+        If an embedding or an anchor lacks some of the words.
     """
     x = _device_array(a.subset(words).vectors, device)
     y = _device_array(b.subset(words).vectors, device)

@@ -69,18 +69,31 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
 
     Parameters
     ----------
-    anchor : (n, k) array
-        The anchor embedding restricted to the compared words, row-aligned with them.
-    alpha : float
-        Exponent of the anchor's Gram matrix (the paper uses 3).
+    anchor : array of shape (n, k)
+        The anchor embedding restricted to the compared words, row-aligned with them (numpy,
+        torch or cupy).
+    alpha : float, default 3.0
+        Exponent of the anchor's Gram matrix (the paper uses 3), finite and ≥ 0.
     dtype : {"float64", "float32"}, optional
         Working precision (float64 by default).
-    cache : bool
+    cache : bool, default True
         Reuse the factors of an identical anchor array seen before in this process.
-    method : {"auto", "qr", "gram"}
+    method : {"auto", "qr", "gram"}, default "auto"
         ``auto``: for integer α ≥ 1 the Gram matrix to the power α − 1 (no eigendecomposition);
         otherwise the anchor's singular vectors from its Gram matrix (α ≥ 1) or a QR (α < 1).
         ``qr``/``gram`` force the singular-vector route (see :func:`embstab.measures._backend.span`).
+
+    Returns
+    -------
+    AnchorFactors
+        The k×k matrix and scalars EIS needs, referring to ``anchor``.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha`` is negative or not finite.
+    ShapeError
+        If the anchor is not a non-empty finite 2-D array, or is all zeros.
     """
     if not (alpha >= 0 and math.isfinite(alpha)):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")

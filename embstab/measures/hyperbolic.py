@@ -50,7 +50,22 @@ class DistanceRows(Protocol):
 
     def __len__(self) -> int: ...
 
-    def distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray: ...
+    def distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray:
+        """Decoded distances from point ``i`` to all points (or to ``targets``).
+
+        Parameters
+        ----------
+        i : int
+            Row index of the source point.
+        targets : numpy.ndarray, optional
+            Row indices of the target points (default: all, in row order).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 distances, one per target.
+        """
+        ...
 
 
 def snap(d: np.ndarray, bits: int | None = TIE_BITS) -> np.ndarray:

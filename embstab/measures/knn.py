@@ -33,6 +33,26 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
 
     Candidates are scanned in row blocks (cast and normalised one block at a time); the running
     best ``k + 1`` are merged with each block's best, keeping (value desc, index asc) order.
+
+    Parameters
+    ----------
+    xp : module
+        Array-API namespace of ``x``.
+    x : array
+        ``(n, d)`` matrix.
+    queries : array of int
+        Row indices of the query rows.
+    k : int
+        Neighbours wanted; ``k + 1`` are returned (capped at ``n``) because a row is its own nearest.
+    dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default).
+    block_bytes : int, optional
+        Memory budget of one block of scores (default :data:`BLOCK_BYTES`).
+
+    Returns
+    -------
+    array
+        int64 ``(len(queries), min(k + 1, n))`` row indices, most similar first.
     """
     q = _unit_rows(xp, as_float(xp, x[queries, :], dtype))
     n = x.shape[0]

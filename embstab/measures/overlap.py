@@ -15,9 +15,27 @@ def eigenspace_overlap(X: Any, Y: Any, *, dtype: str | None = None, rtol: float 
 
     r and r̃ are the numerical ranks (= d and d̃ for full-rank inputs, as in the reference).
 
+    Parameters
+    ----------
+    X, Y : array
+        Row-aligned ``(n, d)`` and ``(n, d̃)`` matrices (numpy, torch or cupy; one library, one
+        device).
+    dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default).
+    rtol : float, optional
+        Singular values below ``rtol · s_max`` count as rank deficiency (default ``max(n, d)·eps``).
+    method : {"auto", "qr", "gram"}, default "auto"
+        How the spans are computed (see :func:`embstab.measures._backend.span`).
+
     Returns
     -------
-    float in [0, 1]; larger = more stable; 1 means identical column spans.
+    float
+        In [0, 1]; larger = more stable; 1 means identical column spans.
+
+    Raises
+    ------
+    ShapeError
+        If the inputs are not non-empty finite 2-D arrays with the same number of rows.
     """
     xp = check_pair(X, Y)
     su, sv = span(xp, X, dtype, rtol, method), span(xp, Y, dtype, rtol, method)
@@ -29,9 +47,29 @@ def weighted_eigenspace_overlap(X: Any, Y: Any, exponent: float = 1.0, *, dtype:
                                 rtol: float | None = None, method: str = "auto") -> float:
     """``‖Uᵀ Ũ S̃^e‖²_F / Σ s̃ᵢ^{2e}``: overlap weighted by the singular values of Y (asymmetric).
 
+    Parameters
+    ----------
+    X, Y : array
+        Row-aligned ``(n, d)`` and ``(n, d̃)`` matrices (numpy, torch or cupy; one library, one
+        device).
+    exponent : float, default 1.0
+        Exponent e of Y's singular values in the weights.
+    dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default).
+    rtol : float, optional
+        Singular values below ``rtol · s_max`` count as rank deficiency (default ``max(n, d)·eps``).
+    method : {"auto", "qr", "gram"}, default "auto"
+        How the spans are computed (see :func:`embstab.measures._backend.span`).
+
     Returns
     -------
-    float in [0, 1]; larger = more stable.
+    float
+        In [0, 1]; larger = more stable.
+
+    Raises
+    ------
+    ShapeError
+        If the inputs are not non-empty finite 2-D arrays with the same number of rows.
     """
     xp = check_pair(X, Y)
     su, sv = span(xp, X, dtype, rtol, method), span(xp, Y, dtype, rtol, method)

@@ -16,9 +16,23 @@ def pip_loss(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     ‖XXᵀ − YYᵀ‖²_F = ‖XᵀX‖²_F + ‖YᵀY‖²_F − 2‖XᵀY‖²_F, so the n×n matrices of the reference are
     never formed (memory O(d²) instead of O(n²)).
 
+    Parameters
+    ----------
+    X, Y : array
+        Row-aligned ``(n, d)`` and ``(n, d̃)`` matrices (numpy, torch or cupy; one library, one
+        device).
+    dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default).
+
     Returns
     -------
-    float ≥ 0; smaller = more stable. Rotation-invariant but scale-dependent.
+    float
+        ≥ 0; smaller = more stable. Rotation-invariant but scale-dependent.
+
+    Raises
+    ------
+    ShapeError
+        If the inputs are not non-empty finite 2-D arrays with the same number of rows.
     """
     xp = check_pair(X, Y)
     sq = float(sq_norm(xp, cross(xp, X, X, dtype)) + sq_norm(xp, cross(xp, Y, Y, dtype))

@@ -105,7 +105,18 @@ class MeasureInfo:
         return "larger is more stable" if self.larger_is_more_stable else "smaller is more stable"
 
     def to_distance(self, value: float) -> float:
-        """The value as a distance: larger = less stable (``high − value`` for similarities)."""
+        """The value as a distance: larger = less stable (``high − value`` for similarities).
+
+        Parameters
+        ----------
+        value : float
+            A raw value of this measure.
+
+        Returns
+        -------
+        float
+            The value itself for distances, ``range[1] − value`` for similarities.
+        """
         return self.range[1] - value if self.larger_is_more_stable else value
 
 

@@ -12,7 +12,26 @@ __all__ = ["fro_distance", "linear_cka", "procrustes_distance"]
 
 
 def fro_distance(X: Any, Y: Any, *, dtype: str | None = None) -> float:
-    """``‖X − Y‖_F`` with no alignment. Smaller = more stable; needs equal dimensions."""
+    """``‖X − Y‖_F`` with no alignment, accumulated over row blocks.
+
+    Parameters
+    ----------
+    X, Y : array
+        Row-aligned ``(n, d)`` matrices of equal width (numpy, torch or cupy; one library, one
+        device).
+    dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default).
+
+    Returns
+    -------
+    float
+        ≥ 0; smaller = more stable.
+
+    Raises
+    ------
+    ShapeError
+        If the inputs are not non-empty finite 2-D arrays with the same shape.
+    """
     xp = check_pair(X, Y, same_dim=True)
     total = 0.0
     for xb, yb in row_blocks(X, Y):
@@ -30,8 +49,25 @@ def linear_cka(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     """Linear centred kernel alignment (Kornblith et al. 2019).
 
     CKA = ‖YcᵀXc‖²_F / (‖XcᵀXc‖_F ‖YcᵀYc‖_F) with column-centred Xc, Yc; computed from d×d
-    products. Returns a float in [0, 1]; larger = more stable. Invariant to rotations and
-    isotropic scaling of either side. Defined as 0 when either side is constant.
+    products. Invariant to rotations and isotropic scaling of either side.
+
+    Parameters
+    ----------
+    X, Y : array
+        Row-aligned ``(n, d)`` and ``(n, d̃)`` matrices (numpy, torch or cupy; one library, one
+        device).
+    dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default).
+
+    Returns
+    -------
+    float
+        In [0, 1]; larger = more stable. Defined as 0 when either side is constant.
+
+    Raises
+    ------
+    ShapeError
+        If the inputs are not non-empty finite 2-D arrays with the same number of rows.
     """
     xp = check_pair(X, Y)
     xx, yy = _centered_cross(xp, X, X, dtype), _centered_cross(xp, Y, Y, dtype)
@@ -46,8 +82,27 @@ def procrustes_distance(X: Any, Y: Any, *, dtype: str | None = None) -> float:
 
     Both sides are column-centred and scaled to unit Frobenius norm; the distance is
     ``min_Ω ‖X̂Ω − Ŷ‖_F = sqrt(2 − 2‖X̂ᵀŶ‖_*)`` (nuclear norm; different widths are zero-padded).
-    Returns a float in [0, √2]; smaller = more stable. Invariant to translation, isotropic
-    scaling and rotation of either side.
+    Invariant to translation, isotropic scaling and rotation of either side.
+
+    Parameters
+    ----------
+    X, Y : array
+        Row-aligned ``(n, d)`` and ``(n, d̃)`` matrices (numpy, torch or cupy; one library, one
+        device).
+    dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default).
+
+    Returns
+    -------
+    float
+        In [0, √2]; smaller = more stable.
+
+    Raises
+    ------
+    ShapeError
+        If the inputs are not non-empty finite 2-D arrays with the same number of rows.
+    ValueError
+        If one side has all rows equal (the distance is undefined).
     """
     xp = check_pair(X, Y)
     nx = math.sqrt(max(float(xp.linalg.trace(_centered_cross(xp, X, X, dtype))), 0.0))

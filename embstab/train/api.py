@@ -91,6 +91,31 @@ def train_pair(docs_a: Sequence[Sequence[str]], docs_b: Sequence[Sequence[str]],
 
     The same seed for both members is the reference protocol: then the only difference between the
     two embeddings is the corpus.
+
+    Parameters
+    ----------
+    docs_a, docs_b : sequence of list of str
+        Tokenised documents of the two corpora.
+    algo : {"w2v_cbow", "w2v_sg", "fasttext", "glove", "mc"}, default "w2v_cbow"
+        The algorithm.
+    dim : int, default 100
+        Embedding dimension.
+    seed : int, default 0
+        Seed of both trainings.
+    **kwargs
+        Further settings, as in :func:`train_embedding`.
+
+    Returns
+    -------
+    tuple of (Embedding, Embedding)
+        The embeddings trained on ``docs_a`` and on ``docs_b``.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``algo`` is unknown.
+    EmbstabError
+        If a corpus is empty or no word reaches ``min_count``.
     """
     return (train_embedding(docs_a, algo=algo, dim=dim, seed=seed, **kwargs),
             train_embedding(docs_b, algo=algo, dim=dim, seed=seed, **kwargs))

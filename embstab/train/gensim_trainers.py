@@ -19,6 +19,16 @@ def stable_hash(text: str) -> int:
 
     gensim seeds some per-word vectors with ``hashfxn(word + str(seed))``; passing this keeps
     runs reproducible across interpreter launches. Module-level so gensim can pickle it.
+
+    Parameters
+    ----------
+    text : str
+        The string to hash.
+
+    Returns
+    -------
+    int
+        Unsigned 64-bit BLAKE2b digest of the UTF-8 bytes.
     """
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
@@ -34,11 +44,43 @@ class _EpochBar(CallbackAny2Vec):
 def train_gensim(docs: Sequence[Sequence[str]], algo: str, dim: int, seed: int, epochs: int,
                  min_count: int, window: int, progress: bool, **kwargs: Any
                  ) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, Any]]:
-    """Train a gensim model; returns words, vectors, counts and the settings used.
+    """Train a gensim word2vec (CBOW or skip-gram) or fastText (skip-gram) model.
 
     ``workers`` defaults to 1: gensim's multi-threaded training interleaves updates in an order set
     by the OS scheduler, so only a single worker gives bit-identical vectors for the same seed.
-    Any other gensim keyword (``negative``, ``sample``, ``alpha``, ``min_n``...) passes through.
+
+    Parameters
+    ----------
+    docs : sequence of sequence of str
+        Tokenised documents.
+    algo : {"w2v_cbow", "w2v_sg", "fasttext"}
+        The model.
+    dim : int
+        Vector size.
+    seed : int
+        gensim's seed (with :func:`stable_hash` as its hash function).
+    epochs : int
+        Passes over the corpus.
+    min_count : int
+        Words rarer than this are dropped.
+    window : int
+        Context window (tokens on each side).
+    progress : bool
+        Show a tqdm bar over the epochs.
+    **kwargs
+        Any other gensim keyword (``negative``, ``sample``, ``alpha``, ``min_n``, ``workers``...);
+        ``max_vocab`` is passed as ``max_final_vocab``.
+
+    Returns
+    -------
+    words : list of str
+        In gensim's (frequency) order.
+    vectors : numpy.ndarray
+        float32 ``(n_words, dim)``.
+    counts : numpy.ndarray
+        int64 corpus counts.
+    settings : dict
+        The settings used, plus ``train_seconds``, ``corpus_tokens`` and ``tokens_per_second``.
     """
     from gensim.models import FastText, Word2Vec
 

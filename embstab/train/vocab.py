@@ -20,10 +20,25 @@ def build_vocab(docs: Sequence[Sequence[str]], min_count: int = 5, max_vocab: in
 
     Ties keep first-occurrence order (as gensim does), so the order is deterministic.
 
+    Parameters
+    ----------
+    docs : sequence of sequence of str
+        Tokenised documents.
+    min_count : int, default 5
+        Least number of occurrences kept.
+    max_vocab : int, optional
+        Keep at most this many words.
+
     Returns
     -------
     words : list of str
-    counts : ndarray of int64
+    counts : numpy.ndarray
+        int64 occurrence counts, aligned with ``words``.
+
+    Raises
+    ------
+    EmbstabError
+        If no word occurs ``min_count`` times.
     """
     counter: Counter[str] = Counter()
     for doc in docs:
@@ -42,6 +57,20 @@ def encode_corpus(docs: Sequence[Sequence[str]], words: Sequence[str]) -> tuple[
 
     Out-of-vocabulary tokens are removed before windowing (they take no window slot, as in
     GloVe's ``cooccur`` and word2vec).
+
+    Parameters
+    ----------
+    docs : sequence of sequence of str
+        Tokenised documents.
+    words : sequence of str
+        The vocabulary; a token's id is its position here.
+
+    Returns
+    -------
+    ids : numpy.ndarray
+        int64 token ids.
+    doc_ids : numpy.ndarray
+        int64 index of the document each token came from.
     """
     index = {w: i for i, w in enumerate(words)}
     ids: list[int] = []
@@ -91,8 +120,19 @@ def cooccurrence(ids: np.ndarray, doc_ids: np.ndarray, n_words: int, window: int
 def ppmi(counts: sp.spmatrix) -> sp.coo_matrix:
     """Positive pointwise mutual information of a co-occurrence matrix, on its non-zero pattern.
 
-    PMI(i, j) = log(x_ij · N / (x_i · x_j)), with N the total count and x_i the row sums; negative
-    values are set to 0 but stay *observed* entries (the matrix-completion trainer fits them).
+    PMI(i, j) = log(x_ij · N / (x_i · x_j)), with N the total count and x_i the row sums (x_j the
+    column sums); negative values are set to 0 but stay *observed* entries (the matrix-completion
+    trainer fits them).
+
+    Parameters
+    ----------
+    counts : scipy.sparse.spmatrix
+        Co-occurrence counts (stored entries > 0).
+
+    Returns
+    -------
+    scipy.sparse.coo_matrix
+        PPMI values on the stored entries of ``counts``.
     """
     coo = sp.coo_matrix(counts)
     row_sums = np.asarray(coo.sum(axis=1)).ravel()
