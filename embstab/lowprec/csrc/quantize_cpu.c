@@ -69,7 +69,10 @@ static float round_small(float v, const fmt_t *p, uint64_t rnd) {
     return copysignf(out, v);
 }
 
-/* One chunk [lo, hi): mode and overflow are compile-time constants in each specialisation. */
+/* One chunk [lo, hi): mode and overflow are compile-time constants in each specialisation.
+ * Both ranges are computed for every element and the right one is selected, so the loop has no
+ * data-dependent branch and vectorises; only formats whose subnormal grid cannot be scaled to the
+ * integers within float32 (2^-qexp > 2^127, nearest rounding) revisit elements one at a time. */
 static inline __attribute__((always_inline)) void chunk(const float *restrict x, float *restrict y, int64_t lo,
                                                         int64_t hi, const fmt_t *p, const int mode,
                                                         const int overflow, uint32_t thr_bits) {
@@ -78,26 +81,31 @@ static inline __attribute__((always_inline)) void chunk(const float *restrict x,
     const uint32_t half_m1 = d > 0 ? (1u << (d - 1)) - 1u : 0u;
     const uint32_t half = d > 0 ? (1u << (d - 1)) : 0u;
     const int ties_away = p->man_bits == 0; /* no mantissa bit to be even: the significand is odd */
-    const float vmax = p->vmax;
-    const uint32_t vmax_bits = f2u(vmax);
+    const uint32_t vmax_bits = f2u(p->vmax);
     const int keep_inf = p->has_inf;
     const int fnuz = p->fnuz;
     const uint64_t seed = p->seed;
     const int sh = 64 - (d > 0 ? d : 1);
-    uint32_t small = 0;
+    /* the target's subnormal range: grid step 2^qexp, qexp >= -149 for formats within float32 */
+    const int qexp = p->emin - (p->subnormals ? p->man_bits : 0);
+    const int scalable = -qexp <= 127; /* 2^-qexp is a float32: the nearest grid fits in one loop */
+    const float up_scale = scalable ? ldexpf(1.0f, -qexp) : 0.0f;
+    const float down_scale = ldexpf(1.0f, qexp);
+    uint32_t revisit = 0;
     for (int64_t i = lo; i < hi; i++) {
         float v = x[i];
         uint32_t b = f2u(v);
         uint32_t mag = b & 0x7FFFFFFFu;
+        uint32_t sign = b & 0x80000000u;
+        uint64_t rnd = mode == MODE_STOCHASTIC ? mix64(seed, (uint64_t)i) : 0ull;
         uint32_t inc;
         if (mode == MODE_NEAREST) {
             inc = ties_away ? half : ((b >> (d > 0 ? d : 0)) & (d > 0 ? 1u : 0u)) + half_m1;
         } else {
-            inc = d > 0 ? (uint32_t)(mix64(seed, (uint64_t)i) >> sh) : 0u;
+            inc = d > 0 ? (uint32_t)(rnd >> sh) : 0u;
         }
         uint32_t t = (b + inc) & mask;
         uint32_t tmag = t & 0x7FFFFFFFu;
-        uint32_t sign = b & 0x80000000u;
         if (overflow == OVF_SATURATE) {
             /* clamp to +-vmax; infinite inputs stay infinite where the format has Inf */
             uint32_t sat = tmag > vmax_bits ? (sign | vmax_bits) : t;
@@ -108,16 +116,39 @@ static inline __attribute__((always_inline)) void chunk(const float *restrict x,
             t = tmag > vmax_bits ? 0x7FC00000u : t;
         }
         t = mag > 0x7F800000u ? b : t; /* NaN stays NaN (its pattern may have carried) */
+        /* below the smallest normal: round on the uniform grid (values the other path gets wrong) */
+        uint32_t small_bits;
+        if (mode == MODE_NEAREST) {
+            /* |v| / 2^qexp < 2^23, so adding and removing 2^23 rounds it half to even, exactly */
+            float scaled = u2f(mag) * up_scale;
+            float k = (scaled + 8388608.0f) - 8388608.0f;
+            small_bits = f2u(k * down_scale) | sign;
+        } else {
+            /* exact SR on the integer significand s * 2^(e - 23): drop `shift` bits, carry iff the
+             * dropped bits plus as many random bits overflow (probability = dropped fraction) */
+            uint32_t e_field = mag >> 23;
+            int64_t s = e_field ? (int64_t)((mag & 0x7FFFFFu) | 0x800000u) : (int64_t)(mag & 0x7FFFFFu);
+            int e = e_field ? (int)e_field - 127 : -126;
+            int shift = qexp - (e - 23);
+            int pre = shift > 62 ? shift - 62 : 0; /* probability error below 2^-62 */
+            int keep = shift > 62 ? 62 : (shift < 1 ? 1 : shift);
+            s >>= (pre < 63 ? pre : 63);
+            int64_t q = s >> keep;
+            uint64_t rem = (uint64_t)(s - (q << keep));
+            q += (int64_t)((rem + (rnd >> (64 - keep))) >> keep);
+            small_bits = f2u((float)(int32_t)q * down_scale) | sign;
+        }
+        uint32_t small = (uint32_t)((mag < thr_bits) & (mag != 0u));
+        t = small ? small_bits : t;
         if (fnuz) t = t == 0x80000000u ? 0u : t; /* no negative zero */
         y[i] = u2f(t);
-        small |= (uint32_t)((mag < thr_bits) & (mag != 0u));
+        revisit |= small;
     }
-    if (small) {
+    if (mode == MODE_NEAREST && !scalable && revisit) {
         for (int64_t i = lo; i < hi; i++) {
             uint32_t mag = f2u(x[i]) & 0x7FFFFFFFu;
             if (mag < thr_bits && mag != 0u) {
-                uint64_t rnd = mode == MODE_STOCHASTIC ? mix64(seed, (uint64_t)i) : 0ull;
-                float o = round_small(x[i], p, rnd);
+                float o = round_small(x[i], p, 0ull);
                 y[i] = (fnuz && o == 0.0f) ? 0.0f : o;
             }
         }
