@@ -173,8 +173,7 @@ def _frozen_heap() -> Iterator[None]:
     generation afterwards. A caller that froze its own heap keeps it frozen.
     """
     already = gc.get_freeze_count() > 0
-    gc.collect()
-    gc.freeze()
+    gc.freeze()  # no collection first: it would cost one full pass, and garbage frozen now is freed later
     try:
         yield
     finally:
