@@ -27,17 +27,18 @@ models linear, mlp, cnn, lstm) and brown_pos (tagging: models bilstm, bilstm_crf
 
 A and B are embedding files (any format embstab loads) or builtin:NAME pretrained embeddings.
 
+--seed-baseline trains two models on A alone with seeds S and S+1000: the disagreement that seeds
+alone cause, to read a pair's number against.
+
+An embedding that knows less than --min-coverage of the task's tokens (default 50%) is refused:
+most inputs would be random vectors, and "0% of predictions differ" would mean nothing.
+
 Knowledge-graph tasks: with --task link_prediction:GRAPH (or triple_classification:GRAPH), A and
 B are model folders written by `embstab kg train` for GRAPH or a version of it (same entities and
 relations). Link prediction reports the share of filtered top-1 answers (head and tail queries of
 each test triple) that differ, the top-10 overlap and both models' MRR/Hits@10; triple
 classification the share of test decisions that differ (--seed: seed of the negatives). --bits N
 quantizes both models first (the old model's clip for both) and reports their memory.
---seed-baseline trains two models on A alone with seeds S and S+1000: the disagreement that seeds
-alone cause, to read a pair's number against.
-
-An embedding that knows less than --min-coverage of the task's tokens (default 50%) is refused:
-most inputs would be random vectors, and "0% of predictions differ" would mean nothing.
 
 examples:
   embstab downstream new.txt old.txt --task rt_sentiment --model linear

@@ -53,6 +53,8 @@ def register(subparsers) -> None:
     tr.add_argument("--lost", choices=["error", "protect", "drop"], default="protect",
                     help="entities left without a training triple: refuse, never remove their last triple "
                          "(default), or drop them")
+    tr.add_argument("--threads", type=positive_int, default=1,
+                    help="torch threads (default 1, robust on shared cores; results are reproducible per thread count)")
     tr.add_argument("-o", "--output", required=True, metavar="DIR", help="model folder to write")
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
     tr.set_defaults(func=run_train)
@@ -84,7 +86,7 @@ def run_train(args: argparse.Namespace) -> int:
         # "remove": the new version lacks the triples; "add": the old version lacks them
         graph = pair.b if args.version == "remove" else pair.a
     res = train(graph, args.model, args.dim, args.epochs, args.seed, lr=args.lr, batch_size=args.batch_size,
-                negatives=args.negatives, progress=not args.no_progress)
+                negatives=args.negatives, progress=not args.no_progress, threads=args.threads)
     folder = res.save(args.output)
     m = res.metrics
     print(f"{res.settings['model']} d={args.dim} on {graph.name}: {graph.n_entities} entities, {len(graph.train)} "
