@@ -53,7 +53,18 @@ _WORD_ONLY = (("model", "--model"), ("seed_baseline", "--seed-baseline"), ("limi
 
 
 def task_spec(text: str) -> str:
-    """argparse type: a word-embedding task name, or ``link_prediction:GRAPH`` / ``triple_classification:GRAPH``."""
+    """argparse type: a word-embedding task name, or ``link_prediction:GRAPH`` / ``triple_classification:GRAPH``.
+
+    Parameters
+    ----------
+    text : str
+        The ``--task`` value.
+
+    Returns
+    -------
+    str
+        ``text``, checked (the graph name itself is checked when the graph loads).
+    """
     from embstab.downstream import TASKS
     from embstab.kg import KG_TASKS
 
