@@ -38,6 +38,16 @@ def test_pretrain_features_compare_and_disagreement(tmp_path, capsys):
                  "--epochs", "5", "--output", "json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["n_test"] == 20 and 0.0 <= res["disagreement"] <= 100.0 and res["model_b"].endswith("@fp4_e2m1")
+    # brown_pos: the bilstm tagger on each model's frozen per-word features
+    assert main(["contextual", "disagreement", str(out / "a"), str(out / "b"), "--task", "brown_pos", "--limit", "30",
+                 "--epochs", "1", "--subword", "mean"]) == 0
+    printed = capsys.readouterr().out
+    assert "tagger bilstm on frozen layer -1 word features (mean pieces)" in printed and "test tokens" in printed
+    assert "% of predictions differ" in printed and "majority class" not in printed
+    assert main(["contextual", "disagreement", str(out / "a"), str(out / "b"), "--task", "brown_pos",
+                 "--classifier", "linear", "--limit", "30"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'linear' is a classifier; tagging uses bilstm, bilstm_crf" in err
 
 
 @pytest.mark.parametrize("argv,message", [

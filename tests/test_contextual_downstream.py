@@ -11,7 +11,7 @@ from embstab.data import DATASETS
 from embstab.data.sources import SOURCES, source_path
 from embstab.data.tasks import ClassificationData
 from embstab.downstream import DisagreementResult, load_task
-from embstab.errors import EmbstabError, ShapeError, UnknownNameError
+from embstab.errors import ShapeError, UnknownNameError
 
 
 def _xor_task(n: int = 400, seed: int = 0) -> tuple[ClassificationData, np.ndarray]:
@@ -67,5 +67,5 @@ def test_tiny_model_vs_its_quantized_self_on_a_real_task():
     assert res.settings["model_b"].endswith("@fp4_e2m1") and res.settings["dim_a"] == 128
     floor = contextual_disagreement(model, model, data, "linear", seed=2, seed_b=1002, epochs=15)
     assert floor.settings["model_a"] == floor.settings["model_b"]
-    with pytest.raises(EmbstabError, match="is not one"):
-        contextual_disagreement(model, quant, "brown_pos", limit=20)
+    with pytest.raises(UnknownNameError, match="'bilstm' is a tagger, for brown_pos"):
+        contextual_disagreement(model, quant, data, "bilstm")

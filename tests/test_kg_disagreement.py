@@ -152,3 +152,26 @@ def test_model_that_does_not_fit_the_graph(pair):
         link_prediction_disagreement(pair[0], pair[1], umls)
     with pytest.raises(TypeError, match="expected a trained KG model"):
         triple_classification_disagreement("model.pt", pair[0], umls)
+
+
+def test_kg_disagreement_is_the_task_functions_plus_quantization(nations, pair):
+    from embstab.errors import UnknownNameError
+    from embstab.kg import kg_disagreement
+
+    a, b = pair
+    lp = kg_disagreement(a, b, nations, "link_prediction")
+    direct = link_prediction_disagreement(a, b, nations)
+    assert lp.disagreement == direct.disagreement and lp.settings["bits"] is None
+    q = kg_disagreement(a, b, nations, "link_prediction", bits=2)
+    qa, qb = quantize_pair(a, b, 2)
+    assert q.disagreement == link_prediction_disagreement(qa, qb, nations).disagreement
+    assert q.settings["bits"] == 2 and q.settings["memory_bits_a"] == qa.memory_bits
+    tc = kg_disagreement(a, b, nations, "triple_classification", seed=5)
+    assert tc.disagreement == triple_classification_disagreement(a, b, nations, seed=5).disagreement
+    before = torch.get_num_threads()
+    kg_disagreement(a, b, nations, threads=1)
+    assert torch.get_num_threads() == before  # the thread setting is restored
+    with pytest.raises(UnknownNameError, match="unknown knowledge-graph task 'link'"):
+        kg_disagreement(a, b, nations, "link")
+    with pytest.raises(TypeError, match="expected a KGTrainResult"):
+        kg_disagreement(a.model, b.model, nations, bits=4)

@@ -103,3 +103,33 @@ def test_version_pair_models_are_aligned(nations):
     assert a.entities.words == b.entities.words
     assert not np.array_equal(a.entities.vectors, b.entities.vectors)  # different data, same seed
     assert isinstance(pair.b, KnowledgeGraph) and pair.b.name == "nations-0.1"
+
+
+def test_training_freezes_the_heap_only_while_it_runs(nations):
+    import gc
+
+    import torch
+
+    from embstab.kg.training import _frozen_heap
+
+    before_threads = torch.get_num_threads()
+    assert gc.get_freeze_count() == 0
+    train(nations, "TransE", 4, 1, 0, progress=False, evaluate_on=None, threads=1)
+    assert gc.get_freeze_count() == 0 and torch.get_num_threads() == before_threads
+    with _frozen_heap():
+        assert gc.get_freeze_count() > 0  # the loop's per-epoch gc.collect skips these objects
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # a caller that froze its own heap keeps it frozen
+    try:
+        n = gc.get_freeze_count()
+        with _frozen_heap():
+            pass
+        assert gc.get_freeze_count() >= n > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_thread_count_does_not_change_the_reproducibility_contract(nations):
+    a = train(nations, "DistMult", 4, 2, 3, progress=False, evaluate_on=None, threads=1)
+    b = train(nations, "DistMult", 4, 2, 3, progress=False, evaluate_on=None, threads=1)
+    assert np.array_equal(a.entities.vectors, b.entities.vectors) and a.settings["torch_threads"] == 1

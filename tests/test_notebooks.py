@@ -71,3 +71,33 @@ def test_recipes_and_instability_notebook():
     for recipe in ("bf16-nearest", "bf16-stochastic", "bf16-kahan", "swalp"):
         assert recipe in text
     assert "of the fp32 neighbours" in text
+
+
+@pytest.mark.timeout(300)
+def test_kg_instability_notebook():
+    pytest.importorskip("pykeen")
+    text, images = outputs(run("kg_instability.ipynb"))
+    assert images == 1  # disagreement vs memory, EIS vs disagreement
+    assert "seed-only floor:" in text and "% of link-prediction answers differ" in text
+    assert "Spearman(eis, link-prediction disagreement) over bit widths" in text
+    for column in ("memory_KiB", "lp_disagreement_%", "top10_overlap"):
+        assert column in text
+
+
+def _rt_sentiment_available() -> bool:
+    from embstab.data.registry import DATASETS
+    from embstab.data.sources import SOURCES, source_path
+
+    return source_path(SOURCES[DATASETS["rt_sentiment"].source]) is not None
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not _rt_sentiment_available(), reason="run `embstab data fetch rt_sentiment`")
+def test_contextual_instability_notebook():
+    pytest.importorskip("transformers")
+    text, images = outputs(run("contextual_instability.ipynb"))
+    assert images == 1  # disagreement vs feature bits with the floor
+    assert "held-out perplexity" in text and "word types x 128 dimensions" in text
+    assert "classifier-seed floor on A's features" in text
+    for name in ("eis", "knn", "version pair", "seed-only pair", "disagreement_%"):
+        assert name in text

@@ -23,7 +23,8 @@ model.safetensors, tokenizer.json) that every command takes, as does builtin:min
   features      word-type embedding of a model: per word, the mean of its contextual vectors over
                 its occurrences in a corpus or text file; writes any format `embstab compare` reads
   disagreement  the same classifier (linear or mlp) trained on each model's frozen sentence
-                features of a task; percent of test predictions that differ"""
+                features of a task, or the same tagger (bilstm) on each model's frozen per-word
+                features of brown_pos; percent of test predictions (tags) that differ"""
 
 EPILOG = """\
 examples:
@@ -35,7 +36,8 @@ examples:
   embstab contextual features builtin:minilm_l6 --text sentences.txt --layer 3 --out mini.npz
   embstab contextual disagreement runs/bert/a runs/bert/b --task rt_sentiment --classifier mlp
   embstab contextual disagreement builtin:minilm_l6 --quantize-b fp8_e4m3 --task bbc_topic
-  embstab contextual disagreement runs/bert/a --seed-baseline --task rt_subjectivity"""
+  embstab contextual disagreement runs/bert/a --seed-baseline --task rt_subjectivity
+  embstab contextual disagreement runs/bert/a runs/bert/b --task brown_pos --limit 2000"""
 
 
 def register(subparsers) -> None:
@@ -86,14 +88,19 @@ def register(subparsers) -> None:
     dis.add_argument("b", metavar="B", nargs="?", help="second model (omit with --seed-baseline or --quantize-b)")
     dis.add_argument("--quantize-b", metavar="FORMAT", help="B = A with weights rounded to this lowprec format")
     dis.add_argument("--seed-baseline", action="store_true", help="A against A, classifier seeds S and S+1000")
-    dis.add_argument("--task", choices=["rt_sentiment", "rt_subjectivity", "bbc_topic"], default="rt_sentiment")
-    dis.add_argument("--classifier", choices=["linear", "mlp"], default="linear")
+    dis.add_argument("--task", choices=["rt_sentiment", "rt_subjectivity", "bbc_topic", "brown_pos"],
+                     default="rt_sentiment", help="classification task, or brown_pos tagging on per-word features")
+    dis.add_argument("--classifier", choices=["linear", "mlp", "bilstm", "bilstm_crf"],
+                     help="task model: linear (default) or mlp for classification, bilstm (default) or bilstm_crf "
+                          "for brown_pos")
     dis.add_argument("--seed", type=seed, default=0, help="classifier seed (default 0)")
     dis.add_argument("--limit", type=positive_int, help="use at most N examples")
     dis.add_argument("--epochs", type=positive_int, help="maximum epochs (default per classifier)")
     dis.add_argument("--lr", type=positive_float, help="Adam learning rate (default per classifier)")
     dis.add_argument("--layer", type=int, default=-1, help="hidden state to pool (default -1, the last)")
-    dis.add_argument("--pooling", choices=["mean", "cls"], default="mean")
+    dis.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="sentence features (default mean)")
+    dis.add_argument("--subword", choices=["first", "mean"], default="first",
+                     help="brown_pos: a word's vector is its first piece's (default) or its pieces' mean")
     dis.add_argument("--batch-size", type=positive_int, default=32, help="extraction batch size")
     dis.add_argument("--threads", type=positive_int, default=1)
     dis.add_argument("--output", choices=["table", "json"], default="table")
@@ -182,17 +189,22 @@ def run_disagreement(args: argparse.Namespace) -> int:
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
     res = contextual_disagreement(a, b, args.task, args.classifier, args.seed,
                                   seed_b=args.seed + 1000 if args.seed_baseline else None, limit=args.limit,
-                                  layer=args.layer, pooling=args.pooling, batch_size=args.batch_size,
+                                  layer=args.layer, pooling=args.pooling, subword=args.subword,
+                                  batch_size=args.batch_size,
                                   threads=args.threads, progress=args.progress, **kwargs)
     if args.output == "json":
         json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
         print()
         return 0
     s = res.settings
-    print(f"task {res.task}, classifier {res.model} on frozen {args.pooling}-pooled layer {args.layer} features, "
-          f"seeds {res.seed}/{s['seed_b']}, {res.n_test} test examples")
+    if args.task == "brown_pos":
+        print(f"task {res.task}, tagger {res.model} on frozen layer {args.layer} word features ({args.subword} piece"
+              f"{'s' if args.subword == 'mean' else ''}), seeds {res.seed}/{s['seed_b']}, {res.n_test} test tokens")
+    else:
+        print(f"task {res.task}, classifier {res.model} on frozen {args.pooling}-pooled layer {args.layer} features, "
+              f"seeds {res.seed}/{s['seed_b']}, {res.n_test} test examples")
     print(f"A: {s['model_a']}   B: {s['model_b']}")
     print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
-    print(f"accuracy A: {res.quality_a:.2f}%   accuracy B: {res.quality_b:.2f}%   "
-          f"(majority class: {s['majority_rate']:.2f}%)")
+    print(f"accuracy A: {res.quality_a:.2f}%   accuracy B: {res.quality_b:.2f}%"
+          + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
     return 0

@@ -1,12 +1,18 @@
-"""``embstab downstream A B --task ... --model ...``: how many downstream predictions flip."""
+"""``embstab downstream A B --task ... --model ...``: how many downstream predictions flip.
+
+Word-embedding tasks train a task model on each embedding; knowledge-graph tasks
+(``link_prediction:GRAPH``, ``triple_classification:GRAPH``) score two saved KG models directly.
+:func:`run_kg` is that second path, shared with ``embstab kg downstream``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from embstab.cli.options import add_trust_pickle, positive_float, positive_int, seed, unit_fraction
+from embstab.cli.options import add_trust_pickle, bits, positive_float, positive_int, seed, unit_fraction
 from embstab.errors import EmbstabError
 
 HELP = "train a task model on each of two embeddings and count the predictions that differ"
@@ -20,16 +26,61 @@ models linear, mlp, cnn, lstm) and brown_pos (tagging: models bilstm, bilstm_crf
 (mean of the word vectors into one linear layer) is the reference and the fastest.
 
 A and B are embedding files (any format embstab loads) or builtin:NAME pretrained embeddings.
+
 --seed-baseline trains two models on A alone with seeds S and S+1000: the disagreement that seeds
 alone cause, to read a pair's number against.
 
 An embedding that knows less than --min-coverage of the task's tokens (default 50%) is refused:
 most inputs would be random vectors, and "0% of predictions differ" would mean nothing.
 
+Knowledge-graph tasks: with --task link_prediction:GRAPH (or triple_classification:GRAPH), A and
+B are model folders written by `embstab kg train` for GRAPH or a version of it (same entities and
+relations). Link prediction reports the share of filtered top-1 answers (head and tail queries of
+each test triple) that differ, the top-10 overlap and both models' MRR/Hits@10; triple
+classification the share of test decisions that differ (--seed: seed of the negatives). --bits N
+quantizes both models first (the old model's clip for both) and reports their memory.
+
 examples:
   embstab downstream new.txt old.txt --task rt_sentiment --model linear
   embstab downstream new.txt old.txt --task brown_pos --model bilstm --limit 2000
-  embstab downstream new.txt --seed-baseline --task bbc_topic"""
+  embstab downstream new.txt --seed-baseline --task bbc_topic
+  embstab downstream umls_old umls_new --task link_prediction:umls
+  embstab downstream umls_old umls_new --task triple_classification:umls --bits 4"""
+
+#: Options of the word-embedding path that a knowledge-graph task has no use for.
+_WORD_ONLY = (("model", "--model"), ("seed_baseline", "--seed-baseline"), ("limit", "--limit"),
+              ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"))
+
+
+def task_spec(text: str) -> str:
+    """argparse type: a word-embedding task name, or ``link_prediction:GRAPH`` / ``triple_classification:GRAPH``.
+
+    Parameters
+    ----------
+    text : str
+        The ``--task`` value.
+
+    Returns
+    -------
+    str
+        ``text``, checked (the graph name itself is checked when the graph loads).
+    """
+    from embstab.downstream import TASKS
+    from embstab.kg import KG_TASKS
+
+    kind, colon, graph = text.partition(":")
+    kg_forms = ", ".join(f"{k}:GRAPH" for k in KG_TASKS)
+    if colon:
+        if kind not in KG_TASKS:
+            raise argparse.ArgumentTypeError(f"unknown knowledge-graph task {kind!r} in {text!r}: use {kg_forms}")
+        if not graph.strip():
+            raise argparse.ArgumentTypeError(f"{text!r} names no graph: use {kind}:GRAPH, e.g. {kind}:umls")
+        return text
+    if text in KG_TASKS:
+        raise argparse.ArgumentTypeError(f"{text!r} needs the graph the models embed: {text}:GRAPH, e.g. {text}:umls")
+    if text not in TASKS:
+        raise argparse.ArgumentTypeError(f"unknown task {text!r}: choose one of {', '.join(TASKS)}, or {kg_forms}")
+    return text
 
 
 def register(subparsers) -> None:
@@ -37,16 +88,21 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("downstream", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("a", metavar="A", help="first embedding (file or builtin:NAME)")
-    p.add_argument("b", metavar="B", nargs="?", help="second embedding (omit with --seed-baseline)")
-    p.add_argument("--task", choices=list(TASKS), default="rt_sentiment", help="task (default rt_sentiment)")
+    p.add_argument("a", metavar="A", help="first embedding (file or builtin:NAME), or KG model folder")
+    p.add_argument("b", metavar="B", nargs="?", help="second embedding or KG model folder (omit with --seed-baseline)")
+    p.add_argument("--task", type=task_spec, default="rt_sentiment", metavar="TASK",
+                   help=f"{', '.join(TASKS)} (default rt_sentiment), or link_prediction:GRAPH, "
+                        "triple_classification:GRAPH for two KG model folders")
     p.add_argument("--model", choices=list(MODELS), help="model (default: linear, or bilstm for tagging)")
-    p.add_argument("--seed", type=seed, default=0, help="model seed for both models (default 0)")
+    p.add_argument("--seed", type=seed, default=0,
+                   help="model seed for both models; KG triple classification: seed of the negatives (default 0)")
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on A only")
     p.add_argument("--limit", type=positive_int, help="use at most N examples (tagging: sentences)")
     p.add_argument("--epochs", type=positive_int, help="maximum epochs (default per model)")
     p.add_argument("--lr", type=positive_float, help="Adam learning rate (default per model)")
-    p.add_argument("--batch-size", type=positive_int, help="mini-batch size (default 32)")
+    p.add_argument("--batch-size", type=positive_int,
+                   help="mini-batch size (default 32; KG link prediction: queries scored at once, default 256)")
+    p.add_argument("--bits", type=bits, help="KG tasks: quantize both models to this many bits first")
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.add_argument("--progress", action="store_true", help="show per-epoch progress bars")
     p.add_argument("--min-coverage", type=unit_fraction, default=None, metavar="F",
@@ -63,10 +119,33 @@ def load_embedding(spec: str, trust_pickle: bool = False):
     return load(spec, trust_pickle=trust_pickle)
 
 
+def _is_kg_folder(spec: str) -> bool:
+    path = Path(spec)
+    return path.is_dir() and (path / "config.json").is_file() and (path / "model.pt").is_file()
+
+
 def run(args: argparse.Namespace) -> int:
     from embstab.downstream import TASKS, disagreement, seed_baseline
     from embstab.downstream.api import MIN_COVERAGE
 
+    if ":" in args.task:
+        kind, _, graph = args.task.partition(":")
+        for attr, flag in _WORD_ONLY:
+            if getattr(args, attr) not in (None, False):
+                raise EmbstabError(f"{flag} applies to word-embedding tasks, not to {kind} (KG models are scored "
+                                   "as they are)" + ("; for a seed baseline train two models with different "
+                                                     "--seed (embstab kg train) and compare their folders"
+                                                     if attr == "seed_baseline" else ""))
+        if args.b is None:
+            raise EmbstabError(f"{kind} compares two KG model folders: give A and B")
+        return run_kg(args.a, args.b, kind, graph, bits=args.bits, seed=args.seed, output=args.output,
+                      batch_size=args.batch_size or 256, progress=args.progress)
+    if args.bits is not None:
+        raise EmbstabError("--bits applies to KG tasks; compress word embeddings with `embstab compress` first")
+    for label, spec in (("A", args.a), ("B", args.b)):
+        if spec is not None and _is_kg_folder(spec):
+            raise EmbstabError(f"{label} ({spec}) is a KG model folder: use --task link_prediction:GRAPH or "
+                               "triple_classification:GRAPH")
     if (args.b is None) != args.seed_baseline:
         raise EmbstabError("give two embeddings A B, or one with --seed-baseline")
     model = args.model or ("bilstm" if TASKS[args.task][0] == "tagging" else "linear")
@@ -92,4 +171,51 @@ def run(args: argparse.Namespace) -> int:
     print(f"token coverage A: {s['token_coverage_a']:.1%}   B: {s['token_coverage_b']:.1%};  "
           f"vocabulary coverage A: {s['coverage_a']:.1%}   B: {s['coverage_b']:.1%};  "
           f"training time A: {s['seconds_a']:.1f} s   B: {s['seconds_b']:.1f} s")
+    return 0
+
+
+def run_kg(a: str, b: str, task: str, graph_name: str, *, bits: int | None = None, seed: int = 0,
+           output: str = "table", batch_size: int = 256, progress: bool = False) -> int:
+    """Disagreement of two saved KG models on ``graph_name``; prints a table or JSON, returns 0.
+
+    Parameters
+    ----------
+    a, b : str
+        Model folders written by ``embstab kg train``.
+    task : {"link_prediction", "triple_classification"}
+    graph_name : str
+        A graph name or folder (:func:`embstab.kg.load_graph`) both models embed.
+    bits : int, optional
+        Quantize both models first (pair protocol).
+    seed : int
+        Seed of the triple-classification negatives.
+    output : {"table", "json"}
+    batch_size : int
+        Link-prediction queries scored at once.
+    progress : bool
+    """
+    from embstab.kg import kg_disagreement, load_graph, load_kg_model
+
+    graph = load_graph(graph_name)
+    res = kg_disagreement(load_kg_model(a, graph), load_kg_model(b, graph), graph, task, bits=bits, seed=seed,
+                          batch_size=batch_size, progress=progress)
+    if output == "json":
+        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
+        print()
+        return 0
+    s = res.settings
+    bits_note = f", quantized to {bits} bits" if bits is not None else ""
+    if task == "link_prediction":
+        print(f"graph {graph.name}, {res.n_queries} test queries{bits_note}")
+        print(f"disagreement: {res.disagreement:.2f}% of filtered top-1 answers differ; "
+              f"top-{res.k} overlap {res.top_k_overlap:.3f}")
+        for tag, m in (("A", res.metrics_a), ("B", res.metrics_b)):
+            print(f"model {tag}: MRR {m.mrr:.4f}  Hits@1 {m.hits_at_1:.4f}  Hits@10 {m.hits_at_10:.4f}")
+    else:
+        print(f"graph {graph.name}, {res.n_test} test decisions{bits_note}")
+        print(f"disagreement: {res.disagreement:.2f}% of decisions differ")
+        print(f"accuracy A: {res.accuracy_a:.2f}%   accuracy B: {res.accuracy_b:.2f}%")
+    if bits is not None:
+        print(f"memory A: {s['memory_bits_a'] / 8192:.1f} KiB   B: {s['memory_bits_b'] / 8192:.1f} KiB   "
+              f"({s['compression_ratio']:.1f}x smaller than float32)")
     return 0

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from embstab.cli.options import bits, open_fraction, positive_float, positive_int, seed
 
@@ -20,16 +18,17 @@ WN18RR's relations, `embstab[wordnet]`; wordnet_k3 has ~38k entities), a fetched
 config.json. --version remove|add trains on a version of the graph with --share of its training
 triples removed (or held back), with the same vocabulary, for a retraining pair.
 
-`kg downstream A B --graph G` compares two model folders of graph G: the share of filtered
-link-prediction answers (head and tail queries of each test triple) that differ, the top-10
-overlap and both models' MRR/Hits@10; with --task triple_classification, the share of test
-decisions that differ. --bits N quantizes both models first (the old model's clip for both).
+`kg downstream A B --graph G` compares two model folders of graph G, the same as
+`embstab downstream A B --task link_prediction:G`: the share of filtered link-prediction answers
+(head and tail queries of each test triple) that differ, the top-10 overlap and both models'
+MRR/Hits@10; with --task triple_classification, the share of test decisions that differ. --bits N
+quantizes both models first (the old model's clip for both).
 
 examples:
   embstab kg train --graph umls --model TransE --dim 64 --epochs 100 -o umls_old
   embstab kg train --graph umls --model TransE --dim 64 --epochs 100 --version remove --share 0.05 -o umls_new
   embstab compare umls_old/entities.npz umls_new/entities.npz
-  embstab kg downstream umls_old umls_new --graph umls
+  embstab downstream umls_old umls_new --task link_prediction:umls
   embstab kg downstream umls_old umls_new --graph umls --bits 4 --task triple_classification"""
 
 
@@ -54,6 +53,8 @@ def register(subparsers) -> None:
     tr.add_argument("--lost", choices=["error", "protect", "drop"], default="protect",
                     help="entities left without a training triple: refuse, never remove their last triple "
                          "(default), or drop them")
+    tr.add_argument("--threads", type=positive_int, default=1,
+                    help="torch threads (default 1, robust on shared cores; results are reproducible per thread count)")
     tr.add_argument("-o", "--output", required=True, metavar="DIR", help="model folder to write")
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
     tr.set_defaults(func=run_train)
@@ -85,7 +86,7 @@ def run_train(args: argparse.Namespace) -> int:
         # "remove": the new version lacks the triples; "add": the old version lacks them
         graph = pair.b if args.version == "remove" else pair.a
     res = train(graph, args.model, args.dim, args.epochs, args.seed, lr=args.lr, batch_size=args.batch_size,
-                negatives=args.negatives, progress=not args.no_progress)
+                negatives=args.negatives, progress=not args.no_progress, threads=args.threads)
     folder = res.save(args.output)
     m = res.metrics
     print(f"{res.settings['model']} d={args.dim} on {graph.name}: {graph.n_entities} entities, {len(graph.train)} "
@@ -97,33 +98,10 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_downstream(args: argparse.Namespace) -> int:
-    from embstab.kg import (link_prediction_disagreement, load_graph, load_kg_model, quantize_pair,
-                            triple_classification_disagreement)
+    # the same path as `embstab downstream A B --task TASK:GRAPH`
+    from embstab.cli.downstream import run_kg
 
-    graph = load_graph(args.graph)
-    a, b = load_kg_model(args.a, graph), load_kg_model(args.b, graph)
-    if args.bits is not None:
-        a, b = quantize_pair(a, b, args.bits)
-    if args.task == "link_prediction":
-        res = link_prediction_disagreement(a, b, graph)
-    else:
-        res = triple_classification_disagreement(a, b, graph, seed=args.seed)
-    if args.output == "json":
-        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
-        print()
-        return 0
-    bits_note = f", quantized to {args.bits} bits" if args.bits is not None else ""
-    if args.task == "link_prediction":
-        print(f"graph {graph.name}, {res.n_queries} test queries{bits_note}")
-        print(f"disagreement: {res.disagreement:.2f}% of filtered top-1 answers differ; "
-              f"top-{res.k} overlap {res.top_k_overlap:.3f}")
-        for tag, m in (("A", res.metrics_a), ("B", res.metrics_b)):
-            print(f"model {tag}: MRR {m.mrr:.4f}  Hits@1 {m.hits_at_1:.4f}  Hits@10 {m.hits_at_10:.4f}")
-    else:
-        print(f"graph {graph.name}, {res.n_test} test decisions{bits_note}")
-        print(f"disagreement: {res.disagreement:.2f}% of decisions differ")
-        print(f"accuracy A: {res.accuracy_a:.2f}%   accuracy B: {res.accuracy_b:.2f}%")
-    return 0
+    return run_kg(args.a, args.b, args.task, args.graph, bits=args.bits, seed=args.seed, output=args.output)
 
 
 def run_graphs(args: argparse.Namespace) -> int:

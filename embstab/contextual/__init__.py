@@ -8,9 +8,11 @@ The path is the one word embeddings take, with a transformer in front:
   :func:`load_model` (the packaged ``minilm_l6`` or a saved folder, offline),
   :func:`quantize_weights` (weights through :func:`embstab.lowprec.quantize`);
 - features: :func:`word_type_embedding` (an :class:`~embstab.Embedding` every measure and
-  :func:`embstab.compare` accept) and :func:`sentence_features`;
+  :func:`embstab.compare` accept), :func:`sentence_features` and :func:`token_features`;
 - downstream: :func:`contextual_disagreement` / :func:`feature_disagreement` (frozen-feature
-  classifiers, :class:`~embstab.downstream.DisagreementResult`), :func:`compress_features`.
+  classifiers) and :func:`token_feature_disagreement` (frozen per-word features into the
+  ``bilstm`` taggers, ``brown_pos``), all giving :class:`~embstab.downstream.DisagreementResult`;
+  :func:`compress_features`.
 
 ``transformers`` is imported only when a network is built or loaded.
 """
@@ -18,10 +20,11 @@ The path is the one word embeddings take, with a transformer in front:
 from __future__ import annotations
 
 from embstab.contextual.compression import compress_features
-from embstab.contextual.downstream import (FEATURE_CLASSIFIERS, contextual_disagreement, feature_disagreement,
-                                           task_features)
+from embstab.contextual.downstream import (FEATURE_CLASSIFIERS, TOKEN_TAGGERS, contextual_disagreement,
+                                           feature_disagreement, task_features, task_token_features,
+                                           token_feature_disagreement)
 from embstab.contextual.errors import EmptyTextError, SequenceLengthError
-from embstab.contextual.features import POOLINGS, SUBWORDS, sentence_features, word_type_embedding
+from embstab.contextual.features import POOLINGS, SUBWORDS, sentence_features, token_features, word_type_embedding
 from embstab.contextual.model import SIZES, ContextualModel, ModelSize, build_model, load_model_dir
 from embstab.contextual.pretrain import PretrainPair, PretrainResult, pretrain_pair, split_heldout, train_mlm
 from embstab.contextual.pretrained import MODELS, load_model, minilm_l6
@@ -32,6 +35,7 @@ __all__ = [
     "FEATURE_CLASSIFIERS", "MODELS", "POOLINGS", "SIZES", "SUBWORDS", "ContextualModel", "EmptyTextError",
     "ModelSize", "PretrainPair", "PretrainResult", "SequenceLengthError", "build_model", "compress_features",
     "contextual_disagreement", "feature_disagreement", "load_model", "load_model_dir", "load_tokenizer", "minilm_l6",
-    "pretrain_pair", "quantize_weights", "sentence_features", "split_heldout", "task_features", "train_mlm",
+    "pretrain_pair", "quantize_weights", "sentence_features", "split_heldout", "task_features",
+    "task_token_features", "token_feature_disagreement", "token_features", "TOKEN_TAGGERS", "train_mlm",
     "train_wordpiece", "word_type_embedding",
 ]

@@ -23,7 +23,8 @@ from embstab.contextual.errors import SequenceLengthError
 from embstab.embedding import Embedding
 from embstab.errors import VocabularyError
 
-__all__ = ["POOLINGS", "SUBWORDS", "hidden_states", "sentence_features", "word_type_embedding", "word_windows"]
+__all__ = ["POOLINGS", "SUBWORDS", "hidden_states", "sentence_features", "token_features", "word_type_embedding",
+           "word_windows"]
 
 POOLINGS = ("mean", "cls")
 SUBWORDS = ("first", "mean")
@@ -145,7 +146,7 @@ def word_windows(docs: Sequence[Sequence[str]], pieces: WordPieces, limit: int) 
         window: list[str] = []
         used = 0
         for word in doc:
-            n = len(pieces[word])
+            n = max(1, len(pieces[word]))  # a word with no piece is read as [UNK] by token_features
             if n > body:
                 raise SequenceLengthError(f"word {word[:40]!r} of text {d + 1} alone has {n} word pieces, more than "
                                           f"the model's limit of {body}")
@@ -249,19 +250,88 @@ def word_type_embedding(model: ContextualModel, docs: Sequence[str] | Sequence[S
         if not flat:
             continue
         b, v, s, e = (np.asarray(x, dtype=np.int64) for x in zip(*flat))
-        h = states.double()
-        if subword == "first":
-            vecs = h[torch.from_numpy(b), torch.from_numpy(s + 1)]
-        else:
-            # span means from a prefix sum over positions (float64, so no cancellation to speak of)
-            csum = torch.nn.functional.pad(h.cumsum(1), (0, 0, 1, 0))
-            bt = torch.from_numpy(b)
-            vecs = (csum[bt, torch.from_numpy(e + 1)] - csum[bt, torch.from_numpy(s + 1)]) \
-                / torch.from_numpy(e - s).unsqueeze(1).double()
-        np.add.at(sums, v, vecs.numpy())
+        np.add.at(sums, v, _word_vectors(states, b, s, e, subword).numpy())
     vectors = (sums / used[:, None]).astype(np.float32)
     return Embedding(known, vectors, used, name=name or f"{model.name}.layer{layer_index}",
                      source=f"contextual word types of {model.name}",
                      metadata={"kind": "contextual_word_type", "model": model.name, "layer": layer_index,
                                "subword": subword, "min_count": min_count, "max_occurrences": max_occurrences,
                                "texts": len(docs), "windows": len(windows)})
+
+
+def _word_vectors(states: torch.Tensor, b: np.ndarray, s: np.ndarray, e: np.ndarray, subword: str) -> torch.Tensor:
+    """float64 vectors of word spans: piece ``s`` (first) or the mean of pieces ``s..e-1`` of row ``b``."""
+    h = states.double()
+    bt = torch.from_numpy(b)
+    if subword == "first":
+        return h[bt, torch.from_numpy(s + 1)]
+    # span means from a prefix sum over positions (float64, so no cancellation to speak of)
+    csum = torch.nn.functional.pad(h.cumsum(1), (0, 0, 1, 0))
+    return (csum[bt, torch.from_numpy(e + 1)] - csum[bt, torch.from_numpy(s + 1)]) \
+        / torch.from_numpy(e - s).unsqueeze(1).double()
+
+
+def token_features(model: ContextualModel, sentences: Sequence[str] | Sequence[Sequence[str]], *, layer: int = -1,
+                   subword: str = "first", batch_size: int = 32, threads: int | None = 1,
+                   progress: bool = False) -> list[np.ndarray]:
+    """One contextual vector per word of each sentence (the input of a tagger on frozen features).
+
+    A sentence longer than the model's limit is read in consecutive windows that fit
+    (:func:`word_windows`), so every word gets a vector; a word the tokenizer turns into no piece
+    at all reads as ``[UNK]``. A word's vector is the state of its first piece, or the mean of its
+    pieces, as for :func:`word_type_embedding`.
+
+    Parameters
+    ----------
+    model : ContextualModel
+    sentences : sequence of str or of token lists
+        Strings are split with :func:`embstab.data.tokenize`; token lists (a tagging task's) are
+        kept word for word, so the vectors line up with the tags.
+    layer : int
+        Hidden state to read (0 = input embeddings, −1 = last).
+    subword : {"first", "mean"}
+    batch_size, threads, progress
+        As for :func:`sentence_features`.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Per sentence, a ``(n_words, hidden)`` float32 array.
+
+    Raises
+    ------
+    EmptyTextError
+        If a sentence has no word.
+    SequenceLengthError
+        If one word alone has more pieces than the model reads.
+    """
+    _check_choice(subword, SUBWORDS, "subword")
+    _check_layer(model, layer)
+    words = as_word_lists(sentences)
+    pieces = WordPieces(model.tokenizer)
+    pieces.add(w for ws in words for w in ws)
+    unk = np.asarray([pieces.unk], dtype=np.int64)
+    out = [np.zeros((len(ws), model.hidden_size), dtype=np.float32) for ws in words]
+    rows: list[np.ndarray] = []
+    spans: list[tuple[int, int, np.ndarray]] = []  # per row: sentence, first word, piece offsets
+    for i, ws in enumerate(words):
+        first = 0
+        for window in word_windows([ws], pieces, model.max_length):
+            parts = [pieces[w] if len(pieces[w]) else unk for w in window]
+            starts = np.zeros(len(parts) + 1, dtype=np.int64)
+            np.cumsum([len(p) for p in parts], out=starts[1:])
+            rows.append(np.concatenate(parts))
+            spans.append((i, first, starts))
+            first += len(window)
+    for idx, states, _ in hidden_states(model, rows, layer, batch_size, threads, progress, "token features"):
+        b = np.concatenate([np.full(len(spans[r][2]) - 1, k) for k, r in enumerate(idx)])
+        s = np.concatenate([spans[r][2][:-1] for r in idx])
+        e = np.concatenate([spans[r][2][1:] for r in idx])
+        vecs = _word_vectors(states, b, s, e, subword).float().numpy()
+        at = 0
+        for r in idx:
+            sent, first, starts = spans[r]
+            n = len(starts) - 1
+            out[sent][first:first + n] = vecs[at:at + n]
+            at += n
+    return out

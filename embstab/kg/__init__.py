@@ -15,17 +15,22 @@ from embstab.kg.graph import KnowledgeGraph
 from embstab.kg.triples import load_triples_graph, read_triples
 from embstab.kg.versions import GraphPair, seed_pair, version_pair
 
-__all__ = ["GRAPHS", "STANDARD_GRAPHS", "GraphPair", "KGTrainResult", "KnowledgeGraph", "LinkPredictionMetrics",
-           "LinkPredictionDisagreement", "QuantizedKGModel", "TripleClassificationDisagreement",
-           "download_graph", "evaluate", "link_prediction_disagreement", "list_graphs", "load_graph",
-           "load_kg_model", "load_triples_graph", "quantize_model", "quantize_pair", "read_triples", "seed_pair",
-           "train", "triple_classification_disagreement", "version_pair"]
+#: The downstream tasks of a knowledge-graph model pair (``embstab downstream --task KIND:GRAPH``).
+KG_TASKS = ("link_prediction", "triple_classification")
+
+__all__ = ["GRAPHS", "KG_TASKS", "STANDARD_GRAPHS", "GraphPair", "KGTrainResult", "KnowledgeGraph",
+           "LinkPredictionMetrics", "LinkPredictionDisagreement", "QuantizedKGModel",
+           "TripleClassificationDisagreement", "download_graph", "evaluate", "kg_disagreement",
+           "link_prediction_disagreement", "list_graphs", "load_graph", "load_kg_model", "load_triples_graph",
+           "quantize_model", "quantize_pair", "read_triples", "seed_pair", "train",
+           "triple_classification_disagreement", "version_pair"]
 
 # PyKEEN and torch load on first use (a few seconds), not on ``import embstab.kg``.
 _LAZY = {"KGTrainResult": "training", "LinkPredictionMetrics": "training", "evaluate": "training", "train": "training",
          "load_kg_model": "training",
          "QuantizedKGModel": "quantize", "quantize_model": "quantize", "quantize_pair": "quantize",
          "LinkPredictionDisagreement": "disagreement", "TripleClassificationDisagreement": "disagreement",
+         "kg_disagreement": "disagreement",
          "link_prediction_disagreement": "disagreement", "triple_classification_disagreement": "disagreement"}
 
 

@@ -22,13 +22,16 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from embstab.errors import EmbstabError
+from embstab._threads import torch_threads
+from embstab.errors import EmbstabError, lookup
+from embstab.kg import KG_TASKS
 from embstab.kg.graph import KnowledgeGraph
 from embstab.kg.scoring import KnownAnswers, as_model, score_queries, score_triples, top_k
 from embstab.kg.training import LinkPredictionMetrics, evaluate
 
-__all__ = ["LinkPredictionDisagreement", "TripleClassificationDisagreement", "link_prediction_disagreement",
-           "triple_classification_disagreement", "corrupt", "fit_thresholds", "query_answers"]
+__all__ = ["KG_TASKS", "LinkPredictionDisagreement", "TripleClassificationDisagreement", "kg_disagreement",
+           "link_prediction_disagreement", "triple_classification_disagreement", "corrupt", "fit_thresholds",
+           "query_answers"]
 
 
 @dataclass
@@ -279,3 +282,66 @@ def triple_classification_disagreement(model_a: Any, model_b: Any, graph: Knowle
     return TripleClassificationDisagreement(float(100.0 * np.mean(da != db)), accs[0], accs[1], int(len(test)),
                                             graph.name, settings, da if keep_decisions else None,
                                             db if keep_decisions else None)
+
+
+def kg_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, task: str = "link_prediction", *,
+                    bits: int | None = None, seed: int = 0, k: int = 10, batch_size: int = 256,
+                    progress: bool = False, threads: int | None = 1
+                    ) -> LinkPredictionDisagreement | TripleClassificationDisagreement:
+    """Downstream disagreement of two KG models on one of :data:`KG_TASKS`, optionally quantized first.
+
+    The one entry point the command line uses (``embstab downstream A B --task link_prediction:G``).
+
+    Parameters
+    ----------
+    model_a, model_b : KGTrainResult or QuantizedKGModel or pykeen.models.Model
+        Models over ``graph``'s vocabulary. With ``bits`` both must be :class:`KGTrainResult`.
+    graph : KnowledgeGraph
+        The graph whose test split is asked and whose three splits form the filter.
+    task : {"link_prediction", "triple_classification"}
+    bits : int, optional
+        Quantize both models first with the pair protocol (:func:`embstab.kg.quantize_pair`: the
+        old model's clips for both); ``settings`` then records the bits and both models' memory.
+    seed : int
+        Seed of the triple-classification negatives.
+    k : int
+        Depth of the link-prediction top-k overlap.
+    batch_size : int
+        Link-prediction queries scored at once.
+    progress : bool
+    threads : int or None
+        torch intra-op threads while scoring (default 1; None leaves torch's setting).
+
+    Returns
+    -------
+    LinkPredictionDisagreement or TripleClassificationDisagreement
+
+    Raises
+    ------
+    UnknownNameError
+        For a task that is not in :data:`KG_TASKS`.
+    ShapeError
+        If a model does not fit the graph, or (with ``bits``) the two models have different tables.
+    """
+    lookup({t: None for t in KG_TASKS}, task, "knowledge-graph task")
+    with torch_threads(threads):
+        return _kg_disagreement(model_a, model_b, graph, task, bits, seed, k, batch_size, progress)
+
+
+def _kg_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, task: str, bits: int | None, seed: int,
+                     k: int, batch_size: int, progress: bool
+                     ) -> LinkPredictionDisagreement | TripleClassificationDisagreement:
+    memory: dict[str, Any] = {}
+    if bits is not None:
+        from embstab.kg.quantize import quantize_pair
+
+        model_a, model_b = quantize_pair(model_a, model_b, bits)
+        memory = {"bits": int(bits), "memory_bits_a": model_a.memory_bits, "memory_bits_b": model_b.memory_bits,
+                  "compression_ratio": model_a.compression_ratio}
+    if task == "link_prediction":
+        res: LinkPredictionDisagreement | TripleClassificationDisagreement = link_prediction_disagreement(
+            model_a, model_b, graph, k=k, batch_size=batch_size, progress=progress)
+    else:
+        res = triple_classification_disagreement(model_a, model_b, graph, seed=seed)
+    res.settings.update({"bits": None, **memory})
+    return res

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from embstab.compress.memory import memory_bits
-from embstab.compress.uniform import _check_bits, optimal_clip, uniform_quantize
+from embstab.compress.uniform import optimal_clip, uniform_quantize
 from embstab.embedding import Embedding
 from embstab.errors import ShapeError
 from embstab.kg.graph import KnowledgeGraph
@@ -107,7 +107,9 @@ def quantize_model(trained: KGTrainResult, bits: int, *, clips: dict[str, float]
     import torch
 
     trained = _source(trained)
-    bits = _check_bits(bits)
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits < 1:
+        raise ValueError(f"bits must be a positive integer, got {bits!r}")
+    bits = int(bits)
     if 24 < bits < 32:
         raise ValueError(f"bits must be 1..24, or 32 and more for clipping only; got {bits}")
     model = copy.deepcopy(trained.model)
