@@ -7,6 +7,7 @@ small-problem acceptance check; ``embstab recipes list`` and ``embstab recipes c
 from __future__ import annotations
 
 from embstab.recipes.memory import LowMemoryModel, MemoryProfile, low_memory, memory_profile
+from embstab.recipes.sparse import DynamicSparsity, Reallocation, sparse_candidates
 from embstab.recipes.registry import RECIPES, CheckResult, Recipe, get_recipe, register_recipe
 from embstab.recipes.sixteen_bit import (SIXTEEN_BIT_MODES, PrecisionRecipeError, SixteenBitTraining,
                                          least_squares_16bit, sixteen_bit)
@@ -28,6 +29,7 @@ __all__ += ["SWALP", "bn_update", "least_squares_swalp", "swalp_formats"]
 __all__ += ["HALP", "least_squares_halp"]
 __all__ += ["TRAINING_RECIPES", "RecipeOptimizer", "TrainingRecipe", "training_recipe"]
 __all__ += ["LowMemoryModel", "MemoryProfile", "low_memory", "memory_profile"]
+__all__ += ["DynamicSparsity", "Reallocation", "sparse_candidates"]
 # compression and distributed recipes
 __all__ += ["TTEmbedding", "TTShape", "suggest_tt_shape", "tt_compress_embedding", "tt_decompose", "tt_full",
             "ocs_merge", "ocs_quantize", "ocs_split", "random_hadamard", "random_orthogonal", "rotate_quantize",

@@ -1,4 +1,4 @@
-"""Low-memory training: where training memory goes, and three ways to cut it.
+"""Low-memory training: where training memory goes, and four ways to cut it.
 
 :func:`memory_profile` splits the memory of one training step into weights, gradients,
 optimizer state and activations. Activations are the tensors autograd saves for the backward
@@ -8,8 +8,10 @@ backward nodes that hold them.
 
 :func:`low_memory` wraps a model with the techniques: activation checkpointing of chosen child
 modules (recomputed in the backward pass; numbers unchanged), micro-batching (gradient
-accumulation over slices of the batch; activations scale with the micro-batch) and 16-bit
-storage of saved activations (packed to bf16/fp16 when saved, widened when used).
+accumulation over slices of the batch; activations scale with the micro-batch), 16-bit
+storage of saved activations (packed to bf16/fp16 when saved, widened when used) and dynamic
+sparse reparameterization of the weight matrices (:class:`embstab.recipes.sparse.DynamicSparsity`:
+a fixed budget of nonzero weights, pruned by magnitude and regrown periodically).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as _torch_checkpoint
 
+from embstab.recipes.peak import backward_peak
 from embstab.recipes.registry import CheckResult, register_recipe
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
+from embstab.recipes.sparse import DynamicSparsity, sparse_candidates
 
 __all__ = ["LowMemoryModel", "MemoryProfile", "low_memory", "memory_profile"]
 
@@ -44,6 +48,10 @@ class MemoryProfile:
         The same activations found by walking the autograd graph from the loss and reading each
         node's saved tensors (an independent count; None for a :class:`LowMemoryModel`, whose
         saved tensors are packed).
+    backward_peak : int or None
+        Most bytes live at once during the backward pass, replayed on the graph
+        (:func:`embstab.recipes.peak.backward_peak`: saved tensors still held, gradients in
+        flight, leaf gradients so far); None for a :class:`LowMemoryModel`.
     """
 
     weights: int
@@ -52,6 +60,16 @@ class MemoryProfile:
     activations: int
     graph_nodes: int
     graph_activations: int | None = None
+    backward_peak: int | None = None
+
+    @property
+    def peak(self) -> int:
+        """Predicted peak of the step: weights and optimizer state, plus the larger of the saved
+        activations (end of forward) and the backward pass's peak (without a replay: activations
+        plus all gradients)."""
+        moving = self.activations + self.gradients if self.backward_peak is None else \
+            max(self.activations, self.backward_peak)
+        return self.weights + self.optimizer_state + moving
 
     @property
     def total(self) -> int:
@@ -125,6 +143,10 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
     Returns
     -------
     MemoryProfile
+        For a :class:`LowMemoryModel` with dynamic sparsity, the sparse weights count what CSR
+        storage of their nonzeros takes (values, int32 column indices, row pointers) and their
+        gradients and per-weight optimizer state count the nonzeros' values: what a sparse
+        implementation stores (this one computes with masked dense tensors, the same numbers).
 
     Raises
     ------
@@ -145,7 +167,7 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
             saved[ptr] = max(saved.get(ptr, 0), _nbytes(t))
         return t
 
-    graph = None
+    graph = replay = None
     if isinstance(model, LowMemoryModel):
         # micro-batches run one after another: the peak is the largest micro-batch's saved set
         _, nodes, per_micro = model._profile_step(inputs, target, loss_fn, param_ptrs)
@@ -156,15 +178,31 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
             loss = loss_fn(out, target) if loss_fn is not None else out.float().sum()
         nodes = _count_nodes(loss.grad_fn)
         graph = _graph_saved_bytes(loss.grad_fn, param_ptrs)
+        replay = backward_peak(loss.grad_fn, param_ptrs)
         activations = sum(saved.values())
         del loss, out
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    gradients = sum(p.numel() * p.element_size() for p in params)
+    sparsity = model.sparsity if isinstance(model, LowMemoryModel) else None
+    # a sparse weight stores its nonzeros in CSR; so do its gradient and its per-weight optimizer
+    # state (they share its index structure, so they cost values only)
+    sparse = {id(p): n for n, p in sparsity.params.items()} if sparsity is not None else {}
+
+    def stored(p: torch.Tensor, with_index: bool) -> int:
+        if id(p) not in sparse:
+            return p.numel() * p.element_size()
+        name = sparse[id(p)]
+        return sparsity.csr_bytes(name) if with_index else int(sparsity.masks[name].sum()) * p.element_size()
+
+    weights = sum(stored(p, True) for p in model.parameters())
+    gradients = sum(stored(p, False) for p in params)
     state = 0
     if optimizer is not None:
-        for st in optimizer.state.values():
-            state += sum(v.numel() * v.element_size() for v in st.values() if isinstance(v, torch.Tensor))
-    return MemoryProfile(weights, gradients, state, activations, nodes, graph)
+        for p, st in optimizer.state.items():
+            for v in st.values():
+                if isinstance(v, torch.Tensor):
+                    per_weight = id(p) in sparse and v.shape == p.shape
+                    state += int(sparsity.masks[sparse[id(p)]].sum()) * v.element_size() if per_weight \
+                        else v.numel() * v.element_size()
+    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay)
 
 
 class _Checkpointed(nn.Module):
@@ -179,11 +217,26 @@ class _Checkpointed(nn.Module):
 class LowMemoryModel(nn.Module):
     """A model wrapped with low-memory training techniques (see :func:`low_memory`)."""
 
-    def __init__(self, model: nn.Module, micro_batch: int | None, storage: str) -> None:
+    def __init__(self, model: nn.Module, micro_batch: int | None, storage: str,
+                 sparsity: DynamicSparsity | None = None) -> None:
         super().__init__()
         self.model = model
         self.micro_batch = micro_batch
         self.storage = storage
+        self.sparsity = sparsity
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """``optimizer.step()``, then the sparse bookkeeping (re-mask; re-allocate when due).
+
+        Parameters
+        ----------
+        optimizer : torch.optim.Optimizer
+            The optimizer over this model's parameters; with dynamic sparsity use this method
+            instead of ``optimizer.step()`` so the budget is kept and re-allocated.
+        """
+        optimizer.step()
+        if self.sparsity is not None:
+            self.sparsity.step(optimizer)
 
     def _hooks(self, record: dict[int, int] | None = None, skip: set[int] | None = None):
         dtype = _STORAGE[self.storage]
@@ -255,8 +308,10 @@ class LowMemoryModel(nn.Module):
 
 
 def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: int | None = None,
-               storage: str = "fp32", sparse: bool = False) -> LowMemoryModel:
-    """Wrap ``model`` with activation checkpointing, micro-batching and 16-bit activation storage.
+               storage: str = "fp32", sparse: float | None = None, *, sparse_every: int = 100,
+               sparse_prune: float = 0.1, seed: int = 0) -> LowMemoryModel:
+    """Wrap ``model`` with activation checkpointing, micro-batching, 16-bit activation storage and
+    dynamic sparse reparameterization.
 
     Parameters
     ----------
@@ -270,8 +325,17 @@ def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: in
         (:meth:`LowMemoryModel.backward_step`).
     storage : {"fp32", "bf16", "fp16"}
         Format of the activations saved for backward.
-    sparse : bool
-        Sparse weight storage; not supported by this implementation (raises).
+    sparse : float, optional
+        Sparsity of the weight matrices (:func:`embstab.recipes.sparse.sparse_candidates`): the
+        fraction of their weights that are zero, in ``[0, 1)``, e.g. ``0.9`` keeps a budget of
+        10 %, re-allocated between layers during training (:class:`DynamicSparsity`; call
+        :meth:`LowMemoryModel.step` instead of ``optimizer.step()``).
+    sparse_every : int, default 100
+        Optimizer steps between re-allocations of the sparse budget.
+    sparse_prune : float, default 0.1
+        Target share of the budget pruned and regrown per re-allocation.
+    seed : int, default 0
+        Seeds the sparse positions (initial and regrown).
 
     Returns
     -------
@@ -280,21 +344,25 @@ def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: in
     Raises
     ------
     PrecisionRecipeError
-        For an unknown child name, ``micro_batch < 1``, an unknown storage, or ``sparse=True``.
+        For an unknown child name, ``micro_batch < 1``, an unknown storage, a sparsity outside
+        ``[0, 1)`` or a model without weight matrices to make sparse.
     """
     if storage not in _STORAGE:
         raise PrecisionRecipeError(f"storage must be one of {tuple(_STORAGE)}, got {storage!r}")
     if micro_batch is not None and not (isinstance(micro_batch, int) and micro_batch >= 1):
         raise PrecisionRecipeError(f"micro_batch must be a positive int, got {micro_batch!r}")
-    if sparse:
-        raise PrecisionRecipeError("sparse weight storage is not supported by low_memory")
     children = dict(model.named_children())
     for name in checkpoint:
         if name not in children:
             raise PrecisionRecipeError(f"cannot checkpoint {name!r}: the model has no child of that name "
                                        f"(children: {', '.join(children) or 'none'})")
+    sparsity = None
+    if sparse is not None:
+        sparsity = DynamicSparsity(sparse_candidates(model), sparse, every=sparse_every, prune_fraction=sparse_prune,
+                                   seed=seed)
+    for name in checkpoint:
         setattr(model, name, _Checkpointed(children[name]))
-    return LowMemoryModel(model, micro_batch, storage)
+    return LowMemoryModel(model, micro_batch, storage, sparsity)
 
 
 def _mlp(seed: int, width: int = 256, depth: int = 4) -> nn.Sequential:
