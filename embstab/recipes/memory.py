@@ -16,6 +16,7 @@ a fixed budget of nonzero weights, pruned by magnitude and regrown periodically)
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -241,15 +242,25 @@ class LowMemoryModel(nn.Module):
     def _hooks(self, record: dict[int, int] | None = None, skip: set[int] | None = None):
         dtype = _STORAGE[self.storage]
         skip = skip or set()
+        # one 16-bit copy per saved tensor: a tensor two nodes save (a ReLU's output is also the
+        # next Linear's input) is converted once; the weak reference proves it is the same object
+        copies: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
 
         def pack(t):
             keep = t
             if (dtype is not None and t.is_floating_point() and t.dtype == torch.float32
                     and t.untyped_storage().data_ptr() not in skip):
-                keep = t.to(dtype)
+                hit = copies.get(id(t))
+                if hit is not None and hit[0]() is t:
+                    keep = hit[1]
+                else:
+                    keep = t.to(dtype)
+                    copies[id(t)] = (weakref.ref(t), keep)
             if record is not None:  # count what is actually kept, each storage once
-                ptr = t.untyped_storage().data_ptr()
-                if ptr not in skip:
+                # key by the kept tensor (alive until backward, so its address is unique): a
+                # converted copy's source may be freed and its address reused by a later tensor
+                ptr = keep.untyped_storage().data_ptr()
+                if t.untyped_storage().data_ptr() not in skip:
                     record[ptr] = max(record.get(ptr, 0), _nbytes(keep))
             return (t.dtype if keep is not t else None, keep)
 

@@ -178,7 +178,9 @@ def measure_peak(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor],
     Parameters
     ----------
     model : torch.nn.Module
-        A model on CPU.
+        A model on CPU; a :class:`embstab.recipes.LowMemoryModel` runs its
+        :meth:`~embstab.recipes.LowMemoryModel.backward_step` (micro-batches, checkpoint
+        recomputation and packed storage all show in the measurement).
     batch : tensor or sequence of tensors
         Model inputs; with ``loss_fn`` the last element is the target.
     loss_fn : callable, optional
@@ -201,10 +203,13 @@ def measure_peak(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor],
     live += inputs + ([target] if target is not None else [])
     baseline = _tensor_bytes(live)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = model(*inputs)
-        loss = loss_fn(out, target) if loss_fn is not None else out.float().sum()
-        loss.backward()
-        del loss, out
+        if hasattr(model, "backward_step"):  # a low-memory model runs its own micro-batched step
+            model.backward_step(inputs, target, loss_fn)
+        else:
+            out = model(*inputs)
+            loss = loss_fn(out, target) if loss_fn is not None else out.float().sum()
+            loss.backward()
+            del loss, out
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
                     if e.name() == "[memory]" and "CPU" in str(e.device_type()))
     running = top = 0
