@@ -167,7 +167,10 @@ class RecipeOptimizer:
             if p.grad is None:
                 continue
             if p.grad.is_sparse and _row_local(fmt):
-                touched[p] = p.grad.coalesce().indices()[0]  # coalesced: each row once
+                # coalesce once and hand the coalesced gradient on: the sparse optimizers would
+                # coalesce it again otherwise (a no-op on a coalesced tensor)
+                p.grad = p.grad.coalesce()
+                touched[p] = p.grad.indices()[0]  # each row once
             else:
                 touched[p] = None
         self.base.step()
