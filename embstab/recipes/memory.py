@@ -383,10 +383,12 @@ def _mlp(seed: int, width: int = 256, depth: int = 4) -> nn.Sequential:
     return nn.Sequential(*blocks, nn.Linear(width, 10))
 
 
-@register_recipe("low_memory", "Low-memory training: profile by kind; checkpointing, micro-batching, bf16 storage",
-                 ("memory_profile", "low_memory", "MemoryProfile"))
+@register_recipe("low_memory", "Low-memory training: profile by kind; checkpointing, micro-batching, bf16 storage, "
+                 "dynamic sparsity",
+                 ("memory_profile", "low_memory", "MemoryProfile", "DynamicSparsity"))
 def check_low_memory(seed: int = 0) -> CheckResult:
-    """Activation bytes under each technique on an MLP, and that checkpointing changes no number.
+    """Activation and weight bytes under each technique on an MLP, and that checkpointing changes
+    no number.
 
     Parameters
     ----------
@@ -396,7 +398,8 @@ def check_low_memory(seed: int = 0) -> CheckResult:
     Returns
     -------
     CheckResult
-        One row per technique: activation bytes, ratio to the baseline, max gradient difference.
+        One row per technique: activation and weight bytes, their ratios to the baseline, max
+        gradient difference (dynamic sparsity trains other weights, so its difference is large).
     """
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(256, 256, generator=g)
@@ -404,7 +407,8 @@ def check_low_memory(seed: int = 0) -> CheckResult:
     loss_fn = nn.functional.cross_entropy
     rows, grads = [], {}
     configs = {"baseline": {}, "checkpoint blocks": {"checkpoint": ("0", "1", "2", "3")},
-               "micro_batch 64": {"micro_batch": 64}, "bf16 storage": {"storage": "bf16"}}
+               "micro_batch 64": {"micro_batch": 64}, "bf16 storage": {"storage": "bf16"},
+               "sparse 90%": {"sparse": 0.9, "seed": seed}}
     for name, kw in configs.items():
         wrapped = low_memory(_mlp(seed), **kw)
         prof = memory_profile(wrapped, (x, t), loss_fn)
@@ -415,6 +419,7 @@ def check_low_memory(seed: int = 0) -> CheckResult:
     table = pd.DataFrame(rows)
     base = table.activation_bytes[0]
     table["ratio"] = table.activation_bytes / base
+    table["weights_ratio"] = table.weights_bytes / table.weights_bytes[0]
     table["max_grad_diff"] = [float((grads[k] - grads["baseline"]).abs().max()) for k in configs]
     r = dict(zip(table.technique, table.ratio))
     d = dict(zip(table.technique, table.max_grad_diff))
@@ -426,5 +431,8 @@ def check_low_memory(seed: int = 0) -> CheckResult:
         "micro-batch 64 of 256 stores < 40% of the activations": bool(r["micro_batch 64"] < 0.4),
         "micro-batching changes gradients only by float rounding (< 1e-5)": d["micro_batch 64"] < 1e-5,
         "bf16 storage about halves the activations (ratio in [0.4, 0.55])": bool(0.4 <= r["bf16 storage"] <= 0.55),
+        # 10 % of the matrices' values plus their int32 column indices; dense biases
+        "sparse 90% stores < 25% of the weight bytes (CSR)":
+            bool(dict(zip(table.technique, table.weights_ratio))["sparse 90%"] < 0.25),
     }
     return CheckResult("low_memory", table, claims, seed)
