@@ -36,7 +36,7 @@ def _meta_bytes(meta) -> int:
     n = 1
     for s in shape:
         n *= int(s)
-    return n * torch.empty((), dtype=dtype).element_size()
+    return n * dtype.itemsize
 
 
 def _saved_storages(fn, skip: set[int]) -> dict[int, int]:
