@@ -1,14 +1,18 @@
 """Precision recipes as a setting of embstab's own trainers and of a study.
 
-A *training recipe* names how an embedding table is stored and updated while it is fitted:
+A *training recipe* names how a model's trainable weights (an embedding table, or a downstream
+model's layers) are stored and updated while it is fitted:
 ``"fp32"`` (the reference), ``"bf16-nearest"`` / ``"bf16-stochastic"`` / ``"bf16-kahan"`` (16-bit
 weights, the update rounded to nearest, stochastically, or with a Kahan compensation buffer; the
 same for ``fp16``), and ``"swalp"`` (8-bit block floating point with stochastic rounding plus a
 float64 average of the iterates over the second half of training). The names are what a study
-file sweeps (``training.recipes``) and what ``embstab train --recipe`` takes.
+file sweeps (``training.recipes``), what ``embstab train --recipe`` takes and what the
+downstream models take (``embstab.downstream.train_and_predict(..., recipe=...)``).
 
-The rounding itself is the low-precision core's (:class:`embstab.lowprec.LowPrecisionOptimizer`);
-this module only turns a name into that configuration and keeps the SWALP average.
+The rounding itself is the low-precision core's (:func:`embstab.lowprec.quantize`, and
+:class:`embstab.lowprec.LowPrecisionOptimizer` for Kahan updates); :class:`RecipeOptimizer`
+applies it after each float32 step, to the touched rows only when the gradient is sparse, and
+:class:`IterateAverage` keeps the SWALP average.
 """
 
 from __future__ import annotations
