@@ -33,7 +33,7 @@ NOT_YET_DOCUMENTED = {
 NUMPYDOC_MODULES = [
     "embstab.errors", "embstab.data.pretrained", "embstab.selection.recommend", "embstab.study.runner",
     "embstab.downstream.api", "embstab.recipes.registry", "embstab.compress.transforms",
-    "embstab.recipes.training",
+    "embstab.recipes.training", "embstab.recipes.sparse", "embstab.recipes.peak",
     "embstab.hyperbolic.manifolds", "embstab.hyperbolic.embed", "embstab.hyperbolic.io", "embstab.hyperbolic.metrics",
     "embstab.hyperbolic.stability", "embstab.measures.hyperbolic",
 ]

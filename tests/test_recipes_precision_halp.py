@@ -73,3 +73,55 @@ def test_cli_check_json():
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert res["passed"] and res["recipe"] == "halp"
+
+
+def _ls_loader(seed: int = 0, batch: int = 1):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(100, 5, generator=g, dtype=torch.float64)
+    y = X @ torch.randn(5, generator=g, dtype=torch.float64) + 0.1 * torch.randn(100, generator=g, dtype=torch.float64)
+    loader = DataLoader(TensorDataset(X, y), batch_size=batch, shuffle=True, generator=torch.Generator().manual_seed(1))
+    w_opt = torch.linalg.lstsq(X, y.unsqueeze(1)).solution.squeeze(1)
+    mu = float(torch.linalg.eigvalsh(X.T @ X / len(X)).min())
+    return X, y, loader, w_opt, mu
+
+
+def test_loader_full_gradient_equals_the_full_closure():
+    X, y, _, _, mu = _ls_loader()
+    from torch.utils.data import DataLoader, TensorDataset
+
+    uneven = DataLoader(TensorDataset(X, y), batch_size=30)  # 30, 30, 30, 10: weighted by batch size
+    w = torch.full((5,), 0.3, dtype=torch.float64, requires_grad=True)
+    a = HALP([w], lr=0.1, T=5, mu=mu, loader=uneven, batch_loss=lambda b: 0.5 * ((b[0] @ w - b[1]) ** 2).mean())
+    a.recenter()
+    b = HALP([w], lr=0.1, T=5, mu=mu, full_closure=lambda: 0.5 * ((X @ w - y) ** 2).mean())
+    b.recenter()
+    assert torch.allclose(a.state[w]["full_grad"], b.state[w]["full_grad"], rtol=0, atol=1e-14)
+    assert a.state[w]["scale"] == pytest.approx(b.state[w]["scale"], rel=1e-12)
+
+
+def test_loader_form_converges_linearly_like_the_closure_form():
+    X, y, loader, w_opt, mu = _ls_loader()
+    w = torch.zeros(5, dtype=torch.float64, requires_grad=True)
+    opt = HALP([w], lr=0.02, T=len(loader), mu=mu, bits=8, generator=2, loader=loader,
+               batch_loss=lambda b: 0.5 * ((b[0] @ w - b[1]) ** 2).mean())
+    dist = []
+    for _ in range(4):
+        losses = opt.fit(epochs=10)
+        assert len(losses) == 10
+        dist.append(float(torch.linalg.norm(w.detach() - w_opt)))
+    assert dist[-1] < 1e-9 and dist[-1] < 1e-4 * dist[0]
+    assert opt.epochs == 40  # re-centred once per pass (T = len(loader))
+
+
+def test_loader_form_bad_input():
+    w = torch.zeros(2, requires_grad=True)
+    with pytest.raises(PrecisionRecipeError, match="batch_loss"):
+        HALP([w], lr=0.1, T=5, mu=1.0, loader=[torch.zeros(2)])
+    with pytest.raises(PrecisionRecipeError, match="not both"):
+        HALP([w], lr=0.1, T=5, mu=1.0, full_closure=lambda: w.sum(), loader=[torch.zeros(2)], batch_loss=lambda b: w.sum())
+    with pytest.raises(PrecisionRecipeError, match="full_closure"):
+        HALP([w], lr=0.1, T=5, mu=1.0)
+    with pytest.raises(PrecisionRecipeError, match="loader="):
+        HALP([w], lr=0.1, T=5, mu=1.0, full_closure=lambda: w.sum()).fit()

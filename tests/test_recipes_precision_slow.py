@@ -63,6 +63,7 @@ def test_sixteen_bit_digits_cnn():
         _train(net, opt, Xtr, ytr, 12, sched)
         accs[mode] = _acc(net, Xte, yte)
     print(accs)
+    # measured: fp32 97.98 %, nearest 97.73 %, stochastic 98.24 %, Kahan 98.24 %
     assert accs["fp32"] > 95
     assert abs(accs["stochastic"] - accs["fp32"]) <= 0.5 + 1e-9 or accs["stochastic"] >= accs["fp32"]
     assert abs(accs["kahan"] - accs["fp32"]) <= 0.5 + 1e-9 or accs["kahan"] >= accs["fp32"]
@@ -83,5 +84,5 @@ def test_swalp_digits_cnn():
     avg = sw.averaged_model([Xtr[i:i + 128] for i in range(0, len(Xtr), 128)])
     errs["SWALP"] = 100 - _acc(avg, Xte, yte)
     print(errs)
-    assert errs["SWALP"] < errs["SGD-LP"]
-    assert errs["SGD-FP"] <= errs["SWALP"] + 0.5
+    # measured: SGD-FP 1.51 %, SWALP 1.76 %, SGD-LP 5.54 % test error (397 test digits)
+    assert errs["SGD-FP"] <= errs["SWALP"] < errs["SGD-LP"]

@@ -13,6 +13,7 @@ from embstab.data.tasks import ClassificationData, TaggingData, load_classificat
 from embstab.downstream.catalog import MODELS, TASKS
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
 from embstab.downstream.training import fit_classifier, fit_tagger, tagging_score
+from embstab.recipes.training import training_recipe
 from embstab.embedding import Embedding
 from embstab.errors import EmbstabError, ShapeError
 
@@ -190,7 +191,7 @@ def _resolve(task, model: str, split_seed: int, limit: int | None):
 
 def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
                       model: str = "linear", seed: int = 0, *, split_seed: int = 0, limit: int | None = None,
-                      progress: bool = False, **kwargs: Any) -> TrainResult:
+                      progress: bool = False, recipe: str | None = None, **kwargs: Any) -> TrainResult:
     """Train one downstream model on ``emb`` and return its test predictions and quality.
 
     Parameters
@@ -209,13 +210,25 @@ def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingDa
         Use at most this many examples or sentences.
     progress : bool
         Show per-epoch progress bars.
+    recipe : str, optional
+        Training recipe of the model's trainable weights, a name of
+        :data:`embstab.recipes.TRAINING_RECIPES` (default ``"fp32"``): e.g. ``"bf16-nearest"``,
+        ``"bf16-stochastic"``, ``"bf16-kahan"`` keep them in bfloat16 with that update rounding,
+        ``"swalp"`` in 8-bit block floating point with the second half's epoch-end iterates
+        averaged (the dev set then scores the average). Recorded in ``settings["recipe"]``.
     **kwargs
         Training settings and model options, as for :func:`disagreement`.
 
     Returns
     -------
     TrainResult
+
+    Raises
+    ------
+    UnknownNameError
+        For a recipe name that is not registered (the message suggests the closest).
     """
+    recipe_name = training_recipe(recipe).name  # refuse a bad name before loading anything
     data, kind = _resolve(task, model, split_seed, limit)
     settings = {**MODELS[model][1], **{k: kwargs.pop(k) for k in list(kwargs) if k in _TRAIN_KEYS}}
     model_kwargs = kwargs
@@ -225,7 +238,7 @@ def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingDa
     enc = lambda xs: vocab.encode(xs, max_len)  # noqa: E731
     train_args = dict(seed=seed, lr=settings["lr"], epochs=settings["epochs"], batch_size=settings["batch_size"],
                       patience=settings["patience"], threads=settings.get("threads", 1), progress=progress,
-                      **model_kwargs)
+                      recipe=recipe_name, **model_kwargs)
     if kind == "classification":
         fit = fit_classifier(model, table, len(data.labels), (enc(data.train_x), data.train_y),
                              (enc(data.dev_x), data.dev_y), enc(data.test_x), **train_args)
@@ -238,13 +251,13 @@ def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingDa
         gold = np.concatenate(data.test_y)
         quality = tagging_score(fit.test_pred, gold, outside)
     return TrainResult(fit.test_pred, gold, quality, fit.dev_score, fit.best_epoch, fit.epochs_run, fit.seconds,
-                       coverage, {**settings, **model_kwargs})
+                       coverage, {**settings, "recipe": recipe_name, **model_kwargs})
 
 
 def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
                  model: str = "linear", seed: int = 0, *, seed_b: int | None = None, split_seed: int = 0,
                  limit: int | None = None, progress: bool = False, keep_predictions: bool = False,
-                 min_coverage: float = MIN_COVERAGE, **kwargs: Any) -> DisagreementResult:
+                 min_coverage: float = MIN_COVERAGE, recipe: str | None = None, **kwargs: Any) -> DisagreementResult:
     """Train the same downstream model on two embeddings and count the test predictions that flip.
 
     The two models differ only in the embedding (the same-seed protocol): same data split, same
@@ -277,6 +290,9 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
         Refuse (before training) when an embedding knows less than this fraction of the task's
         tokens (default :data:`MIN_COVERAGE`; 0 disables). The coverages are reported in
         ``settings["token_coverage_a"]`` / ``["token_coverage_b"]``.
+    recipe : str, optional
+        Training recipe of both models' trainable weights (see :func:`train_and_predict`; default
+        ``"fp32"``), so a pair can be compared under 16-bit or SWALP training.
     **kwargs
         Training settings overriding :data:`MODELS` defaults (``lr``, ``epochs``, ``batch_size``,
         ``patience``, ``max_len``, ``threads`` = torch threads, default 1: these models are small
@@ -297,10 +313,13 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
         if not isinstance(emb, Embedding):
             raise ShapeError(f"{name} must be an embstab.Embedding, got {type(emb).__name__}")
     seed_b = seed if seed_b is None else seed_b
+    training_recipe(recipe)  # refuse a bad recipe name before any training
     data, kind = _resolve(task, model, split_seed, limit)
     coverage = _check_coverage(data, min_coverage, A=emb_a, B=emb_b)
-    ra = train_and_predict(emb_a, data, model, seed, split_seed=split_seed, progress=progress, **dict(kwargs))
-    rb = train_and_predict(emb_b, data, model, seed_b, split_seed=split_seed, progress=progress, **dict(kwargs))
+    ra = train_and_predict(emb_a, data, model, seed, split_seed=split_seed, progress=progress, recipe=recipe,
+                           **dict(kwargs))
+    rb = train_and_predict(emb_b, data, model, seed_b, split_seed=split_seed, progress=progress, recipe=recipe,
+                           **dict(kwargs))
     gold = ra.gold
     if kind == "tagging" and data.outside_tag is not None:
         counted = gold != data.tags.index(data.outside_tag)

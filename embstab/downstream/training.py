@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 
 from embstab._threads import torch_threads
 from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier, MeanMLP
+from embstab.recipes.training import IterateAverage, TrainingRecipe, training_recipe
 
 __all__ = ["FitResult", "fit_classifier", "fit_tagger", "pad_batch"]
 
@@ -27,6 +28,7 @@ class FitResult:
     best_epoch: int                  # 1-based
     epochs_run: int
     seconds: float
+    model: nn.Module | None = field(default=None, repr=False)  # the dev-selected model (eval mode)
 
 
 def pad_batch(seqs: Sequence[np.ndarray], min_len: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,9 +67,16 @@ def _sorted_chunks(seqs: Sequence[np.ndarray], size: int = 256) -> Iterator[np.n
 
 def _loop(model: nn.Module, n_train: int, step: Callable[[np.ndarray], torch.Tensor],
           dev_score: Callable[[], float], epochs: int, patience: int | None, lr: float, batch_size: int,
-          seed: int, progress: bool, desc: str, lengths: np.ndarray | None = None) -> tuple[dict, float, int, int]:
+          seed: int, progress: bool, desc: str, lengths: np.ndarray | None = None,
+          recipe: TrainingRecipe | None = None) -> tuple[dict, float, int, int]:
     gen = torch.Generator().manual_seed(int(seed))  # batch order: local generator, seeded by the model seed
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    recipe = training_recipe(recipe)
+    params = [p for p in model.parameters() if p.requires_grad]
+    # the recipe rounds the trainable weights (the frozen embedding is the input, never touched);
+    # its rounding stream is its own generator, so the batch order is the same for every recipe
+    opt = recipe.wrap(torch.optim.Adam(params, lr=lr), seed=int(seed) + 1)
+    average = IterateAverage(params) if recipe.average else None
+    average_from = max(1, epochs // 2)  # SWALP: average the epoch-end iterates of the second half
     best_state, best, best_epoch, stale, ran = copy.deepcopy(model.state_dict()), -1.0, 0, 0, 0
     for epoch in tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
         model.train()
@@ -77,16 +86,30 @@ def _loop(model: nn.Module, n_train: int, step: Callable[[np.ndarray], torch.Ten
             loss.backward()
             opt.step()
         model.eval()
+        iterate = None
+        if average is not None and epoch >= average_from:
+            # the dev set scores (and selection keeps) the average; training goes on from the iterate
+            average.update()
+            iterate = [p.detach().clone() for p in params]
+            with torch.no_grad():
+                for p, m in zip(params, average.mean):
+                    p.copy_(m.to(p.dtype))
         with torch.no_grad():
             score = dev_score()
         ran = epoch
+        stop = False
         if score > best:  # strict: ties keep the earlier epoch, so selection is deterministic
             best, best_epoch, stale = score, epoch, 0
             best_state = copy.deepcopy(model.state_dict())
         else:
             stale += 1
-            if patience is not None and stale >= patience:
-                break
+            stop = patience is not None and stale >= patience
+        if iterate is not None:
+            with torch.no_grad():
+                for p, w in zip(params, iterate):
+                    p.copy_(w)
+        if stop:
+            break
     model.load_state_dict(best_state)
     model.eval()
     return best_state, best, best_epoch, ran
@@ -96,11 +119,13 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
                    train: tuple[list[np.ndarray], np.ndarray], dev: tuple[list[np.ndarray], np.ndarray],
                    test: list[np.ndarray], *, seed: int, lr: float, epochs: int, batch_size: int,
                    patience: int | None, progress: bool = False, threads: int | None = 1,
-                   **model_kwargs) -> FitResult:
+                   recipe: str | TrainingRecipe | None = None, **model_kwargs) -> FitResult:
     """Train a sentence classifier ("linear", "mlp", "cnn" or "lstm") and predict the test set.
 
     Runs inside ``torch.random.fork_rng`` seeded with ``seed``: parameter initialisation and dropout
-    are reproducible, and the caller's global torch RNG state is restored afterwards.
+    are reproducible, and the caller's global torch RNG state is restored afterwards. ``recipe``
+    (a name of :data:`embstab.recipes.TRAINING_RECIPES`) sets how the trainable weights are
+    stored and updated.
     """
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), torch_threads(threads):
@@ -143,10 +168,10 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
         _, best, best_epoch, ran = _loop(model, len(train[1]), step,
                                          lambda: float(100.0 * np.mean(predict(dev_in) == dev_y)),
                                          epochs, patience, lr, batch_size, seed, progress, f"{model_name} model",
-                                         lengths)
+                                         lengths, recipe)
         with torch.no_grad():
             test_pred = predict(test_in)
-    return FitResult(np.asarray(test_pred), best, best_epoch, ran, time.perf_counter() - start)
+    return FitResult(np.asarray(test_pred), best, best_epoch, ran, time.perf_counter() - start, model)
 
 
 def tagging_score(pred: np.ndarray, gold: np.ndarray, outside: int | None) -> float:
@@ -165,8 +190,11 @@ def fit_tagger(model_name: str, table: torch.Tensor, n_tags: int,
                train: tuple[list[np.ndarray], list[np.ndarray]], dev: tuple[list[np.ndarray], list[np.ndarray]],
                test: list[np.ndarray], *, seed: int, lr: float, epochs: int, batch_size: int,
                patience: int | None, outside: int | None = None, progress: bool = False,
-               threads: int | None = 1, **model_kwargs) -> FitResult:
-    """Train a BiLSTM ("bilstm") or BiLSTM-CRF ("bilstm_crf") tagger; test predictions are concatenated."""
+               threads: int | None = 1, recipe: str | TrainingRecipe | None = None, **model_kwargs) -> FitResult:
+    """Train a BiLSTM ("bilstm") or BiLSTM-CRF ("bilstm_crf") tagger; test predictions are concatenated.
+
+    ``recipe`` is a training recipe as for :func:`fit_classifier`.
+    """
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), torch_threads(threads):
         torch.manual_seed(int(seed))
@@ -190,7 +218,7 @@ def fit_tagger(model_name: str, table: torch.Tensor, n_tags: int,
         _, best, best_epoch, ran = _loop(model, len(train[0]), step,
                                          lambda: tagging_score(predict(dev[0]), dev_gold, outside),
                                          epochs, patience, lr, batch_size, seed, progress, f"{model_name} tagger",
-                                         np.asarray([len(x) for x in train[0]]))
+                                         np.asarray([len(x) for x in train[0]]), recipe)
         with torch.no_grad():
             test_pred = predict(test)
-    return FitResult(test_pred, best, best_epoch, ran, time.perf_counter() - start)
+    return FitResult(test_pred, best, best_epoch, ran, time.perf_counter() - start, model)

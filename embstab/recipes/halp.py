@@ -12,7 +12,7 @@ with an integer :class:`~embstab.lowprec.FixedFormat` (stochastic by default).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -38,20 +38,30 @@ class HALP(torch.optim.Optimizer):
         Inner steps per epoch (after ``T`` steps the offset is folded into the anchor).
     mu : float
         Strong-convexity estimate; sets the offset grid's range.
-    full_closure : callable
+    full_closure : callable, optional
         ``full_closure() -> loss`` on the whole training set (or a large batch) at the current
-        parameters; used once per epoch for the anchor gradient.
+        parameters; used once per epoch for the anchor gradient. Give it, or ``loader`` and
+        ``batch_loss``.
     bits : int, default 8
         Bits of the signed offset grid (>= 2).
     rounding : {"stochastic", "nearest"}, default "stochastic"
         Rounding onto the offset grid (nearest is the biased variant).
     generator : torch.Generator or int, optional
         Randomness for stochastic rounding (seed 0 by default).
+    loader : iterable of batches, optional
+        The data-loader form: a re-iterable source of mini-batches (e.g. a
+        ``torch.utils.data.DataLoader``). The anchor gradient is the mean loss over one pass of it
+        (each batch weighted by its size, gradients accumulated batch by batch, so the data never
+        has to fit in one graph), and :meth:`fit` runs the inner loop over its batches.
+    batch_loss : callable, optional
+        ``batch_loss(batch) -> loss``, the mean loss of one batch of ``loader`` at the current
+        parameters; required with ``loader``.
 
     Raises
     ------
     PrecisionRecipeError
-        For ``lr <= 0``, ``mu <= 0``, ``T < 1``, ``bits < 2`` or a missing ``full_closure``.
+        For ``lr <= 0``, ``mu <= 0``, ``T < 1``, ``bits < 2``, or neither ``full_closure`` nor
+        ``loader`` with ``batch_loss``.
 
     Notes
     -----
@@ -59,8 +69,9 @@ class HALP(torch.optim.Optimizer):
     twice per step, at ``w~ + z`` and at ``w~``, and must use the same minibatch both times.
     """
 
-    def __init__(self, params, lr: float, T: int, mu: float, full_closure: Callable[[], torch.Tensor],
-                 bits: int = 8, rounding: str = "stochastic", generator: torch.Generator | int | None = 0) -> None:
+    def __init__(self, params, lr: float, T: int, mu: float, full_closure: Callable[[], torch.Tensor] | None = None,
+                 bits: int = 8, rounding: str = "stochastic", generator: torch.Generator | int | None = 0, *,
+                 loader: Iterable | None = None, batch_loss: Callable[..., torch.Tensor] | None = None) -> None:
         if not lr > 0:
             raise PrecisionRecipeError(f"HALP needs lr > 0, got {lr!r}")
         if not mu > 0:
@@ -69,13 +80,19 @@ class HALP(torch.optim.Optimizer):
             raise PrecisionRecipeError(f"HALP needs an epoch length T >= 1, got {T!r}")
         if not (isinstance(bits, int) and 2 <= bits <= 53):
             raise PrecisionRecipeError(f"HALP needs bits in 2..53, got {bits!r}")
-        if not callable(full_closure):
-            raise PrecisionRecipeError("HALP needs full_closure, a callable returning the full-data loss")
+        if loader is not None and not callable(batch_loss):
+            raise PrecisionRecipeError("HALP with a loader needs batch_loss, a callable returning one batch's mean loss")
+        if loader is None and not callable(full_closure):
+            raise PrecisionRecipeError("HALP needs full_closure (a callable returning the full-data loss) or a "
+                                       "loader with batch_loss")
+        if loader is not None and full_closure is not None:
+            raise PrecisionRecipeError("HALP takes full_closure or loader, not both")
         if rounding not in ("stochastic", "nearest"):
             raise PrecisionRecipeError(f"HALP rounding must be 'stochastic' or 'nearest', got {rounding!r}")
         super().__init__(params, {"lr": lr})
         self.T, self.mu, self.bits, self.rounding = T, float(mu), bits, rounding
         self.full_closure = full_closure
+        self.loader, self.batch_loss = loader, batch_loss
         self.grid = FixedFormat(bits, 0)  # the integers -2^(b-1) .. 2^(b-1)-1
         self._gen = generator if isinstance(generator, torch.Generator) else torch.Generator().manual_seed(
             0 if generator is None else int(generator))
@@ -95,10 +112,22 @@ class HALP(torch.optim.Optimizer):
         return loss.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone()
                                for _, p in self._params()]
 
+    def _loader_grads(self) -> list[torch.Tensor]:
+        """Gradient of the mean loss over one pass of the loader, accumulated batch by batch."""
+        batches = [(b, _batch_size(b)) for b in self.loader]
+        total = sum(n for _, n in batches)
+        if total == 0:
+            raise PrecisionRecipeError("HALP's loader yielded no data")
+        self.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            for batch, n in batches:
+                (self.batch_loss(batch) * (n / total)).backward()
+        return [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for _, p in self._params()]
+
     @torch.no_grad()
     def recenter(self) -> None:
         """Fold the offset into the anchor, recompute the full gradient and the grid scales."""
-        _, full = self._grads(self.full_closure)
+        full = self._loader_grads() if self.loader is not None else self._grads(self.full_closure)[1]
         for (_, p), g in zip(self._params(), full):
             st = self.state[p]
             st["anchor"] = p.detach().clone()
@@ -139,6 +168,46 @@ class HALP(torch.optim.Optimizer):
             p.copy_(st["anchor"] + st["z"])
         self.zero_grad(set_to_none=True)
         return loss
+
+
+    def fit(self, epochs: int = 1) -> list[float]:
+        """The data-loader form: ``epochs`` passes of inner steps over ``loader``'s batches.
+
+        Each batch is one inner step (its loss evaluated at ``w~ + z`` and at ``w~``); the anchor
+        is re-centred every ``T`` inner steps as always (``T = len(loader)`` re-centres once per
+        pass, as SVRG does).
+
+        Parameters
+        ----------
+        epochs : int, default 1
+            Passes over the loader.
+
+        Returns
+        -------
+        list of float
+            Mean batch loss of each pass (at the iterate, before each step).
+
+        Raises
+        ------
+        PrecisionRecipeError
+            If the optimizer was built without a loader, or ``epochs < 1``.
+        """
+        if self.loader is None:
+            raise PrecisionRecipeError("HALP.fit needs the optimizer built with loader= and batch_loss=")
+        if not (isinstance(epochs, int) and epochs >= 1):
+            raise PrecisionRecipeError(f"HALP.fit needs epochs >= 1, got {epochs!r}")
+        history = []
+        for _ in range(epochs):
+            losses = []
+            for batch in self.loader:
+                losses.append(float(self.step(lambda batch=batch: self.batch_loss(batch))))
+            history.append(sum(losses) / max(len(losses), 1))
+        return history
+
+
+def _batch_size(batch) -> int:
+    first = batch[0] if isinstance(batch, (tuple, list)) else batch
+    return int(first.shape[0]) if isinstance(first, torch.Tensor) and first.dim() > 0 else 1
 
 
 def _problem(seed: int, n: int = 100, d: int = 5):

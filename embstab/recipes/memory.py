@@ -1,4 +1,4 @@
-"""Low-memory training: where training memory goes, and three ways to cut it.
+"""Low-memory training: where training memory goes, and four ways to cut it.
 
 :func:`memory_profile` splits the memory of one training step into weights, gradients,
 optimizer state and activations. Activations are the tensors autograd saves for the backward
@@ -8,12 +8,15 @@ backward nodes that hold them.
 
 :func:`low_memory` wraps a model with the techniques: activation checkpointing of chosen child
 modules (recomputed in the backward pass; numbers unchanged), micro-batching (gradient
-accumulation over slices of the batch; activations scale with the micro-batch) and 16-bit
-storage of saved activations (packed to bf16/fp16 when saved, widened when used).
+accumulation over slices of the batch; activations scale with the micro-batch), 16-bit
+storage of saved activations (packed to bf16/fp16 when saved, widened when used) and dynamic
+sparse reparameterization of the weight matrices (:class:`embstab.recipes.sparse.DynamicSparsity`:
+a fixed budget of nonzero weights, pruned by magnitude and regrown periodically).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,8 +25,10 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as _torch_checkpoint
 
+from embstab.recipes.peak import backward_peak
 from embstab.recipes.registry import CheckResult, register_recipe
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
+from embstab.recipes.sparse import DynamicSparsity, sparse_candidates
 
 __all__ = ["LowMemoryModel", "MemoryProfile", "low_memory", "memory_profile"]
 
@@ -44,6 +49,10 @@ class MemoryProfile:
         The same activations found by walking the autograd graph from the loss and reading each
         node's saved tensors (an independent count; None for a :class:`LowMemoryModel`, whose
         saved tensors are packed).
+    backward_peak : int or None
+        Most bytes live at once during the backward pass, replayed on the graph
+        (:func:`embstab.recipes.peak.backward_peak`: saved tensors still held, gradients in
+        flight, leaf gradients so far); None for a :class:`LowMemoryModel`.
     """
 
     weights: int
@@ -52,6 +61,16 @@ class MemoryProfile:
     activations: int
     graph_nodes: int
     graph_activations: int | None = None
+    backward_peak: int | None = None
+
+    @property
+    def peak(self) -> int:
+        """Predicted peak of the step: weights and optimizer state, plus the larger of the saved
+        activations (end of forward) and the backward pass's peak (without a replay: activations
+        plus all gradients)."""
+        moving = self.activations + self.gradients if self.backward_peak is None else \
+            max(self.activations, self.backward_peak)
+        return self.weights + self.optimizer_state + moving
 
     @property
     def total(self) -> int:
@@ -125,6 +144,10 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
     Returns
     -------
     MemoryProfile
+        For a :class:`LowMemoryModel` with dynamic sparsity, the sparse weights count what CSR
+        storage of their nonzeros takes (values, int32 column indices, row pointers) and their
+        gradients and per-weight optimizer state count the nonzeros' values: what a sparse
+        implementation stores (this one computes with masked dense tensors, the same numbers).
 
     Raises
     ------
@@ -145,7 +168,7 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
             saved[ptr] = max(saved.get(ptr, 0), _nbytes(t))
         return t
 
-    graph = None
+    graph = replay = None
     if isinstance(model, LowMemoryModel):
         # micro-batches run one after another: the peak is the largest micro-batch's saved set
         _, nodes, per_micro = model._profile_step(inputs, target, loss_fn, param_ptrs)
@@ -156,15 +179,31 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
             loss = loss_fn(out, target) if loss_fn is not None else out.float().sum()
         nodes = _count_nodes(loss.grad_fn)
         graph = _graph_saved_bytes(loss.grad_fn, param_ptrs)
+        replay = backward_peak(loss.grad_fn, param_ptrs)
         activations = sum(saved.values())
         del loss, out
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    gradients = sum(p.numel() * p.element_size() for p in params)
+    sparsity = model.sparsity if isinstance(model, LowMemoryModel) else None
+    # a sparse weight stores its nonzeros in CSR; so do its gradient and its per-weight optimizer
+    # state (they share its index structure, so they cost values only)
+    sparse = {id(p): n for n, p in sparsity.params.items()} if sparsity is not None else {}
+
+    def stored(p: torch.Tensor, with_index: bool) -> int:
+        if id(p) not in sparse:
+            return p.numel() * p.element_size()
+        name = sparse[id(p)]
+        return sparsity.csr_bytes(name) if with_index else int(sparsity.masks[name].sum()) * p.element_size()
+
+    weights = sum(stored(p, True) for p in model.parameters())
+    gradients = sum(stored(p, False) for p in params)
     state = 0
     if optimizer is not None:
-        for st in optimizer.state.values():
-            state += sum(v.numel() * v.element_size() for v in st.values() if isinstance(v, torch.Tensor))
-    return MemoryProfile(weights, gradients, state, activations, nodes, graph)
+        for p, st in optimizer.state.items():
+            for v in st.values():
+                if isinstance(v, torch.Tensor):
+                    per_weight = id(p) in sparse and v.shape == p.shape
+                    state += int(sparsity.masks[sparse[id(p)]].sum()) * v.element_size() if per_weight \
+                        else v.numel() * v.element_size()
+    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay)
 
 
 class _Checkpointed(nn.Module):
@@ -179,24 +218,49 @@ class _Checkpointed(nn.Module):
 class LowMemoryModel(nn.Module):
     """A model wrapped with low-memory training techniques (see :func:`low_memory`)."""
 
-    def __init__(self, model: nn.Module, micro_batch: int | None, storage: str) -> None:
+    def __init__(self, model: nn.Module, micro_batch: int | None, storage: str,
+                 sparsity: DynamicSparsity | None = None) -> None:
         super().__init__()
         self.model = model
         self.micro_batch = micro_batch
         self.storage = storage
+        self.sparsity = sparsity
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """``optimizer.step()``, then the sparse bookkeeping (re-mask; re-allocate when due).
+
+        Parameters
+        ----------
+        optimizer : torch.optim.Optimizer
+            The optimizer over this model's parameters; with dynamic sparsity use this method
+            instead of ``optimizer.step()`` so the budget is kept and re-allocated.
+        """
+        optimizer.step()
+        if self.sparsity is not None:
+            self.sparsity.step(optimizer)
 
     def _hooks(self, record: dict[int, int] | None = None, skip: set[int] | None = None):
         dtype = _STORAGE[self.storage]
         skip = skip or set()
+        # one 16-bit copy per saved tensor: a tensor two nodes save (a ReLU's output is also the
+        # next Linear's input) is converted once; the weak reference proves it is the same object
+        copies: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
 
         def pack(t):
             keep = t
             if (dtype is not None and t.is_floating_point() and t.dtype == torch.float32
                     and t.untyped_storage().data_ptr() not in skip):
-                keep = t.to(dtype)
+                hit = copies.get(id(t))
+                if hit is not None and hit[0]() is t:
+                    keep = hit[1]
+                else:
+                    keep = t.to(dtype)
+                    copies[id(t)] = (weakref.ref(t), keep)
             if record is not None:  # count what is actually kept, each storage once
-                ptr = t.untyped_storage().data_ptr()
-                if ptr not in skip:
+                # key by the kept tensor (alive until backward, so its address is unique): a
+                # converted copy's source may be freed and its address reused by a later tensor
+                ptr = keep.untyped_storage().data_ptr()
+                if t.untyped_storage().data_ptr() not in skip:
                     record[ptr] = max(record.get(ptr, 0), _nbytes(keep))
             return (t.dtype if keep is not t else None, keep)
 
@@ -255,8 +319,10 @@ class LowMemoryModel(nn.Module):
 
 
 def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: int | None = None,
-               storage: str = "fp32", sparse: bool = False) -> LowMemoryModel:
-    """Wrap ``model`` with activation checkpointing, micro-batching and 16-bit activation storage.
+               storage: str = "fp32", sparse: float | None = None, *, sparse_every: int = 100,
+               sparse_prune: float = 0.1, seed: int = 0) -> LowMemoryModel:
+    """Wrap ``model`` with activation checkpointing, micro-batching, 16-bit activation storage and
+    dynamic sparse reparameterization.
 
     Parameters
     ----------
@@ -270,8 +336,17 @@ def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: in
         (:meth:`LowMemoryModel.backward_step`).
     storage : {"fp32", "bf16", "fp16"}
         Format of the activations saved for backward.
-    sparse : bool
-        Sparse weight storage; not supported by this implementation (raises).
+    sparse : float, optional
+        Sparsity of the weight matrices (:func:`embstab.recipes.sparse.sparse_candidates`): the
+        fraction of their weights that are zero, in ``[0, 1)``, e.g. ``0.9`` keeps a budget of
+        10 %, re-allocated between layers during training (:class:`DynamicSparsity`; call
+        :meth:`LowMemoryModel.step` instead of ``optimizer.step()``).
+    sparse_every : int, default 100
+        Optimizer steps between re-allocations of the sparse budget.
+    sparse_prune : float, default 0.1
+        Target share of the budget pruned and regrown per re-allocation.
+    seed : int, default 0
+        Seeds the sparse positions (initial and regrown).
 
     Returns
     -------
@@ -280,21 +355,25 @@ def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: in
     Raises
     ------
     PrecisionRecipeError
-        For an unknown child name, ``micro_batch < 1``, an unknown storage, or ``sparse=True``.
+        For an unknown child name, ``micro_batch < 1``, an unknown storage, a sparsity outside
+        ``[0, 1)`` or a model without weight matrices to make sparse.
     """
     if storage not in _STORAGE:
         raise PrecisionRecipeError(f"storage must be one of {tuple(_STORAGE)}, got {storage!r}")
     if micro_batch is not None and not (isinstance(micro_batch, int) and micro_batch >= 1):
         raise PrecisionRecipeError(f"micro_batch must be a positive int, got {micro_batch!r}")
-    if sparse:
-        raise PrecisionRecipeError("sparse weight storage is not supported by low_memory")
     children = dict(model.named_children())
     for name in checkpoint:
         if name not in children:
             raise PrecisionRecipeError(f"cannot checkpoint {name!r}: the model has no child of that name "
                                        f"(children: {', '.join(children) or 'none'})")
+    sparsity = None
+    if sparse is not None:
+        sparsity = DynamicSparsity(sparse_candidates(model), sparse, every=sparse_every, prune_fraction=sparse_prune,
+                                   seed=seed)
+    for name in checkpoint:
         setattr(model, name, _Checkpointed(children[name]))
-    return LowMemoryModel(model, micro_batch, storage)
+    return LowMemoryModel(model, micro_batch, storage, sparsity)
 
 
 def _mlp(seed: int, width: int = 256, depth: int = 4) -> nn.Sequential:
@@ -304,10 +383,12 @@ def _mlp(seed: int, width: int = 256, depth: int = 4) -> nn.Sequential:
     return nn.Sequential(*blocks, nn.Linear(width, 10))
 
 
-@register_recipe("low_memory", "Low-memory training: profile by kind; checkpointing, micro-batching, bf16 storage",
-                 ("memory_profile", "low_memory", "MemoryProfile"))
+@register_recipe("low_memory", "Low-memory training: profile by kind; checkpointing, micro-batching, bf16 storage, "
+                 "dynamic sparsity",
+                 ("memory_profile", "low_memory", "MemoryProfile", "DynamicSparsity"))
 def check_low_memory(seed: int = 0) -> CheckResult:
-    """Activation bytes under each technique on an MLP, and that checkpointing changes no number.
+    """Activation and weight bytes under each technique on an MLP, and that checkpointing changes
+    no number.
 
     Parameters
     ----------
@@ -317,7 +398,8 @@ def check_low_memory(seed: int = 0) -> CheckResult:
     Returns
     -------
     CheckResult
-        One row per technique: activation bytes, ratio to the baseline, max gradient difference.
+        One row per technique: activation and weight bytes, their ratios to the baseline, max
+        gradient difference (dynamic sparsity trains other weights, so its difference is large).
     """
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(256, 256, generator=g)
@@ -325,7 +407,8 @@ def check_low_memory(seed: int = 0) -> CheckResult:
     loss_fn = nn.functional.cross_entropy
     rows, grads = [], {}
     configs = {"baseline": {}, "checkpoint blocks": {"checkpoint": ("0", "1", "2", "3")},
-               "micro_batch 64": {"micro_batch": 64}, "bf16 storage": {"storage": "bf16"}}
+               "micro_batch 64": {"micro_batch": 64}, "bf16 storage": {"storage": "bf16"},
+               "sparse 90%": {"sparse": 0.9, "seed": seed}}
     for name, kw in configs.items():
         wrapped = low_memory(_mlp(seed), **kw)
         prof = memory_profile(wrapped, (x, t), loss_fn)
@@ -336,6 +419,7 @@ def check_low_memory(seed: int = 0) -> CheckResult:
     table = pd.DataFrame(rows)
     base = table.activation_bytes[0]
     table["ratio"] = table.activation_bytes / base
+    table["weights_ratio"] = table.weights_bytes / table.weights_bytes[0]
     table["max_grad_diff"] = [float((grads[k] - grads["baseline"]).abs().max()) for k in configs]
     r = dict(zip(table.technique, table.ratio))
     d = dict(zip(table.technique, table.max_grad_diff))
@@ -347,5 +431,8 @@ def check_low_memory(seed: int = 0) -> CheckResult:
         "micro-batch 64 of 256 stores < 40% of the activations": bool(r["micro_batch 64"] < 0.4),
         "micro-batching changes gradients only by float rounding (< 1e-5)": d["micro_batch 64"] < 1e-5,
         "bf16 storage about halves the activations (ratio in [0.4, 0.55])": bool(0.4 <= r["bf16 storage"] <= 0.55),
+        # 10 % of the matrices' values plus their int32 column indices; dense biases
+        "sparse 90% stores < 25% of the weight bytes (CSR)":
+            bool(dict(zip(table.technique, table.weights_ratio))["sparse 90%"] < 0.25),
     }
     return CheckResult("low_memory", table, claims, seed)

@@ -1,14 +1,18 @@
 """Precision recipes as a setting of embstab's own trainers and of a study.
 
-A *training recipe* names how an embedding table is stored and updated while it is fitted:
+A *training recipe* names how a model's trainable weights (an embedding table, or a downstream
+model's layers) are stored and updated while it is fitted:
 ``"fp32"`` (the reference), ``"bf16-nearest"`` / ``"bf16-stochastic"`` / ``"bf16-kahan"`` (16-bit
 weights, the update rounded to nearest, stochastically, or with a Kahan compensation buffer; the
 same for ``fp16``), and ``"swalp"`` (8-bit block floating point with stochastic rounding plus a
 float64 average of the iterates over the second half of training). The names are what a study
-file sweeps (``training.recipes``) and what ``embstab train --recipe`` takes.
+file sweeps (``training.recipes``), what ``embstab train --recipe`` takes and what the
+downstream models take (``embstab.downstream.train_and_predict(..., recipe=...)``).
 
-The rounding itself is the low-precision core's (:class:`embstab.lowprec.LowPrecisionOptimizer`);
-this module only turns a name into that configuration and keeps the SWALP average.
+The rounding itself is the low-precision core's (:func:`embstab.lowprec.quantize`, and
+:class:`embstab.lowprec.LowPrecisionOptimizer` for Kahan updates); :class:`RecipeOptimizer`
+applies it after each float32 step, to the touched rows only when the gradient is sparse, and
+:class:`IterateAverage` keeps the SWALP average.
 """
 
 from __future__ import annotations
@@ -18,11 +22,11 @@ from dataclasses import dataclass
 import torch
 
 from embstab.errors import lookup
-from embstab.lowprec import Format, LowPrecisionOptimizer, get_format
+from embstab.lowprec import BlockFloatFormat, FixedFormat, FloatFormat, Format, LowPrecisionOptimizer, get_format, quantize
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
 from embstab.recipes.swalp import swalp_formats
 
-__all__ = ["TrainingRecipe", "TRAINING_RECIPES", "training_recipe", "IterateAverage"]
+__all__ = ["TrainingRecipe", "TRAINING_RECIPES", "training_recipe", "IterateAverage", "RecipeOptimizer"]
 
 
 @dataclass(frozen=True)
@@ -62,61 +66,126 @@ class TrainingRecipe:
             return fmts["channel"] if param.dim() > 1 else fmts["tensor"]
         return None if self.weight_format is None else get_format(self.weight_format)
 
-    def wrap(self, optimizer: torch.optim.Optimizer, seed: int) -> torch.optim.Optimizer | LowPrecisionOptimizer:
+    def wrap(self, optimizer: torch.optim.Optimizer, seed: int) -> torch.optim.Optimizer | RecipeOptimizer:
         """Make ``optimizer`` store its parameters in this recipe's formats.
 
         Parameters
         ----------
         optimizer : torch.optim.Optimizer
-            The trainer's optimizer (its state stays float32: the recipes differ in how weights
-            are stored and updated, which is what moves neighbourhoods).
+            The trainer's optimizer over float32 parameters (its state stays float32: the recipes
+            differ in how weights are stored and updated, which is what moves neighbourhoods).
         seed : int
             Seed of stochastic rounding (derived from the training seed, so a seed reproduces
             the run).
 
         Returns
         -------
-        torch.optim.Optimizer or LowPrecisionOptimizer
-            ``optimizer`` itself for ``fp32``; otherwise a wrapper with the same ``step`` /
-            ``zero_grad`` surface. Parameters are rounded onto the format at once.
+        torch.optim.Optimizer or RecipeOptimizer
+            ``optimizer`` itself for ``fp32``; otherwise a :class:`RecipeOptimizer` with the same
+            ``step`` / ``zero_grad`` surface. Parameters are rounded onto their formats at once.
         """
         if self.is_reference:
             return optimizer
-        params = [p for g in optimizer.param_groups for p in g["params"]]
-        fmts = {self.formats(p) for p in params}
-        if len(fmts) == 1:
-            return LowPrecisionOptimizer(optimizer, weight=fmts.pop(), update=self.update,
-                                         generator=torch.Generator().manual_seed(int(seed)))
-        return _PerShapeOptimizer(optimizer, self, seed)
+        return RecipeOptimizer(optimizer, self, seed)
 
 
-class _PerShapeOptimizer:
-    """SWALP's split: tables (one exponent per row) and vectors (one per tensor) in their formats.
+def _row_local(fmt: Format) -> bool:
+    """True when rounding a row depends on that row alone (so untouched rows need no rounding)."""
+    if isinstance(fmt, (FloatFormat, FixedFormat)):
+        return True
+    if isinstance(fmt, BlockFloatFormat):
+        return fmt.axis == 0 or fmt.block_size is not None
+    return False
 
-    Each group gets its own :class:`LowPrecisionOptimizer` over a base optimizer of the same class
-    and hyper-parameters, as SWALP itself keeps one quantizer per tensor kind.
+
+class RecipeOptimizer:
+    """Steps a float32 optimizer, then rounds what it changed onto the recipe's weight formats.
+
+    With a dense gradient the whole parameter is rounded after the step. With a sparse gradient
+    (an embedding looked up with ``sparse=True``) only the rows the gradient touches are rounded:
+    torch's sparse optimizers (SGD, Adagrad, SparseAdam) change no other row, and every other row
+    already lies on the grid, so rounding it again would cost a pass over the whole table per
+    step for nothing — this is what makes SWALP on large tables affordable. Formats whose rounding
+    of a row depends on other rows (one exponent per tensor) are always rounded whole.
+
+    The Kahan update keeps a compensation buffer per weight and is done by
+    :class:`embstab.lowprec.LowPrecisionOptimizer` (dense), which this class delegates to.
+
+    Parameters
+    ----------
+    optimizer : torch.optim.Optimizer
+        The base optimizer over float32 parameters.
+    recipe : TrainingRecipe
+        A non-reference recipe.
+    seed : int
+        Seed of the stochastic-rounding generator.
+
+    Raises
+    ------
+    PrecisionRecipeError
+        If a parameter is not float32 (storage is simulated on float32 tensors).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, recipe: TrainingRecipe, seed: int) -> None:
         self.base = optimizer
-        groups: dict[int, list[torch.Tensor]] = {}
-        for g in optimizer.param_groups:
-            for p in g["params"]:
-                groups.setdefault(min(p.dim(), 2), []).append(p)
-        defaults = optimizer.defaults
-        self._opts = [
-            LowPrecisionOptimizer(type(optimizer)(ps, **defaults), weight=recipe.formats(ps[0]), update=recipe.update,
-                                  generator=torch.Generator().manual_seed(int(seed) + k))
-            for k, (_, ps) in enumerate(sorted(groups.items()))
-        ]
+        self.recipe = recipe
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        wrong = sorted({str(p.dtype) for p in params if p.dtype != torch.float32})
+        if wrong:
+            raise PrecisionRecipeError(f"training recipe {recipe.name!r} simulates its formats on float32 "
+                                       f"parameters, got {', '.join(wrong)}")
+        self._formats = {p: recipe.formats(p) for p in params}
+        self._gen = torch.Generator().manual_seed(int(seed))
+        self._kahan: LowPrecisionOptimizer | None = None
+        if recipe.update == "kahan":
+            fmts = set(self._formats.values())
+            if len(fmts) != 1:
+                raise PrecisionRecipeError(f"training recipe {recipe.name!r}: Kahan updates need one weight format")
+            self._kahan = LowPrecisionOptimizer(optimizer, weight=fmts.pop(), update="kahan", generator=self._gen)
+            return
+        with torch.no_grad():  # start on the grid, so every stored weight is representable
+            for p, fmt in self._formats.items():
+                p.copy_(quantize(p, fmt))
+
+    @property
+    def param_groups(self) -> list[dict]:
+        """The base optimizer's parameter groups (learning rates can be changed there)."""
+        return self.base.param_groups
+
+    @property
+    def state(self) -> dict:
+        """The base optimizer's state."""
+        return self.base.state
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for opt in self._opts:
-            opt.zero_grad(set_to_none=set_to_none)
+        """Clear the gradients (as ``torch.optim.Optimizer.zero_grad``)."""
+        self.base.zero_grad(set_to_none=set_to_none)
 
     def step(self) -> None:
-        for opt in self._opts:
-            opt.step()
+        """One float32 step of the base optimizer, then the rounding of the changed weights."""
+        if self._kahan is not None:
+            self._kahan.step()
+            return
+        touched: dict[torch.Tensor, torch.Tensor | None] = {}
+        for p, fmt in self._formats.items():
+            if p.grad is None:
+                continue
+            if p.grad.is_sparse and _row_local(fmt):
+                # coalesce once and hand the coalesced gradient on: the sparse optimizers would
+                # coalesce it again otherwise (a no-op on a coalesced tensor)
+                p.grad = p.grad.coalesce()
+                touched[p] = p.grad.indices()[0]  # each row once
+            else:
+                touched[p] = None
+        self.base.step()
+        update = self.recipe.update
+        with torch.no_grad():
+            for p, rows in touched.items():
+                fmt = self._formats[p]
+                if rows is None:
+                    p.copy_(quantize(p, fmt, update, self._gen))
+                elif len(rows):
+                    p.index_copy_(0, rows, quantize(p.index_select(0, rows), fmt, update, self._gen))
 
 
 class IterateAverage:
