@@ -27,9 +27,9 @@ class ResultDBError(EmbstabError):
 
 #: Fixed columns of a result row (the shared result-table convention), before the measure columns.
 ROW_COLUMNS = ("algo", "seed", "dim", "bitrate", "memory", "task", "model", "disagreement", "quality",
-               "quality_old", "recipe", "transform")
+               "quality_old", "recipe", "transform", "kind")
 #: Columns added after the first release, with the value older rows hold: (name, SQL type, default).
-_ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"))
+_ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"), ("kind", "TEXT", "word"))
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS studies (
