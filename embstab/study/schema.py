@@ -492,7 +492,8 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
                                                    "its own label; it becomes the 'task' column of the results")
 
     budgets: tuple[int, ...] = ()
-    if top.get("budgets") is not None:
+    # an empty list is no budget: what to_dict writes for a study without budgets reads back
+    if not (top.get("budgets") is None or isinstance(top["budgets"], (list, tuple)) and not top["budgets"]):
         budgets = v.int_list(top["budgets"], "budgets", 1)
 
     # impossible combinations: checked after each part is valid on its own
