@@ -21,6 +21,7 @@ NUMPYDOC_MODULES = [
     "embstab.recipes.training",
     "embstab.hyperbolic.manifolds", "embstab.hyperbolic.embed", "embstab.hyperbolic.io", "embstab.hyperbolic.metrics",
     "embstab.hyperbolic.stability", "embstab.measures.hyperbolic",
+    "embstab.study.kinds", "embstab.study.kind_kg", "embstab.study.kind_contextual", "embstab.study.settings",
 ]
 
 

@@ -292,7 +292,12 @@ def _kind_sections(df: pd.DataFrame, kinds: list[str], threshold) -> list[H.Sect
         sec.add(H.paragraph(f"{len(part)} rows of kind '{kind}'. Spearman ρ between each measure (as a "
                             "distance) and the disagreement, over the rows of each algorithm pooled (higher "
                             f"is better), and the disagreement against memory in {label.unit}."))
-        sec.add(H.table(wide(spearman_table(part), "spearman"), digits=2))
+        rho = spearman_table(part)
+        sec.add(H.table(wide(rho, "spearman"), digits=2))
+        mean = rho.groupby("measure", sort=False)["spearman"].mean().dropna()
+        if not mean.empty:  # the question a reader brings: which measure ranks this kind's pairs best?
+            ranked = ", ".join(f"{m} {v:.2f}" for m, v in mean.sort_values(ascending=False).items())
+            sec.add(H.paragraph(f"Mean ρ over algorithms and tasks, best first: {ranked}."))
         try:
             trend = fit_trend(part, "memory", threshold=threshold)
         except ResultsError:

@@ -61,12 +61,28 @@ SOURCE_SETTINGS = ("heldout_fraction", "vocab_size", "sample_docs")
 
 
 def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
-    """``training.algorithms`` of a contextual study: ``[bert]``."""
+    """``training.algorithms`` of a contextual study: ``[bert]``.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator (its ``fail`` builds the error naming the key).
+    value : Any
+        The section as read from the study file.
+    """
     return v.str_list(value, "training.algorithms", ALGORITHMS)
 
 
 def check_study(v: Any, spec: Any) -> None:
-    """Cross-checks: every hidden size splits into the attention heads; the layer exists."""
+    """Cross-checks: every hidden size splits into the attention heads; the layer exists.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator.
+    spec : StudySpec
+        The parsed study.
+    """
     p = spec.training.params_dict()
     for i, dim in enumerate(spec.training.dimensions):
         if dim % p["heads"]:
@@ -139,7 +155,19 @@ def _tokenizer(store: ArtifactStore, key: str) -> Any:
 
 @_guard("corpus")
 def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
-    """Held-out text, the corpus pair, the tokenizer of their union and the word-type sample."""
+    """Held-out text, the corpus pair, the tokenizer of their union and the word-type sample.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    """
     if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
         return key
     from embstab.contextual.pretrain import split_heldout  # noqa: PLC0415
@@ -164,7 +192,21 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
 @_guard("train")
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
     """Pretrain one BERT on one corpus version and read out its word-type embedding (artifacts
-    ``bert``: the model; ``embedding``: the word types, held-out perplexity in its metadata)."""
+    ``bert``: the model; ``embedding``: the word types, held-out perplexity in its metadata).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    source_key : str
+        The corpus pair's artifacts (documents, tokenizer, sample).
+    """
     if store.has_embedding("embedding", key) and store.exists("bert", key, "tar"):
         return key
     from embstab.contextual.features import word_type_embedding  # noqa: PLC0415
@@ -173,11 +215,15 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
 
     dim = int(config["dim"])
     size = ModelSize(int(config["layers"]), dim, int(config["heads"]), int(config["intermediate_factor"]) * dim)
-    start = build_model(size, _tokenizer(store, source_key), int(config["seed"]), max_length=int(config["max_length"]))
-    result = train_mlm(start, _docs(store, f"corpus_{config['side']}", source_key), int(config["steps"]),
-                       int(config["seed"]), heldout=_docs(store, "corpus_heldout", source_key),
-                       batch_size=int(config["batch_size"]), lr=float(config["lr"]),
-                       name=f"bert-{config['layers']}x{dim}-{config['side']}-s{config['seed']}")
+    # initialisation and dropout draw from torch's process-global RNG (seeded, then restored):
+    # one pretraining at a time per process keeps each model a function of its seed
+    with _GLOBAL_RNG_LOCK:
+        start = build_model(size, _tokenizer(store, source_key), int(config["seed"]),
+                            max_length=int(config["max_length"]))
+        result = train_mlm(start, _docs(store, f"corpus_{config['side']}", source_key), int(config["steps"]),
+                           int(config["seed"]), heldout=_docs(store, "corpus_heldout", source_key),
+                           batch_size=int(config["batch_size"]), lr=float(config["lr"]),
+                           name=f"bert-{config['layers']}x{dim}-{config['side']}-s{config['seed']}")
     emb = word_type_embedding(result.model, _docs(store, "corpus_sample", source_key), layer=int(config["layer"]),
                               subword=config["subword"], min_count=int(config["min_count"]),
                               max_occurrences=config["max_occurrences"])
@@ -210,7 +256,21 @@ def _features(store: ArtifactStore, train_cfg: Mapping[str, Any], task: str, opt
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
     """Frozen-feature disagreement: both members' sentence features compressed with the pair
-    protocol at the row's bit width, then one classifier per member with the same seed."""
+    protocol at the row's bit width, then one classifier per member with the same seed.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    pair_key : str
+        The compressed pair (its configuration names both members).
+    """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
     from embstab.contextual.compression import compress_features  # noqa: PLC0415

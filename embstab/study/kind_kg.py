@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from embstab.study.settings import Setting, TaskRule
-from embstab.study.steps import Steps, _guard
+from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["GraphSpec", "TRAINING", "TASK_MODELS", "parse_graph", "check_algorithms", "tasks", "run_source",
@@ -56,7 +56,15 @@ TRAINING = {
 
 
 def parse_graph(v: Any, value: Any) -> GraphSpec:
-    """The ``graph`` section: ``{name*, change: remove|add, share: 0.05, seed: 0, lost: protect}``."""
+    """The ``graph`` section: ``{name*, change: remove|add, share: 0.05, seed: 0, lost: protect}``.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator (its ``fail`` builds the error naming the key).
+    value : Any
+        The section as read from the study file.
+    """
     from embstab.kg.datasets import GRAPHS, STANDARD_GRAPHS  # noqa: PLC0415
     from embstab.kg.versions import CHANGES, LOST_POLICIES  # noqa: PLC0415
 
@@ -84,7 +92,15 @@ def difflib_hint(name: str, known: tuple[str, ...]) -> str:
 
 
 def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
-    """``training.algorithms`` of a KG study: PyKEEN model names (case-insensitive), e.g. TransE, DistMult."""
+    """``training.algorithms`` of a KG study: PyKEEN model names (case-insensitive), e.g. TransE, DistMult.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator (its ``fail`` builds the error naming the key).
+    value : Any
+        The section as read from the study file.
+    """
     from embstab.kg.training import model_names  # noqa: PLC0415 (imports PyKEEN: only for KG studies)
 
     names = model_names()
@@ -191,7 +207,19 @@ def _with_tables(trained: Any, data: bytes) -> Any:
 
 @_guard("graph")
 def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
-    """Load the graph and build its version pair (artifacts ``graph_old``/``graph_new``)."""
+    """Load the graph and build its version pair (artifacts ``graph_old``/``graph_new``).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    """
     if store.exists("graph_new", key, "npz") and store.exists("graph_old", key, "npz"):
         return key
     from embstab.kg import load_graph, version_pair  # noqa: PLC0415
@@ -205,15 +233,32 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
 
 @_guard("train")
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
-    """Train one PyKEEN model on one graph version (artifacts ``embedding``: its entity table; ``kg_model``)."""
+    """Train one PyKEEN model on one graph version (artifacts ``embedding``: its entity table; ``kg_model``).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    source_key : str
+        The graph-version pair's artifacts.
+    """
     if store.has_embedding("embedding", key) and store.exists("kg_model", key, "tar"):
         return key
     from embstab.kg.training import train  # noqa: PLC0415
 
     graph = _graph(store, f"graph_{config['side']}", source_key)
-    result = train(graph, model=config["algo"], dim=config["dim"], epochs=config["epochs"], seed=config["seed"],
-                   lr=config["lr"], batch_size=config["batch_size"], negatives=config["negatives"],
-                   evaluate_on=None, progress=False)
+    # PyKEEN seeds torch's process-global RNG: one training at a time per process keeps each model
+    # a function of its seed on a multi-threaded worker
+    with _GLOBAL_RNG_LOCK:
+        result = train(graph, model=config["algo"], dim=config["dim"], epochs=config["epochs"],
+                       seed=config["seed"], lr=config["lr"], batch_size=config["batch_size"],
+                       negatives=config["negatives"], evaluate_on=None, progress=False)
     store.put_bytes("kg_model", key, "tar", _folder_bytes(result.save), config)
     store.put_embedding("embedding", key, result.entities, config)
     return key
@@ -223,7 +268,21 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
 def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
                  new_key: str) -> str:
     """Quantize both models' tables with the old model's clips (artifacts ``pair_old``/``pair_new``:
-    the quantized entity tables; ``kgq_old``/``kgq_new``: every quantized table)."""
+    the quantized entity tables; ``kgq_old``/``kgq_new``: every quantized table).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    old_key, new_key : str
+        The trained members' artifacts.
+    """
     if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
         return key
     from embstab.kg.quantize import quantize_pair  # noqa: PLC0415
@@ -245,7 +304,21 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
 @_guard("downstream")
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
-    """Link-prediction or triple-classification disagreement of the two *quantized* models."""
+    """Link-prediction or triple-classification disagreement of the two *quantized* models.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    pair_key : str
+        The compressed pair's artifacts.
+    """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
     from embstab.kg.disagreement import (link_prediction_disagreement,  # noqa: PLC0415

@@ -105,7 +105,15 @@ class StudyKind:
 
 
 def parse_corpus(v: Any, value: Any) -> CorpusSpec:
-    """The ``corpus`` section: ``{name*, pair, fraction, seed, max_docs}``."""
+    """The ``corpus`` section: ``{name*, pair, fraction, seed, max_docs}``.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator (its ``fail`` builds the error naming the key).
+    value : Any
+        The section as read from the study file.
+    """
     c = v.mapping(value, "corpus", {"name": True, "pair": False, "fraction": False, "seed": False, "max_docs": False})
     pair = v.string(c.get("pair", "leave_out"), "corpus.pair", PAIR_KINDS)
     return CorpusSpec(
@@ -139,7 +147,13 @@ def _word_algorithms(v: Any, value: Any) -> tuple[str, ...]:
 
 
 def word_source_config(spec: StudySpec) -> dict[str, Any]:
-    """The corpus pair's configuration (every other configuration nests it)."""
+    """The corpus pair's configuration (every other configuration nests it).
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study.
+    """
     # the embstab version is part of it, so a new release never reuses older artifacts
     import embstab  # noqa: PLC0415 - at call time: embstab/__init__ may itself import this module
 
@@ -147,7 +161,17 @@ def word_source_config(spec: StudySpec) -> dict[str, Any]:
 
 
 def word_train_config(spec: StudySpec, side: str, v: Variant) -> dict[str, Any]:
-    """One word embedding: algorithm, dimension, seed and trainer settings on one corpus version."""
+    """One word embedding: algorithm, dimension, seed and trainer settings on one corpus version.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study.
+    side : str
+        ``old`` or ``new``.
+    v : Variant
+        The grid point (algorithm, recipe, seed, dimension...).
+    """
     t = spec.training
     cfg = {"v": PLAN_VERSION, "stage": "train", "corpus": word_source_config(spec), "side": side, "algo": v.algo,
            "dim": v.dim, "seed": v.seed, "epochs": t.epochs, "min_count": t.min_count, "window": t.window}
