@@ -128,12 +128,11 @@ def test_each_kind_resumes_without_recomputing(finished, monkeypatch):
     pd.testing.assert_frame_equal(again.results, run.results)
 
 
+@pytest.mark.parametrize("finished", ["kg"], indirect=True)
 def test_kg_rows_are_the_quantized_models_disagreement(finished):
     """Cross-check one KG row against embstab.kg directly: same graph pair, same training, the
     pair quantized to 1 bit with the old model's clips, scored with the quantized tables."""
-    kind, spec, _, run = finished
-    if kind != "kg":
-        pytest.skip("KG rows only")
+    _, _, _, run = finished
     from embstab.kg import (link_prediction_disagreement, load_graph, quantize_pair, train,
                             triple_classification_disagreement, version_pair)
 
@@ -239,3 +238,32 @@ def test_pipeline_files_parse(name):
     spec = load_study(PIPELINES / name)
     assert spec.kind in ("kg", "contextual") and spec.n_rows() > 0
     assert np.all(np.diff(sorted(spec.compression.bit_widths)) > 0)
+
+
+def test_each_kind_reproduces_in_a_fresh_store(finished, tmp_path):
+    """Deterministic under the seeds: a second store computes every row again, to the same values."""
+    _, spec, _, run = finished
+    again = run_study(spec, tmp_path / "store", tmp_path / "results.sqlite", progress=False)
+    pd.testing.assert_frame_equal(again.results, run.results)
+
+
+def test_corpus_vocabulary_is_a_function_of_its_inputs_and_splits_kept_words_as_minilm():
+    from collections import Counter
+
+    from embstab.contextual import load_tokenizer
+    from embstab.contextual.pretrained import minilm_dir
+    from embstab.data import load_corpus
+    from embstab.study.kind_contextual import corpus_vocabulary
+
+    docs = load_corpus("gensim_lee")[:100]
+    base = load_tokenizer(minilm_dir())
+    tok = corpus_vocabulary(base, docs, 600)
+    assert tok.to_str() == corpus_vocabulary(load_tokenizer(minilm_dir()), docs, 600).to_str()
+    vocab = tok.get_vocab()
+    assert len(vocab) <= 600 and [p for p, i in sorted(vocab.items(), key=lambda x: x[1])][:5] == \
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    counts = Counter(w for d in docs for w in d)
+    frequent = sorted(counts, key=lambda w: (-counts[w], w))[:100]
+    assert all(tok.encode(w).tokens == base.encode(w).tokens for w in frequent)
+    # every word of the corpus still splits into known pieces (its characters are kept)
+    assert all("[UNK]" not in tok.encode(w).tokens for w in counts if "[UNK]" not in base.encode(w).tokens)

@@ -1,8 +1,9 @@
 """The contextual study kind: small BERT models pretrained on two corpus versions, word-type features.
 
 Source pair: a held-out share of the corpus (for perplexity), the two versions of the rest
-(:func:`embstab.data.make_corpus_pair`), one WordPiece tokenizer trained on their union, and a fixed
-sample of documents for word-type averaging. Member: a BERT masked-LM whose hidden size is the
+(:func:`embstab.data.make_corpus_pair`), one WordPiece tokenizer for both (the packaged MiniLM
+vocabulary, fixed and so reproducible in any fresh store; or one trained on their union), and a
+fixed sample of documents for word-type averaging. Member: a BERT masked-LM whose hidden size is the
 study's dimension, pretrained on one version (:func:`embstab.contextual.train_mlm`, same seed and
 steps for both), read out as word-type vectors over the sample
 (:func:`embstab.contextual.word_type_embedding`): the :class:`~embstab.Embedding` that is
@@ -29,7 +30,8 @@ from embstab.study.settings import Setting, TaskRule
 from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["TRAINING", "SOURCE_SETTINGS", "ALGORITHMS", "check_algorithms", "check_study", "tasks", "run_source",
+__all__ = ["TRAINING", "SOURCE_SETTINGS", "ALGORITHMS", "check_algorithms", "check_study", "corpus_vocabulary", "tasks",
+           "run_source",
            "run_train", "run_downstream"]
 
 #: The models a contextual study pretrains (a BERT masked-LM built from the study's settings).
@@ -48,6 +50,10 @@ TRAINING = {
     "lr": Setting(5e-4, "float", 1e-8, 1.0),
     # made with the corpus pair: held-out text, tokenizer, word-type sample
     "heldout_fraction": Setting(0.02, "float", 0.001, 0.49),
+    # minilm: the packaged vocabulary cut to vocab_size pieces the corpus uses (reproducible);
+    # trained: a WordPiece vocabulary trained on the corpus (the tokenizers library's tie-breaking
+    # makes it differ between runs)
+    "tokenizer": Setting("minilm", "choice", choices=("minilm", "trained")),
     "vocab_size": Setting(8000, "int", 31, 1_000_000),
     "sample_docs": Setting(None, "int", 1, nullable=True),
     # word-type features
@@ -57,7 +63,7 @@ TRAINING = {
     "max_occurrences": Setting(50, "int", 1, nullable=True),
 }
 #: The settings that shape the source pair (part of the corpus stage's configuration).
-SOURCE_SETTINGS = ("heldout_fraction", "vocab_size", "sample_docs")
+SOURCE_SETTINGS = ("heldout_fraction", "tokenizer", "vocab_size", "sample_docs")
 
 
 def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
@@ -142,11 +148,59 @@ def _docs(store: ArtifactStore, kind: str, key: str) -> list[list[str]]:
     return store.get_docs(kind, key)
 
 
+def corpus_vocabulary(base: Any, docs: list[list[str]], size: int) -> Any:
+    """``base``'s WordPiece tokenizer cut to at most ``size`` pieces chosen by the corpus.
+
+    Kept: the five special tokens (ids 0-4, as in a trained tokenizer), every one-character piece
+    of the corpus' characters (so every word still splits into pieces, not ``[UNK]``), then the
+    pieces of the corpus' words from the most frequent word down (ties by the word) while they fit.
+    WordPiece takes the longest vocabulary piece at each position, so a word whose pieces are all
+    kept splits exactly as ``base`` splits it. Every choice is by count, then by text: the result
+    is a function of ``base`` and ``docs`` (a WordPiece vocabulary trained with the tokenizers
+    library breaks ties between equally frequent merges in hash order, which differs between runs).
+
+    Parameters
+    ----------
+    base : tokenizers.Tokenizer
+        A WordPiece tokenizer without post-processing (:func:`embstab.contextual.load_tokenizer`).
+    docs : list of token lists
+        The corpus.
+    size : int
+        Largest vocabulary (the characters may exceed it; then only they and the specials are kept).
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+    """
+    from collections import Counter  # noqa: PLC0415
+
+    from embstab.contextual.tokenizer import SPECIAL_TOKENS  # noqa: PLC0415
+    from tokenizers import Tokenizer  # noqa: PLC0415
+    from tokenizers.models import WordPiece  # noqa: PLC0415
+
+    vocab = base.get_vocab()
+    counts = Counter(w for d in docs for w in d)
+    words = sorted(counts, key=lambda w: (-counts[w], w))
+    pieces = [enc.tokens for enc in base.encode_batch(words)]
+    chars = {c for toks in pieces for t in toks for c in t.removeprefix("##")}
+    kept = {p for c in chars for p in (c, "##" + c) if p in vocab}
+    for toks in pieces:
+        new = set(toks) - kept - set(SPECIAL_TOKENS)
+        if len(SPECIAL_TOKENS) + len(kept) + len(new) > size:
+            break
+        kept |= new
+    order = sorted(kept - set(SPECIAL_TOKENS), key=lambda p: vocab[p])
+    tok = Tokenizer(WordPiece({p: i for i, p in enumerate([*SPECIAL_TOKENS, *order])}, unk_token="[UNK]",
+                              max_input_chars_per_word=100))
+    tok.normalizer, tok.pre_tokenizer, tok.decoder = base.normalizer, base.pre_tokenizer, base.decoder
+    return tok
+
+
 def _tokenizer(store: ArtifactStore, key: str) -> Any:
     from embstab.contextual.tokenizer import plain_tokenizer  # noqa: PLC0415
     from tokenizers import Tokenizer  # noqa: PLC0415
 
-    return plain_tokenizer(Tokenizer.from_str(store.get_bytes("tokenizer", key, "json").decode("utf-8")))
+    return plain_tokenizer(Tokenizer.from_str(store.get_bytes("tokenizer", key, "wordpiece").decode("utf-8")))
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,7 +225,8 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
         return key
     from embstab.contextual.pretrain import split_heldout  # noqa: PLC0415
-    from embstab.contextual.tokenizer import train_wordpiece  # noqa: PLC0415
+    from embstab.contextual.pretrained import minilm_dir  # noqa: PLC0415
+    from embstab.contextual.tokenizer import load_tokenizer, train_wordpiece  # noqa: PLC0415
 
     docs = steps.load_corpus(config["name"])
     if config.get("max_docs"):
@@ -179,9 +234,16 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     train_docs, held = split_heldout(docs, config["heldout_fraction"], seed=config["seed"])
     old, new = steps.make_corpus_pair(train_docs, kind=config["pair"], fraction=config["fraction"],
                                       seed=config["seed"])
-    tokenizer = train_wordpiece(train_docs, vocab_size=config["vocab_size"])  # A ∪ B: one tokenizer for both
+    if config["tokenizer"] == "trained":
+        # one WordPiece vocabulary for both versions, trained on A ∪ B; the tokenizers library breaks
+        # ties between equally frequent merges in hash order, so two fresh stores may differ
+        tokenizer = train_wordpiece(train_docs, vocab_size=config["vocab_size"])
+    else:
+        # the packaged MiniLM WordPiece vocabulary cut to the pieces of the corpus' frequent words:
+        # chosen by counts, so a study reproduces in any fresh store
+        tokenizer = corpus_vocabulary(load_tokenizer(minilm_dir()), train_docs, config["vocab_size"])
     sample = train_docs[: config["sample_docs"]] if config.get("sample_docs") else train_docs
-    store.put_bytes("tokenizer", key, "json", tokenizer.to_str().encode("utf-8"), config)
+    store.put_bytes("tokenizer", key, "wordpiece", tokenizer.to_str().encode("utf-8"), config)
     store.put_docs("corpus_heldout", key, held, config)
     store.put_docs("corpus_sample", key, sample, config)
     store.put_docs("corpus_old", key, old, config)
