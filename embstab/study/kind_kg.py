@@ -72,7 +72,7 @@ def parse_graph(v: Any, value: Any) -> GraphSpec:
     name = v.string(g["name"], "graph.name")
     known = (*GRAPHS, *STANDARD_GRAPHS)
     if name not in known and not (name.startswith("wordnet_k") and name[9:].isdigit()):
-        near = difflib_hint(name, known)
+        near = _near(name, known)
         raise v.fail("graph.name", f"unknown graph {name!r} (choose from {', '.join(known)} or wordnet_kK){near}")
     return GraphSpec(
         name=name,
@@ -83,7 +83,7 @@ def parse_graph(v: Any, value: Any) -> GraphSpec:
     )
 
 
-def difflib_hint(name: str, known: tuple[str, ...]) -> str:
+def _near(name: str, known: tuple[str, ...]) -> str:
     """``"; did you mean 'x'?"`` for the closest of ``known``, or ``""``."""
     import difflib  # noqa: PLC0415
 
@@ -112,7 +112,7 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
         normal = text.lower().replace("_", "").replace("-", "")
         if normal not in names:
             raise v.fail(key, f"a kg study trains PyKEEN models; {text!r} is none of them "
-                              f"(e.g. TransE, DistMult, ComplEx, RotatE){difflib_hint(normal, tuple(names))}")
+                              f"(e.g. TransE, DistMult, ComplEx, RotatE){_near(normal, tuple(names))}")
         if text in out:
             raise v.fail(key, f"duplicate value {text!r}")
         out.append(text)

@@ -58,9 +58,8 @@ class StudyKind:
     Attributes
     ----------
     name : str
-        The value of the study file's ``kind:`` key.
-    title : str
-        What the kind's embeddings are, for reports ("knowledge-graph embeddings").
+        The value of the study file's ``kind:`` key (reports describe it with
+        :data:`embstab.selection.KIND_LABELS`: what the embeddings are, what a memory unit is).
     source_key : str
         Top-level key of the study file that defines the source pair (``corpus`` or ``graph``).
     source_stage : str
@@ -84,7 +83,6 @@ class StudyKind:
     """
 
     name: str
-    title: str
     source_key: str
     source_stage: str
     parse_source: Callable[[Any, Any], Any]
@@ -181,7 +179,7 @@ def word_train_config(spec: StudySpec, side: str, v: Variant) -> dict[str, Any]:
 
 
 WORD = StudyKind(
-    name="word", title="word embeddings", source_key="corpus", source_stage="corpus",
+    name="word", source_key="corpus", source_stage="corpus",
     parse_source=parse_corpus, algorithms=_word_algorithms, training=None, tasks=None, check=None,
     source_config=word_source_config, train_config=word_train_config,
     run_source=S.run_corpus, run_train=S.run_train, run_compress=S.run_compress, run_downstream=S.run_downstream,
@@ -214,7 +212,7 @@ def _contextual_source_config(spec: StudySpec) -> dict[str, Any]:
 
 
 KG_KIND = StudyKind(
-    name="kg", title="knowledge-graph embeddings (entity tables)", source_key="graph", source_stage="graph",
+    name="kg", source_key="graph", source_stage="graph",
     parse_source=KG.parse_graph, algorithms=KG.check_algorithms, training=KG.TRAINING, tasks=KG.tasks,
     check=None, source_config=_graph_source_config,
     train_config=lambda spec, side, v: _kind_train_config(spec, side, v, _graph_source_config(spec)),
@@ -223,9 +221,8 @@ KG_KIND = StudyKind(
 )
 
 CONTEXTUAL = StudyKind(
-    name="contextual", title="contextual embeddings (BERT word-type features)", source_key="corpus",
-    source_stage="corpus", parse_source=parse_corpus, algorithms=KC.check_algorithms, training=KC.TRAINING,
-    tasks=KC.tasks, check=KC.check_study, source_config=_contextual_source_config,
+    name="contextual", source_key="corpus", source_stage="corpus", parse_source=parse_corpus,
+    algorithms=KC.check_algorithms, training=KC.TRAINING, tasks=KC.tasks, check=KC.check_study, source_config=_contextual_source_config,
     train_config=lambda spec, side, v: _kind_train_config(spec, side, v, _contextual_source_config(spec)),
     run_source=KC.run_source, run_train=KC.run_train, run_compress=S.run_compress,
     run_downstream=KC.run_downstream,
