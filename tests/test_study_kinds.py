@@ -106,6 +106,13 @@ def test_tiny_study_of_each_kind_completes_with_rows_of_its_kind(finished):
     # 1-bit members keep fewer of their own neighbourhoods than full-precision ones
     by_bits = df.groupby("bitrate")["agreement_uncompressed"].mean()
     assert by_bits[1] < by_bits[32]
+    if kind == "kg":  # quality is the filtered MRR; Hits@10 of both models is kept beside it
+        lp = df[df["task"] == "link_prediction"]
+        assert set(lp["quality_metric"]) == {"filtered MRR (%)"}
+        # 1/rank <= 1 within the top 10 and < 0.1 beyond it: MRR <= Hits@10 + 0.1 (1 - Hits@10)
+        assert lp["hits_at_10"].between(0, 100).all()
+        assert (lp["quality"] <= lp["hits_at_10"] + 0.1 * (100 - lp["hits_at_10"]) + 1e-9).all()
+        assert lp["top_k_overlap"].between(0, 1).all()
     with sqlite3.connect(run.db_path) as conn:
         assert {r[0] for r in conn.execute("SELECT kind FROM results")} == {kind}
 

@@ -36,3 +36,9 @@ def test_quick_pipeline_runs_from_the_cli(name, kind, unit, tasks, tmp_path, cap
     html = (tmp_path / "store" / f"{name}.html").read_text()
     assert f'id="kind-{kind}"' in html
     assert wall < 120  # the tiny tier stays CI-sized (about 30 s on 2 shared cores)
+    # `embstab recommend` reads the table, in the kind's unit, and --kind names what it keeps
+    budget = str(int(results["memory"].max()))
+    assert main(["recommend", str(tmp_path / "store" / f"{name}.parquet"), "--budget", budget, "--kind", kind]) == 0
+    assert f"Under a budget of {budget} {unit}" in capsys.readouterr().out
+    assert main(["recommend", str(tmp_path / "store" / f"{name}.parquet"), "--budget", budget, "--kind", "word"]) == 2
+    assert "no results of kind 'word'" in capsys.readouterr().err
