@@ -36,6 +36,7 @@ NUMPYDOC_MODULES = [
     "embstab.recipes.training", "embstab.recipes.sparse", "embstab.recipes.peak",
     "embstab.hyperbolic.manifolds", "embstab.hyperbolic.embed", "embstab.hyperbolic.io", "embstab.hyperbolic.metrics",
     "embstab.hyperbolic.stability", "embstab.measures.hyperbolic",
+    "embstab.study.kinds", "embstab.study.kind_kg", "embstab.study.kind_contextual", "embstab.study.settings",
 ]
 
 

@@ -196,3 +196,54 @@ def test_report_in_a_real_browser_renders_every_plot_and_escapes_names(tmp_path)
         driver.quit()
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
     assert (pixels < 128).mean() > 0.01  # text, tables and plots put ink on the page
+
+
+def _kind_rows(kind: str, algo: str, task: str, width: int = 1) -> list[dict]:
+    """Rows of one kind whose disagreement falls with memory and whose EIS follows it exactly, while
+    PIP runs backwards (so the per-kind Spearman table has known signs: EIS 1, PIP near -1)."""
+    rows = []
+    for s, d, b in itertools.product((1, 2), (8, 16), (1, 4, 32)):
+        mem = width * d * b
+        rows.append({"algo": algo, "seed": s, "dim": d, "bitrate": b, "memory": mem, "task": task, "kind": kind,
+                     "disagreement": 40.0 / np.log2(2 + mem) + 0.01 * s, "quality": 50.0,
+                     "eis": 1.0 / np.log2(2 + mem) + 1e-4 * s, "pip_loss": float(mem) + s})
+    return rows
+
+
+def test_report_has_a_section_per_kind_in_its_memory_unit():
+    # a complex KG model stores two entries per dimension: its memory is its own, not dim x bits
+    df = pd.DataFrame(_kind_rows("word", "w2v_cbow", "rt_sentiment")
+                      + _kind_rows("kg", "ComplEx", "link_prediction", width=2))
+    document = build_report(df, progress=False)
+    parsed = Page()
+    parsed.feed(document)
+    assert "Knowledge-graph embeddings (entity tables)" in parsed.h2 and "Word embeddings" in parsed.h2
+    # memory plot + one per kind + one per measure
+    assert len(parsed.images) == 1 + 2 + 2
+    alts = [img["alt"] for img in parsed.images]
+    assert "downstream disagreement against memory for knowledge-graph embeddings (entity tables)" in alts
+    for kind in ("word", "kg"):
+        section = document.split(f'id="kind-{kind}"', 1)[1].split("</section>", 1)[0]
+        # EIS ranks every row of the kind as the disagreement does; PIP ranks them backwards
+        cells = [c.strip() for c in section.split("<td>")[1:]]
+        assert cells[0].startswith("1.00") and float(cells[1].split("<")[0]) < -0.9
+    assert "bits per entity row" in document and "bits per word" in document
+    # recommendations per kind: the table names each row's kind
+    recs = document.split('id="recommend"', 1)[1].split("</section>", 1)[0]
+    assert "<th>kind</th>" in recs and "<td>kg</td>" in recs and "<td>word</td>" in recs
+
+
+def test_recommend_keeps_kinds_apart():
+    from embstab.selection import recommend
+
+    df = pd.DataFrame(_kind_rows("word", "w2v_cbow", "rt_sentiment")
+                      + _kind_rows("kg", "ComplEx", "link_prediction", width=2))
+    with pytest.raises(ResultsError, match="several kinds"):
+        recommend(df, 64)
+    with pytest.raises(ResultsError, match="no results of kind 'contextual'"):
+        recommend(df, 64, kind="contextual")
+    rec = recommend(df, 64, kind="kg")
+    assert (rec.kind, rec.unit, rec.algo) == ("kg", "bits per entity row", "ComplEx")
+    assert rec.memory <= 64 and rec.memory == 2 * rec.dim * rec.bitrate
+    assert "64 bits per entity row" in str(rec)
+    assert recommend(df, 64, algo="w2v_cbow").unit == "bits per word"

@@ -13,11 +13,14 @@ DESCRIPTION = """\
 Read a study's results (CSV or Parquet in embstab's tidy format, or a published
 anchor-stability CSV), keep the configurations whose memory (dim x bits per entry) fits the
 budget, pick the one with the best stability measure, and print the downstream disagreement
-the linear-log memory trend predicts for it.
+the linear-log memory trend predicts for it. Results of a knowledge-graph or contextual
+study count memory per entity row or per feature vector; a table holding several kinds needs
+--kind.
 
 examples:
   embstab recommend embstab-study/default.parquet --budget 400
-  embstab recommend results.csv --budget 800 --measure knn --task rt_sentiment --json"""
+  embstab recommend results.csv --budget 800 --measure knn --task rt_sentiment --json
+  embstab recommend embstab-study/kg_quick.parquet --budget 32 --task link_prediction"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,11 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", metavar="RESULTS", help="results table (.csv or .parquet)")
     parser.add_argument("--budget", metavar="BITS", type=positive_float, required=True,
-                        help="memory budget in bits per word (e.g. 400 = 100 dims at 4 bits)")
+                        help="memory budget in bits per word (per entity row for KG results; e.g. 400 = 100 dims "
+                             "at 4 bits)")
     parser.add_argument("--measure", default="eis", choices=list(REGISTRY),
                         help="stability measure that ranks the configurations (default: eis)")
     parser.add_argument("--task", help="only predict the disagreement of this task")
     parser.add_argument("--algo", help="only consider this embedding algorithm")
+    parser.add_argument("--kind", help="only consider this kind of embedding (word, kg, contextual)")
     parser.add_argument("--threshold", type=positive_float, default=1000.0, metavar="BITS",
                         help="fit the trend on rows with memory below this (default: 1000)")
     parser.add_argument("--top", type=non_negative_int, default=5, metavar="N",
@@ -44,7 +49,7 @@ def handle(args: argparse.Namespace) -> int:
     from embstab.selection.recommend import recommend  # imported here so `embstab --help` stays fast
 
     rec = recommend(args.results, args.budget, measure=args.measure, task=args.task,
-                    algo=args.algo, threshold=args.threshold)
+                    algo=args.algo, kind=args.kind, threshold=args.threshold)
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))
         return 0

@@ -29,12 +29,19 @@ EPILOG = """\
 examples:
   embstab study                         # the default study (word2vec CBOW, 25-200 dims, 1-32 bits)
   embstab study --quick                 # a tiny version (about a minute)
+  embstab study kg_quick                # a bundled study by name: kg_quick, kg, contextual_quick, ...
+  embstab study pipelines/kg.yaml       # knowledge-graph embeddings (kind: kg) on the WordNet KG
   embstab study my_study.yaml --scheduler tcp://10.0.0.5:8786 --store s3://bucket/embstab
   embstab study status                  # what is done, pending and failed
   embstab study --recompute             # first delete artifacts that no longer read back
 
 Interrupt it at any time: running the same command again resumes where it stopped, and failed
 rows are retried. Results: STORE/results.sqlite and STORE/<study name>.parquet.
+
+A study file's `kind:` says what is trained: `word` (default; corpus pair, word2vec/GloVe/...),
+`kg` (graph-version pair, PyKEEN models, link-prediction and triple-classification disagreement
+of the quantized models) or `contextual` (BERT pretraining pair, word-type features, frozen-feature
+disagreement).
 
 A multi-host Dask cluster exchanges pickled tasks and results: run it only on a trusted network,
 or configure TLS for the scheduler and workers (Dask's distributed.comm.tls settings)."""
@@ -44,13 +51,14 @@ def register(subparsers: Any) -> None:
     """Add the ``study`` sub-command to an argparse ``subparsers`` object."""
     p = subparsers.add_parser(
         "study", help="run a stability study (train, compress, measure, downstream) and report it",
-        description="Run (or resume) a study: embeddings trained on two versions of a corpus at every "
-                    "dimension, bit width and seed, measured against anchors and used downstream. "
+        description="Run (or resume) a study: embeddings (word, knowledge-graph or contextual) trained on "
+                    "two versions of their data at every dimension, bit width and seed, measured against anchors and used downstream. "
                     "Writes an HTML report and prints the recommended dimension and precision for "
                     "each memory budget of the study. `embstab study status` summarises progress.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", nargs="?", metavar="STUDY.yaml|status",
-                   help="study definition (default: pipelines/default.yaml), or 'status'")
+                   help="study definition, or the name of a bundled one (kg_quick, contextual, ...; "
+                        "default: pipelines/default.yaml), or 'status'")
     p.add_argument("--quick", action="store_true", help="run the tiny CI study (pipelines/quick.yaml)")
     p.add_argument("--scheduler", default="local", metavar="ADDR",
                    help="'local' (default: a Dask LocalCluster sized to this machine), 'threads', "
@@ -114,6 +122,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.study and args.quick:
         raise EmbstabError("give either a STUDY.yaml or --quick, not both")
     path = Path(args.study) if args.study else find_study_file(QUICK_STUDY if args.quick else DEFAULT_STUDY)
+    if not path.is_file() and args.study and os.sep not in args.study and "/" not in args.study:
+        # a bare name is a bundled study: `embstab study kg_quick`
+        try:
+            path = find_study_file(args.study if args.study.endswith(".yaml") else f"{args.study}.yaml")
+        except EmbstabError:
+            pass  # reported below as a missing file
     if not path.is_file():
         raise EmbstabError(f"study file not found: {path}")
     spec = load_study(path)
@@ -210,7 +224,7 @@ def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
         try:
             rec = recommend(results, budget, measure="eis" if "eis" in results.columns else _first_measure(results))
         except EmbstabError as exc:  # e.g. too few rows to fit a trend on a partial study
-            print(f"no recommendation for {budget} bits/word: {exc}", file=sys.stderr)
+            print(f"no recommendation for a budget of {budget}: {exc}", file=sys.stderr)
             continue
         print()
         print(rec)

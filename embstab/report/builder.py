@@ -26,7 +26,7 @@ from embstab.selection import (
     spearman_table,
     wide,
 )
-from embstab.selection.results import ordered_tasks
+from embstab.selection.results import kind_label, kinds_of, ordered_tasks
 from embstab.selection.trend import VARIANTS
 
 __all__ = ["build_report", "write_report"]
@@ -91,9 +91,12 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         recs = _recommendations(df, measure, budgets, threshold)
         bar.update()
         memory_trend = trends["memory"]
+        kinds = kinds_of(df)
+        unit = kind_label(kinds[0]).unit if len(kinds) == 1 else "bits per row"
         memory_fig = to_base64_png(disagreement_vs_memory(
-            df, None if isinstance(memory_trend, str) else memory_trend))
+            df, None if isinstance(memory_trend, str) else memory_trend, unit))
         bar.update()
+        kind_sections = _kind_sections(df, kinds, threshold)
         measure_figs = {}
         for name in measures:
             measure_figs[name] = to_base64_png(measure_vs_disagreement(df, name, rho))
@@ -101,11 +104,12 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
     finally:
         bar.close()
 
-    intro = [H.paragraph(_summary_sentence(df, measures)), H.table(_overview(df), index=False)]
+    intro = [H.paragraph(_summary_sentence(df, measures)), H.table(_overview(df, kinds), index=False)]
     sections = [
         _recommend_section(recs, measure, threshold),
         _trend_section(memory_fig, trends, threshold),
         _correlation_section(rho),
+        *kind_sections,
         _selection_section(sel),
         _oracle_section(gap),
         _measures_section(measure_figs),
@@ -156,35 +160,49 @@ def _trends(df: pd.DataFrame, threshold: float | None) -> dict[str, object]:
 
 
 def _recommendations(df: pd.DataFrame, measure: str, budgets, threshold) -> pd.DataFrame | str:
-    budgets = sorted(set(df["memory"])) if budgets is None else list(budgets)
+    kinds = kinds_of(df)
     rows = []
-    for budget in budgets:
-        try:
-            rec = recommend(df, budget, measure, threshold=threshold)
-        except BudgetError:
-            continue  # nothing fits this budget
-        except ResultsError as exc:  # e.g. too few rows below the threshold to fit the trend
-            return str(exc)
-        rows.append({"budget": budget, "algo": rec.algo, "dim": rec.dim, "bitrate": rec.bitrate,
-                     "memory": rec.memory, measure: rec.measure_value,
-                     "predicted disagreement (%)": rec.mean_predicted_disagreement,
-                     "measured disagreement (%)": float(np.mean(list(
-                         rec.observed_disagreement.values()))),
-                     "extrapolated": "yes" if rec.extrapolated else ""})
+    # memory units differ between kinds: each kind's budgets are its own
+    for kind in kinds:
+        part = df if len(kinds) == 1 else df[df["kind"] == kind]
+        for budget in sorted(set(part["memory"])) if budgets is None else list(budgets):
+            try:
+                rec = recommend(part, budget, measure, threshold=threshold)
+            except BudgetError:
+                continue  # nothing fits this budget
+            except ResultsError as exc:  # e.g. too few rows below the threshold to fit the trend
+                if len(kinds) == 1:
+                    return str(exc)
+                break
+            rows.append(_recommendation_row(rec, budget, measure, kinds))
     return pd.DataFrame(rows)
+
+
+def _recommendation_row(rec, budget: float, measure: str, kinds: list[str]) -> dict:
+    row = {"kind": rec.kind} if len(kinds) > 1 or kinds != ["word"] else {}
+    row.update({"budget": budget, "algo": rec.algo, "dim": rec.dim, "bitrate": rec.bitrate,
+                "memory": rec.memory, measure: rec.measure_value,
+                "predicted disagreement (%)": rec.mean_predicted_disagreement,
+                "measured disagreement (%)": float(np.mean(list(rec.observed_disagreement.values()))),
+                "extrapolated": "yes" if rec.extrapolated else ""})
+    return row
 
 
 # --- sections ---------------------------------------------------------------------------------
 
-def _overview(df: pd.DataFrame) -> pd.DataFrame:
+def _overview(df: pd.DataFrame, kinds: list[str]) -> pd.DataFrame:
     def listing(col):
         return ", ".join(str(v) for v in sorted(df[col].unique()))
 
-    return pd.DataFrame({
+    table = pd.DataFrame({
         "": ["algorithms", "tasks", "seeds", "dimensions", "bits per entry", "rows"],
         "values": [", ".join(dict.fromkeys(df["algo"])), ", ".join(ordered_tasks(df["task"])),
                    listing("seed"), listing("dim"), listing("bitrate"), str(len(df))],
     })
+    if kinds != ["word"]:
+        described = "; ".join(f"{k}: {kind_label(k).title}, memory in {kind_label(k).unit}" for k in kinds)
+        table = pd.concat([pd.DataFrame({"": ["kinds"], "values": [described]}), table], ignore_index=True)
+    return table
 
 
 def _summary_sentence(df: pd.DataFrame, measures: list[str]) -> str:
@@ -259,6 +277,35 @@ def _variant_section(table: pd.DataFrame) -> H.Section:
                         "its own uncompressed version (a transform can look stable while keeping few "
                         "of its neighbourhoods)."))
     return sec.add(H.table(table, index=False, digits=4))
+
+
+def _kind_sections(df: pd.DataFrame, kinds: list[str], threshold) -> list[H.Section]:
+    """One section per kind of embedding (only when the results hold more than word embeddings):
+    its Spearman table and its disagreement-vs-memory plot, in its own memory unit."""
+    if kinds == ["word"]:
+        return []
+    out = []
+    for kind in kinds:
+        part = df[df["kind"] == kind] if "kind" in df.columns else df
+        label = kind_label(kind)
+        sec = H.Section(f"{label.title[0].upper()}{label.title[1:]}", f"kind-{kind}")
+        sec.add(H.paragraph(f"{len(part)} rows of kind '{kind}'. Spearman ρ between each measure (as a "
+                            "distance) and the disagreement, over the rows of each algorithm pooled (higher "
+                            f"is better), and the disagreement against memory in {label.unit}."))
+        rho = spearman_table(part)
+        sec.add(H.table(wide(rho, "spearman"), digits=2))
+        mean = rho.groupby("measure", sort=False)["spearman"].mean().dropna()
+        if not mean.empty:  # the question a reader brings: which measure ranks this kind's pairs best?
+            ranked = ", ".join(f"{m} {v:.2f}" for m, v in mean.sort_values(ascending=False).items())
+            sec.add(H.paragraph(f"Mean ρ over algorithms and tasks, best first: {ranked}."))
+        try:
+            trend = fit_trend(part, "memory", threshold=threshold)
+        except ResultsError:
+            trend = None  # too few rows below the threshold: the plot shows the points alone
+        sec.add(H.image(to_base64_png(disagreement_vs_memory(part, trend, label.unit)),
+                        f"downstream disagreement against memory for {label.title}"))
+        out.append(sec)
+    return out
 
 
 def _correlation_section(rho: pd.DataFrame) -> H.Section:

@@ -35,7 +35,7 @@ def _grid(n_panels: int, max_cols: int = 3) -> tuple[Figure, list]:
     return fig, axes[:n_panels]
 
 
-def disagreement_vs_memory(df: pd.DataFrame, trend: TrendFit | None = None) -> Figure:
+def disagreement_vs_memory(df: pd.DataFrame, trend: TrendFit | None = None, unit: str = "bits per word") -> Figure:
     """Disagreement against memory, one panel per task, with the fitted linear-log trend.
 
     Points are configurations (mean over seeds, colour = bits per entry, a bar spans the seeds);
@@ -47,6 +47,8 @@ def disagreement_vs_memory(df: pd.DataFrame, trend: TrendFit | None = None) -> F
         Results table in the shared convention.
     trend : TrendFit, optional
         A memory-variant fit (:func:`embstab.selection.fit_trend`) to overlay.
+    unit : str
+        What the memory counts (the x-axis label): "bits per word", "bits per entity row" ...
 
     Returns
     -------
@@ -76,7 +78,7 @@ def disagreement_vs_memory(df: pd.DataFrame, trend: TrendFit | None = None) -> F
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)  # disagreement is a percentage; a dashed trend may dip below zero
         ax.set_title(task)
-        ax.set_xlabel("memory (bits per word)")
+        ax.set_xlabel(f"memory ({unit})")
         ax.set_ylabel("disagreement (%)")
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7, title="precision", title_fontsize=7)

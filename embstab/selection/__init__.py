@@ -21,7 +21,10 @@ from embstab.selection.errors import BudgetError, ResultsError
 from embstab.selection.oracle import BASELINES, oracle_decisions, oracle_gap
 from embstab.selection.pairwise import pairwise_votes, selection_error
 from embstab.selection.results import (
+    KIND_LABELS,
     as_results,
+    kind_label,
+    kinds_of,
     from_published_csv,
     measure_columns,
     measure_distance,
@@ -34,6 +37,9 @@ from embstab.selection.recommend import Recommendation, recommend
 
 __all__ = [
     "BASELINES",
+    "KIND_LABELS",
+    "kind_label",
+    "kinds_of",
     "Recommendation",
     "recommend",
     "BudgetError",

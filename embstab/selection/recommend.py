@@ -17,9 +17,8 @@ import pandas as pd
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
 from embstab.selection.errors import BudgetError, ResultsError
-from embstab.selection.results import as_results, measure_distance
+from embstab.selection.results import CONFIG_COLUMNS, as_results, kind_label, kinds_of, measure_distance, ordered_tasks
 from embstab.selection.trend import fit_trend
-from embstab.selection.results import CONFIG_COLUMNS, ordered_tasks
 
 __all__ = ["Recommendation", "recommend"]
 
@@ -31,7 +30,7 @@ class Recommendation:
     Attributes
     ----------
     budget : float
-        The budget, in bits per word.
+        The budget, in bits per word (per entity row, per feature vector: see ``unit``).
     measure : str
         Registry name of the measure that chose the configuration.
     algo : str
@@ -58,6 +57,10 @@ class Recommendation:
         extrapolation (the trend flattens above about 1000 bits per word).
     candidates : pandas.DataFrame
         Every configuration that fits the budget, best first, with its mean measure value.
+    kind : str
+        The kind of embedding (``word``, ``kg``, ``contextual``).
+    unit : str
+        What one unit of memory is ("bits per word", "bits per entity row", ...).
     """
 
     budget: float
@@ -73,6 +76,8 @@ class Recommendation:
     trend_slope: float
     extrapolated: bool
     candidates: pd.DataFrame = field(repr=False, compare=False)
+    kind: str = "word"
+    unit: str = "bits per word"
 
     @property
     def mean_predicted_disagreement(self) -> float:
@@ -87,8 +92,8 @@ class Recommendation:
 
     def __str__(self) -> str:
         lines = [
-            f"Under a budget of {self.budget:g} bits per word, ship {self.algo} with dim={self.dim} "
-            f"at {self.bitrate}-bit precision ({self.memory} bits per word).",
+            f"Under a budget of {self.budget:g} {self.unit}, ship {self.algo} with dim={self.dim} "
+            f"at {self.bitrate}-bit precision ({self.memory} {self.unit}).",
             f"Chosen by {self.measure} = {self.measure_value:.4g} ({REGISTRY[self.measure].direction}),"
             f" the best of {self.n_candidates} configuration(s) that fit.",
             f"Disagreement the memory trend predicts ({self.trend_slope:+.2f} points per doubling of "
@@ -103,7 +108,7 @@ class Recommendation:
 
 def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: float,
               measure: str = "eis", *, task: str | None = None, algo: str | None = None,
-              threshold: float | None = 1000) -> Recommendation:
+              kind: str | None = None, threshold: float | None = 1000) -> Recommendation:
     """Choose the dimension and precision to ship under a memory budget.
 
     Among the configurations in ``results`` with memory ``dim * bitrate`` ≤ the budget, pick the one
@@ -123,6 +128,9 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
         Only predict (and report) the disagreement of this task; default every task.
     algo : str, optional
         Only consider this embedding algorithm; default every algorithm in the results.
+    kind : str, optional
+        Only consider this kind of embedding (``word``, ``kg``, ``contextual``); required when the
+        results hold several kinds and no ``algo`` is given, since their memory units differ.
     threshold : float or None, default 1000
         Fit the trend on rows with memory below this many bits per word (see
         :func:`embstab.selection.fit_trend`); None fits on all rows.
@@ -156,6 +164,16 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
             raise ResultsError(f"no results for algo {algo!r}; the results have: "
                                f"{', '.join(sorted(set(df['algo'])))}")
         df = df[df["algo"] == algo]
+    present = kinds_of(df)
+    if kind is not None:
+        if kind not in present:
+            raise ResultsError(f"no results of kind {kind!r}; the results have: {', '.join(present)}")
+        df = df[df["kind"] == kind] if "kind" in df.columns else df
+    elif len(present) > 1:
+        raise ResultsError(f"the results hold several kinds of embedding ({', '.join(present)}) whose memory "
+                           "is counted in different units; choose one with kind= (--kind)")
+    kind = kinds_of(df)[0]
+    unit = kind_label(kind).unit
     if task is not None and task not in set(df["task"]):
         raise ResultsError(f"no results for task {task!r}; the results have: "
                            f"{', '.join(sorted(set(df['task'])))}")
@@ -164,7 +182,7 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     fits = candidates[candidates["memory"] <= budget]
     if fits.empty:
         smallest = candidates.sort_values("memory").iloc[0]
-        raise BudgetError(f"no configuration fits in {budget:g} bits per word; the smallest in the "
+        raise BudgetError(f"no configuration fits in {budget:g} {unit}; the smallest in the "
                           f"results uses {int(smallest['memory'])} bits (dim={int(smallest['dim'])},"
                           f" bitrate={int(smallest['bitrate'])})")
     # Best measure first; on an exact tie the cheaper configuration wins.
@@ -190,7 +208,7 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
         trend_slope=trend.slope,
         extrapolated=bool(best["memory"] > fitted_memory.max()
                           or best["memory"] < fitted_memory.min()),
-        candidates=fits)
+        candidates=fits, kind=kind, unit=unit)
 
 
 def _check_budget(budget) -> float:

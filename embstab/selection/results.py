@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,10 @@ from embstab.measures import REGISTRY
 from embstab.selection.errors import ResultsError
 
 __all__ = [
+    "KIND_LABELS",
+    "KindLabel",
+    "kind_label",
+    "kinds_of",
     "CONFIG_COLUMNS",
     "KEY_COLUMNS",
     "PUBLISHED_MEASURES",
@@ -61,6 +66,55 @@ PUBLISHED_MEASURES: dict[str, str] = {
     "pip_top_10000": "pip_loss",
     "eigen_overlap_top_10000": "eigenspace_overlap",
 }
+
+@dataclass(frozen=True)
+class KindLabel:
+    """How results of one kind of embedding are described: what they are and what a memory unit is."""
+
+    title: str
+    unit: str
+
+
+#: The values of the ``kind`` column of study results (a table without one holds word embeddings).
+KIND_LABELS: dict[str, KindLabel] = {
+    "word": KindLabel("word embeddings", "bits per word"),
+    "kg": KindLabel("knowledge-graph embeddings (entity tables)", "bits per entity row"),
+    "contextual": KindLabel("contextual embeddings (BERT word-type features)", "bits per feature vector"),
+}
+
+
+def kind_label(kind: str) -> KindLabel:
+    """The :class:`KindLabel` of a ``kind`` value (an unknown one reads as its own name).
+
+    Parameters
+    ----------
+    kind : str
+        A value of the ``kind`` column.
+
+    Returns
+    -------
+    KindLabel
+    """
+    return KIND_LABELS.get(kind, KindLabel(f"{kind} embeddings", "bits per row"))
+
+
+def kinds_of(df: pd.DataFrame) -> list[str]:
+    """The kinds of embedding a results table holds, in order of appearance (``["word"]`` without a
+    ``kind`` column).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A results table.
+
+    Returns
+    -------
+    list of str
+    """
+    if "kind" not in df.columns:
+        return ["word"]
+    return list(dict.fromkeys(df["kind"].fillna("word").astype(str)))
+
 
 _REQUIRED = ("algo", "seed", "dim", "bitrate", "task", "disagreement")
 _PUBLISHED_REQUIRED = ("algo", "seed", "dim", "bitrate")
@@ -177,6 +231,10 @@ def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFra
             pick = out["task"].isin(several)
             out.loc[pick, "task"] = out.loc[pick, "task"] + ":" + out.loc[pick, "model"].astype(str)
     transformed = _fold_variants(out)
+    if "kind" in out.columns:
+        out["kind"] = out["kind"].fillna("word").astype(str)
+        # a KG model's entity row may hold more than dim entries (a complex model's real view)
+        transformed = transformed | (out["kind"] != "word")
     memory = (out["dim"] * out["bitrate"]).astype(np.float64)
     if "memory" in out.columns:
         given = pd.to_numeric(out["memory"], errors="coerce")

@@ -9,25 +9,23 @@ task that only they needed: a restarted study plans just what is missing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import embstab.study.steps as S
+from embstab.study.kinds import PLAN_VERSION, REFERENCE_RECIPE
 from embstab.study.schema import DownstreamSpec, StudySpec
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["Ref", "Node", "StudyPlan", "plan_study", "row_configs", "PLAN_VERSION", "FULL_PRECISION_BITS", "Variant"]
 
-#: Bumped when the meaning of a configuration changes, so old artifacts are not reused.
-PLAN_VERSION = 1
 #: Bit width of the anchors (full precision: clipping only, no rounding).
 FULL_PRECISION_BITS = 32
-#: The training recipe and compression transform of the anchors (and the axes' defaults).
-REFERENCE_RECIPE = "fp32"
+#: The compression transform of the anchors (and the axis' default); their recipe is REFERENCE_RECIPE.
 NO_TRANSFORM = "none"
 # Higher runs first among ready tasks: finish rows before starting new trainings, so results
 # arrive steadily and an interrupted study has kept as much as possible.
-_PRIORITY = {"corpus": 0, "train": 1, "compress": 2, "measures": 3, "downstream": 3, "row": 4}
+_PRIORITY = {"corpus": 0, "graph": 0, "train": 1, "compress": 2, "measures": 3, "downstream": 3, "row": 4}
 
 
 @dataclass(frozen=True)
@@ -89,10 +87,8 @@ class StudyPlan:
 
 
 def _corpus_cfg(spec: StudySpec) -> dict[str, Any]:
-    # every configuration nests this one, so a new embstab release never reuses older artifacts
-    import embstab  # noqa: PLC0415 - at call time: embstab/__init__ may itself import this module
-
-    return {"v": PLAN_VERSION, "embstab": embstab.__version__, "stage": "corpus", **asdict(spec.corpus)}
+    # the source pair of the study's kind (corpus pair, graph versions...); every configuration nests it
+    return spec.study_kind.source_config(spec)
 
 
 @dataclass(frozen=True)
@@ -113,12 +109,7 @@ class Variant:
 
 
 def _train_cfg(spec: StudySpec, side: str, v: Variant) -> dict[str, Any]:
-    t = spec.training
-    cfg = {"v": PLAN_VERSION, "stage": "train", "corpus": _corpus_cfg(spec), "side": side, "algo": v.algo,
-           "dim": v.dim, "seed": v.seed, "epochs": t.epochs, "min_count": t.min_count, "window": t.window}
-    if v.recipe != REFERENCE_RECIPE:  # the key only when it matters: fp32 trainings keep their names
-        cfg["recipe"] = v.recipe
-    return cfg
+    return spec.study_kind.train_config(spec, side, v)
 
 
 def _pair_cfg(spec: StudySpec, v: Variant) -> dict[str, Any]:
@@ -161,7 +152,7 @@ def row_configs(spec: StudySpec) -> Iterable[tuple[str, dict[str, Any], dict[str
             cfg = {"v": PLAN_VERSION, "stage": "row", "label": entry.label,
                    "measures": _measures_cfg(spec, v), "downstream": _downstream_cfg(spec, entry, v)}
             meta = {"algo": v.algo, "recipe": v.recipe, "seed": v.seed, "dim": v.dim, "bitrate": v.bits,
-                    "transform": v.transform, "task": entry.label, "model": entry.model}
+                    "transform": v.transform, "task": entry.label, "model": entry.model, "kind": spec.kind}
             yield config_hash(cfg), meta, cfg
 
 
@@ -189,6 +180,7 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
     """
     done = set(done)
     plan = StudyPlan(spec)
+    kind = spec.study_kind  # its task functions build the source pair, train, compress and run downstream
 
     def add(stage: str, cfg: Mapping[str, Any], func: Callable[..., Any], *args: Any) -> str:
         key = f"{stage}-{config_hash(cfg)}"
@@ -202,15 +194,16 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
         if row_id in done:
             continue
         variant = Variant(meta["algo"], meta["recipe"], meta["seed"], meta["dim"], meta["bitrate"], meta["transform"])
-        corpus_key = add("corpus", corpus_cfg, S.run_corpus, store, steps, config_hash(corpus_cfg), corpus_cfg)
+        corpus_key = add(kind.source_stage, corpus_cfg, kind.run_source, store, steps, config_hash(corpus_cfg),
+                         corpus_cfg)
 
         def pair(v: Variant, corpus_key: str = corpus_key) -> tuple[str, str]:
             trained = []
             for side in ("old", "new"):
                 tcfg = _train_cfg(spec, side, v)
-                trained.append(add("train", tcfg, S.run_train, store, steps, config_hash(tcfg), tcfg, Ref(corpus_key)))
+                trained.append(add("train", tcfg, kind.run_train, store, steps, config_hash(tcfg), tcfg, Ref(corpus_key)))
             pcfg = _pair_cfg(spec, v)
-            return add("compress", pcfg, S.run_compress, store, steps, config_hash(pcfg), pcfg,
+            return add("compress", pcfg, kind.run_compress, store, steps, config_hash(pcfg), pcfg,
                        Ref(trained[0]), Ref(trained[1])), trained[1]
 
         anchor_key, _ = pair(variant.anchor(spec))
@@ -219,7 +212,7 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
         measures_key = add("measures", mcfg, S.run_measures, store, steps, config_hash(mcfg), mcfg,
                            Ref(pair_key), Ref(anchor_key), Ref(new_key))
         dcfg = cfg["downstream"]
-        downstream_key = add("downstream", dcfg, S.run_downstream, store, steps, config_hash(dcfg), dcfg,
+        downstream_key = add("downstream", dcfg, kind.run_downstream, store, steps, config_hash(dcfg), dcfg,
                              Ref(pair_key))
         row_key = add("row", cfg, S.assemble_row, meta, Ref(measures_key), Ref(downstream_key))
         plan.rows[row_id] = row_key

@@ -27,9 +27,12 @@ class ResultDBError(EmbstabError):
 
 #: Fixed columns of a result row (the shared result-table convention), before the measure columns.
 ROW_COLUMNS = ("algo", "seed", "dim", "bitrate", "memory", "task", "model", "disagreement", "quality",
-               "quality_old", "recipe", "transform")
+               "quality_old", "recipe", "transform", "kind")
 #: Columns added after the first release, with the value older rows hold: (name, SQL type, default).
-_ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"))
+_ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"), ("kind", "TEXT", "word"))
+
+#: Keys of a row's ``extra`` that are not result columns (how many words and test examples were used).
+_BOOKKEEPING = ("n_words", "n_test")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS studies (
@@ -175,14 +178,19 @@ class ResultDB:
         Returns
         -------
         pandas.DataFrame
-            Columns ``row_id``, :data:`ROW_COLUMNS`, one column per measure (raw value), sorted by
-            algo, task, dim, bitrate, seed.
+            Columns ``row_id``, :data:`ROW_COLUMNS`, one column per measure (raw value), then what a
+            kind's downstream task reports beside the disagreement (``hits_at_10``,
+            ``quality_metric``...), sorted by algo, task, dim, bitrate, seed.
         """
         raw = pd.read_sql_query("SELECT * FROM results", self._conn)
         if row_ids is not None:
             raw = raw[raw["row_id"].isin(set(row_ids))]
         measures = pd.DataFrame([json.loads(m) for m in raw["measures"]], index=raw.index)
-        df = pd.concat([raw[["row_id", *ROW_COLUMNS]], measures], axis=1)
+        # what a kind's downstream task reports beside the disagreement (a KG model's Hits@10, the
+        # quality metric's name) becomes columns; the bookkeeping counts stay in the database
+        details = pd.DataFrame([{k: v for k, v in json.loads(e).items() if k not in _BOOKKEEPING}
+                                for e in raw["extra"]], index=raw.index)
+        df = pd.concat([raw[["row_id", *ROW_COLUMNS]], measures, details], axis=1)
         for col in ("seed", "dim", "bitrate"):
             df[col] = df[col].astype("int64")
         df["memory"] = df["memory"].astype("float64")

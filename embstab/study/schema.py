@@ -17,10 +17,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from embstab.errors import EmbstabError
+from embstab.study.kind_kg import GraphSpec
+from embstab.study.kinds import KINDS, CorpusSpec, StudyKind
 
 __all__ = [
     "StudyDefinitionError",
     "CorpusSpec",
+    "GraphSpec",
     "TrainingSpec",
     "CompressionSpec",
     "MeasureSpec",
@@ -34,7 +37,6 @@ __all__ = [
 #: Measures whose value is undefined when fewer words than dimensions are compared (they need a
 #: full-column-rank matrix or a d-dimensional subspace of the compared rows).
 _RANK_MEASURES = ("eis", "eigenspace_overlap", "linear_cka", "semantic_displacement")
-_PAIR_KINDS = ("leave_out", "extend")
 _ROUNDINGS = ("nearest", "stochastic", "stochastic:K")
 MAX_BITS = 32
 
@@ -62,17 +64,6 @@ class StudyDefinitionError(EmbstabError, ValueError):
 
 
 @dataclass(frozen=True)
-class CorpusSpec:
-    """The corpus pair: one corpus from :func:`embstab.data.load_corpus`, split into old/new."""
-
-    name: str
-    pair: str = "leave_out"
-    fraction: float = 0.05
-    seed: int = 0
-    max_docs: int | None = None
-
-
-@dataclass(frozen=True)
 class TrainingSpec:
     """The embedding grid: every algorithm × dimension × seed is trained on both corpora."""
 
@@ -84,6 +75,13 @@ class TrainingSpec:
     window: int = 5
     #: Training recipes (precision of the tables while they are fitted); ``fp32`` is the reference.
     recipes: tuple[str, ...] = ("fp32",)
+    #: Settings of a knowledge-graph or contextual study's trainer (sorted ``(name, value)`` pairs;
+    #: empty for a word study, whose settings are the fields above).
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def params_dict(self) -> dict[str, Any]:
+        """``params`` as a dict."""
+        return dict(self.params)
 
 
 @dataclass(frozen=True)
@@ -128,7 +126,7 @@ class StudySpec:
     """A validated study definition (see :func:`parse_study` for the YAML layout)."""
 
     name: str
-    corpus: CorpusSpec
+    corpus: CorpusSpec | None
     training: TrainingSpec
     compression: CompressionSpec
     measures: MeasureSpec
@@ -136,6 +134,15 @@ class StudySpec:
     budgets: tuple[int, ...] = ()
     description: str = ""
     source: str | None = field(default=None, compare=False)
+    #: The study kind (:data:`embstab.study.kinds.KINDS`): ``word``, ``kg`` or ``contextual``.
+    kind: str = "word"
+    #: The graph-version pair of a ``kg`` study (``corpus`` is None then).
+    graph: GraphSpec | None = None
+
+    @property
+    def study_kind(self) -> StudyKind:
+        """The registered kind of this study."""
+        return KINDS[self.kind]
 
     @property
     def anchor_dim(self) -> int:
@@ -146,8 +153,18 @@ class StudySpec:
         """The definition as plain data (what :func:`parse_study` accepts), without ``source``."""
         out = asdict(self)
         out.pop("source")
+        # a word study's definition reads as it did before kinds existed (same fingerprint)
+        for key in ("kind", "graph", "corpus"):
+            if out[key] is None or (key == "kind" and out[key] == "word"):
+                out.pop(key)
+        if self.kind != "word":
+            t = self.training
+            out["training"] = {"algorithms": list(t.algorithms), "dimensions": list(t.dimensions),
+                               "seeds": list(t.seeds), **t.params_dict()}
+        else:
+            out["training"].pop("params")
         # default axes are left out, so adding an axis does not change older studies' fingerprints
-        if tuple(out["training"]["recipes"]) == ("fp32",):
+        if tuple(out["training"].get("recipes", ())) == ("fp32",):
             out["training"].pop("recipes")
         if tuple(out["compression"]["transforms"]) == ("none",):
             out["compression"].pop("transforms")
@@ -300,30 +317,10 @@ def _task_kinds() -> tuple[dict[str, str], dict[str, str]]:
     return {t: v[0] for t, v in TASKS.items()}, {m: v[0] for m, v in MODELS.items()}
 
 
-def _available_algorithms() -> tuple[str, ...]:
-    from embstab.train import ALGOS  # noqa: PLC0415
-
-    return tuple(ALGOS)
-
-
 def _available_measures() -> tuple[str, ...]:
     from embstab.measures import measures_for  # noqa: PLC0415
 
     return measures_for("euclidean")  # a study compares word embeddings
-
-
-def _corpus_name(v: _Validator, value: Any) -> str:
-    name = v.string(value, "corpus.name")
-    from embstab.data import corpus_names  # noqa: PLC0415
-
-    known = tuple(corpus_names())
-    for part in name.split("+"):
-        if part not in known:
-            near = difflib.get_close_matches(part, known, n=1)
-            hint = f"; did you mean '{near[0]}'?" if near else ""
-            raise v.fail("corpus.name", f"unknown corpus {part!r} (choose from {', '.join(known)}, "
-                                        f"or join several with '+'){hint}")
-    return name
 
 
 # --------------------------------------------------------------------------------------------
@@ -422,6 +419,22 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         downstream*: [{task*: rt_sentiment, model: linear, label: rt_sentiment, options: {...}}]
         budgets: [100, 400]             # memory budgets (bits per word) to recommend for
 
+    ``kind: kg`` and ``kind: contextual`` (default ``word``) change the source and the trainer::
+
+        kind: kg
+        graph*:    {name*: umls, change: remove|add, share: 0.05, seed: 0, lost: protect|error|drop}
+        training*: {algorithms*: [TransE, DistMult], dimensions*, seeds*, epochs: 50, lr: 0.01,
+                    batch_size: 256, negatives: 1}
+        downstream*: [{task: link_prediction, options: {k: 10}}, {task: triple_classification}]
+
+        kind: contextual
+        corpus*:   as above
+        training*: {algorithms*: [bert], dimensions*: [64, 128] (hidden sizes), seeds*, layers: 2,
+                    heads: 2, steps: 200, batch_size: 32, lr: 5e-4, vocab_size: 8000, max_length: 128,
+                    heldout_fraction: 0.02, sample_docs: null, layer: -1, subword: first,
+                    min_count: 3, max_occurrences: 50}
+        downstream*: [{task: rt_subjectivity, model: linear|mlp, options: {limit, pooling, ...}}]
+
     Parameters
     ----------
     data : mapping
@@ -439,8 +452,10 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         On an unknown key, a bad value or an impossible combination; the message names the key.
     """
     v = _Validator(source)
-    top = v.mapping(data, "", {"name": True, "description": False, "corpus": True, "training": True,
-                               "compression": True, "measures": True, "downstream": True, "budgets": False})
+    kind = _study_kind(v, data)
+    top = v.mapping(data, "", {"name": True, "description": False, "kind": False, kind.source_key: True,
+                               "training": True, "compression": True, "measures": True, "downstream": True,
+                               "budgets": False})
     name = v.string(top["name"], "name")
     if any(c in name for c in "/\\\0"):
         raise v.fail("name", f"must not contain path separators, got {name!r}")
@@ -448,34 +463,8 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
     if not isinstance(description, str):
         raise v.fail("description", "must be a string")
 
-    c = v.mapping(top["corpus"], "corpus", {"name": True, "pair": False, "fraction": False, "seed": False,
-                                            "max_docs": False})
-    corpus = CorpusSpec(
-        name=_corpus_name(v, c["name"]),
-        pair=v.string(c.get("pair", "leave_out"), "corpus.pair", _PAIR_KINDS),
-        fraction=v.number(c.get("fraction", 0.05), "corpus.fraction", 0.0,
-                          0.5 if c.get("pair", "leave_out") == "leave_out" else 1.0, open_low=True, open_high=True),
-        seed=v.integer(c.get("seed", 0), "corpus.seed", 0),
-        max_docs=None if c.get("max_docs") is None else v.integer(c["max_docs"], "corpus.max_docs", 2),
-    )
-
-    t = v.mapping(top["training"], "training", {"algorithms": True, "dimensions": True, "seeds": True,
-                                                "epochs": False, "min_count": False, "window": False,
-                                                "recipes": False})
-    training = TrainingSpec(
-        algorithms=v.str_list(t["algorithms"], "training.algorithms", _available_algorithms()),
-        dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
-        seeds=v.int_list(t["seeds"], "training.seeds", 0, 2**32 - 1),
-        epochs=v.integer(t.get("epochs", 5), "training.epochs", 1, 10_000),
-        min_count=v.integer(t.get("min_count", 5), "training.min_count", 1),
-        window=v.integer(t.get("window", 5), "training.window", 1, 1000),
-        recipes=_training_recipes(v, t.get("recipes", ["fp32"])),
-    )
-    reduced = [r for r in training.recipes if r != "fp32"]
-    gensim_algos = [a for a in training.algorithms if a not in _TORCH_ALGORITHMS]
-    if reduced and gensim_algos:
-        raise v.fail("training.recipes", f"recipe {reduced[0]!r} needs a torch trainer ({', '.join(_TORCH_ALGORITHMS)}); "
-                                         f"{gensim_algos[0]} trains only in fp32")
+    source_spec = kind.parse_source(v, top[kind.source_key])
+    training = _word_training(v, top["training"]) if kind.training is None else _kind_training(v, kind, top["training"])
 
     k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False, "transforms": False})
     compression = CompressionSpec(
@@ -483,6 +472,9 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         rounding=_study_rounding(v, k.get("rounding", "nearest")),
         transforms=_transforms(v, k.get("transforms", ["none"])),
     )
+    if kind.name != "word" and compression.transforms != ("none",):
+        raise v.fail("compression.transforms", f"transforms apply to word studies; a {kind.name} study "
+                                               "compresses with uniform quantization only")
 
     m = v.mapping(top["measures"], "measures", {"names": True, "top_n": False, "params": False, **{
         legacy: False for legacy in _LEGACY_MEASURE_KEYS}})
@@ -490,26 +482,9 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
     measures = MeasureSpec(names=names, top_n=v.integer(m.get("top_n", 10000), "measures.top_n", 2),
                            params=_measure_params(v, m, names))
 
-    task_kinds, model_kinds = _task_kinds()
     entries = v.sequence(top["downstream"], "downstream")
-    downstream: list[DownstreamSpec] = []
-    for i, entry in enumerate(entries):
-        key = f"downstream[{i}]"
-        e = v.mapping(entry, key, {"task": True, "model": False, "label": False, "options": False})
-        task = v.string(e["task"], f"{key}.task", tuple(task_kinds))
-        model = v.string(e.get("model", "linear"), f"{key}.model", tuple(model_kinds))
-        allowed = tuple(m for m, kind in model_kinds.items() if kind == task_kinds[task])
-        if model not in allowed:
-            raise v.fail(f"{key}.model", f"model {model!r} cannot be used for task {task!r} "
-                                         f"(choose from {', '.join(allowed)})")
-        label = v.string(e.get("label", task), f"{key}.label")
-        options = e.get("options", {}) or {}
-        if not isinstance(options, dict) or not all(isinstance(o, str) for o in options):
-            raise v.fail(f"{key}.options", "must be a mapping of keyword arguments")
-        # a typo here would fail every row of the entry at run time, and no re-run could fix it
-        v.mapping(options, f"{key}.options", dict.fromkeys(_task_options(model), False))
-        _check_task_option_values(v, f"{key}.options", options)
-        downstream.append(DownstreamSpec(task, model, label, tuple(sorted(options.items()))))
+    parse_entry = _word_downstream(v) if kind.tasks is None else _kind_downstream(v, kind)
+    downstream = [parse_entry(f"downstream[{i}]", entry) for i, entry in enumerate(entries)]
     labels = tuple(d.label for d in downstream)
     for i, lab in enumerate(labels):
         if lab in labels[:i]:
@@ -517,7 +492,8 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
                                                    "its own label; it becomes the 'task' column of the results")
 
     budgets: tuple[int, ...] = ()
-    if top.get("budgets") is not None:
+    # an empty list is no budget: what to_dict writes for a study without budgets reads back
+    if not (top.get("budgets") is None or isinstance(top["budgets"], (list, tuple)) and not top["budgets"]):
         budgets = v.int_list(top["budgets"], "budgets", 1)
 
     # impossible combinations: checked after each part is valid on its own
@@ -536,13 +512,119 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
             raise v.fail(f"budgets[{i}]", f"budget {b} bits/word is below the smallest configuration of the "
                                           f"grid ({min(training.dimensions)} dims x {min(compression.bit_widths)} "
                                           f"bits = {smallest}); nothing fits")
-    if corpus.pair == "leave_out" and corpus.max_docs is not None and corpus.max_docs * corpus.fraction < 1:
+    corpus = source_spec if isinstance(source_spec, CorpusSpec) else None
+    if corpus is not None and corpus.pair == "leave_out" and corpus.max_docs is not None \
+            and corpus.max_docs * corpus.fraction < 1:
         raise v.fail("corpus.fraction", f"leaving out {corpus.fraction:g} of {corpus.max_docs} documents "
                                         "removes no document; the two corpora would be identical")
 
-    return StudySpec(name=name, description=description, corpus=corpus, training=training,
+    spec = StudySpec(name=name, description=description, corpus=corpus, training=training,
                      compression=compression, measures=measures, downstream=tuple(downstream),
-                     budgets=budgets, source=source)
+                     budgets=budgets, source=source, kind=kind.name,
+                     graph=source_spec if isinstance(source_spec, GraphSpec) else None)
+    if kind.check is not None:
+        kind.check(v, spec)
+    return spec
+
+
+def _study_kind(v: _Validator, data: Any) -> StudyKind:
+    """The ``kind`` key (default ``word``), read first: it decides which other keys are valid."""
+    if not isinstance(data, dict):
+        raise v.fail("", f"must be a mapping, got {type(data).__name__}")
+    kind = KINDS[v.string(data.get("kind", "word"), "kind", tuple(KINDS))]
+    for other in {k.source_key for k in KINDS.values()} - {kind.source_key}:
+        if other in data:
+            raise v.fail(other, f"a {kind.name} study builds its pair from '{kind.source_key}', not '{other}'")
+    return kind
+
+
+def _word_training(v: _Validator, value: Any) -> TrainingSpec:
+    """The ``training`` section of a word study."""
+    t = v.mapping(value, "training", {"algorithms": True, "dimensions": True, "seeds": True, "epochs": False,
+                                      "min_count": False, "window": False, "recipes": False})
+    training = TrainingSpec(
+        algorithms=KINDS["word"].algorithms(v, t["algorithms"]),
+        dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
+        seeds=v.int_list(t["seeds"], "training.seeds", 0, 2**32 - 1),
+        epochs=v.integer(t.get("epochs", 5), "training.epochs", 1, 10_000),
+        min_count=v.integer(t.get("min_count", 5), "training.min_count", 1),
+        window=v.integer(t.get("window", 5), "training.window", 1, 1000),
+        recipes=_training_recipes(v, t.get("recipes", ["fp32"])),
+    )
+    reduced = [r for r in training.recipes if r != "fp32"]
+    gensim_algos = [a for a in training.algorithms if a not in _TORCH_ALGORITHMS]
+    if reduced and gensim_algos:
+        raise v.fail("training.recipes", f"recipe {reduced[0]!r} needs a torch trainer ({', '.join(_TORCH_ALGORITHMS)}); "
+                                         f"{gensim_algos[0]} trains only in fp32")
+    return training
+
+
+def _kind_training(v: _Validator, kind: StudyKind, value: Any) -> TrainingSpec:
+    """The ``training`` section of a kg or contextual study: the grid plus the kind's own settings."""
+    settings = dict(kind.training or {})
+    t = v.mapping(value, "training", {"algorithms": True, "dimensions": True, "seeds": True, "recipes": False,
+                                      **dict.fromkeys(settings, False)})
+    if t.get("recipes") not in (None, ["fp32"], ("fp32",)):
+        raise v.fail("training.recipes", f"a {kind.name} study trains in fp32 only (training recipes apply to "
+                                         f"the {', '.join(_TORCH_ALGORITHMS)} word trainers)")
+    params = {name: s.check(v, t.get(name, s.default), f"training.{name}") for name, s in settings.items()}
+    return TrainingSpec(algorithms=kind.algorithms(v, t["algorithms"]),
+                        dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
+                        seeds=v.int_list(t["seeds"], "training.seeds", 0, 2**32 - 1),
+                        params=tuple(sorted(params.items())))
+
+
+def _word_downstream(v: _Validator):
+    """Parser of one downstream entry of a word study (tasks and models of embstab.downstream)."""
+    task_kinds, model_kinds = _task_kinds()
+
+    def parse(key: str, entry: Any) -> DownstreamSpec:
+        e = v.mapping(entry, key, {"task": True, "model": False, "label": False, "options": False})
+        task = v.string(e["task"], f"{key}.task", tuple(task_kinds))
+        model = v.string(e.get("model", "linear"), f"{key}.model", tuple(model_kinds))
+        allowed = tuple(m for m, kind in model_kinds.items() if kind == task_kinds[task])
+        if model not in allowed:
+            raise v.fail(f"{key}.model", f"model {model!r} cannot be used for task {task!r} "
+                                         f"(choose from {', '.join(allowed)})")
+        label = v.string(e.get("label", task), f"{key}.label")
+        options = e.get("options", {}) or {}
+        if not isinstance(options, dict) or not all(isinstance(o, str) for o in options):
+            raise v.fail(f"{key}.options", "must be a mapping of keyword arguments")
+        # a typo here would fail every row of the entry at run time, and no re-run could fix it
+        v.mapping(options, f"{key}.options", dict.fromkeys(_task_options(model), False))
+        _check_task_option_values(v, f"{key}.options", options)
+        return DownstreamSpec(task, model, label, tuple(sorted(options.items())))
+
+    return parse
+
+
+def _kind_downstream(v: _Validator, kind: StudyKind):
+    """Parser of one downstream entry of a kg or contextual study (the kind's own tasks)."""
+    rules = kind.tasks()
+
+    def parse(key: str, entry: Any) -> DownstreamSpec:
+        e = v.mapping(entry, key, {"task": True, "model": False, "label": False, "options": False})
+        task = v.string(e["task"], f"{key}.task")
+        if task not in rules:
+            near = difflib.get_close_matches(task, list(rules), n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else ""
+            raise v.fail(f"{key}.task", f"a {kind.name} study has no downstream task {task!r} "
+                                        f"(choose from {', '.join(rules)}){hint}")
+        rule = rules[task]
+        model = v.string(e.get("model", rule.models[0]), f"{key}.model")
+        if model not in rule.models:
+            raise v.fail(f"{key}.model", f"model {model!r} cannot be used for {kind.name} task {task!r} "
+                                         f"(choose from {', '.join(rule.models)})")
+        label = v.string(e.get("label", task), f"{key}.label")
+        options = e.get("options", {}) or {}
+        if not isinstance(options, dict) or not all(isinstance(o, str) for o in options):
+            raise v.fail(f"{key}.options", "must be a mapping of keyword arguments")
+        v.mapping(options, f"{key}.options", dict.fromkeys(rule.options, False))
+        checked = {name: rule.options[name].check(v, value, f"{key}.options.{name}") for name, value in options.items()}
+        _check_task_option_values(v, f"{key}.options", checked)
+        return DownstreamSpec(task, model, label, tuple(sorted(checked.items())))
+
+    return parse
 
 
 def load_study(path: str | os.PathLike) -> StudySpec:

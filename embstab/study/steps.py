@@ -226,8 +226,10 @@ def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         own = steps.measure_pair(new, raw, raw, raw, self_cfg)
         values["agreement_uncompressed"] = float(own["knn"])
     stored = (new.metadata.get("compression") or {}).get("memory_bits_per_word")
-    if "transform" in config["pair"] and stored is not None:
-        # a transform stores more (OCS, padding) or less (TT) than dim x bits per word
+    # a transform stores more (OCS, padding) or less (TT) than dim x bits per word; a member of a
+    # kg or contextual study (its training configuration names its kind) states its bits per row
+    # (a complex KG model stores two entries per dimension)
+    if ("transform" in config["pair"] or "kind" in config["pair"]["new"]) and stored is not None:
         values["memory_bits_per_word"] = float(stored)
     store.put_json("measures", key, values, config)
     return values
@@ -256,7 +258,9 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
     measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word")}
     # agreement_uncompressed stays with the measures: a column of the results beside them
     memory = measures.get("memory_bits_per_word", int(meta["dim"]) * int(meta["bitrate"]))
+    # "details": what a kind's task reports beside the disagreement (e.g. a KG model's Hits@10)
     return {**meta, "memory": float(memory),
             "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],
             "quality_old": downstream["quality_b"], "measures": measure_values,
-            "extra": {"n_words": int(measures.get("n_words", 0)), "n_test": downstream.get("n_test", 0)}}
+            "extra": {"n_words": int(measures.get("n_words", 0)), "n_test": downstream.get("n_test", 0),
+                      **dict(downstream.get("details") or {})}}

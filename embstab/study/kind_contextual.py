@@ -1,0 +1,354 @@
+"""The contextual study kind: small BERT models pretrained on two corpus versions, word-type features.
+
+Source pair: a held-out share of the corpus (for perplexity), the two versions of the rest
+(:func:`embstab.data.make_corpus_pair`), one WordPiece tokenizer for both (the packaged MiniLM
+vocabulary, fixed and so reproducible in any fresh store; or one trained on their union), and a
+fixed sample of documents for word-type averaging. Member: a BERT masked-LM whose hidden size is the
+study's dimension, pretrained on one version (:func:`embstab.contextual.train_mlm`, same seed and
+steps for both), read out as word-type vectors over the sample
+(:func:`embstab.contextual.word_type_embedding`): the :class:`~embstab.Embedding` that is
+compressed with the shared pair protocol and measured against the anchors (the largest model of
+each version). Downstream: frozen sentence features of each member for a classification task,
+compressed with the same pair protocol at the row's bit width
+(:func:`embstab.contextual.compress_features`), then the same classifier and seed on each
+(:func:`embstab.contextual.feature_disagreement`). Memory is bits per feature vector.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embstab.study.settings import Setting, TaskRule
+from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
+from embstab.study.store import ArtifactStore, config_hash
+
+__all__ = ["TRAINING", "SOURCE_SETTINGS", "ALGORITHMS", "check_algorithms", "check_study", "corpus_vocabulary", "tasks",
+           "run_source",
+           "run_train", "run_downstream"]
+
+#: The models a contextual study pretrains (a BERT masked-LM built from the study's settings).
+ALGORITHMS = ("bert",)
+
+#: ``training`` settings of a contextual study.
+TRAINING = {
+    # the model: hidden size = the study's dimension
+    "layers": Setting(2, "int", 1, 48),
+    "heads": Setting(2, "int", 1, 64),
+    "intermediate_factor": Setting(4, "int", 1, 16),
+    "max_length": Setting(128, "int", 8, 4096),
+    # masked-LM pretraining
+    "steps": Setting(200, "int", 1, 10_000_000),
+    "batch_size": Setting(32, "int", 1, 100_000),
+    "lr": Setting(5e-4, "float", 1e-8, 1.0),
+    # made with the corpus pair: held-out text, tokenizer, word-type sample
+    "heldout_fraction": Setting(0.02, "float", 0.001, 0.49),
+    # minilm: the packaged vocabulary cut to vocab_size pieces the corpus uses (reproducible);
+    # trained: a WordPiece vocabulary trained on the corpus (the tokenizers library's tie-breaking
+    # makes it differ between runs)
+    "tokenizer": Setting("minilm", "choice", choices=("minilm", "trained")),
+    "vocab_size": Setting(8000, "int", 31, 1_000_000),
+    "sample_docs": Setting(None, "int", 1, nullable=True),
+    # word-type features
+    "layer": Setting(-1, "int", -49, 48),
+    "subword": Setting("first", "choice", choices=("first", "mean")),
+    "min_count": Setting(3, "int", 1),
+    "max_occurrences": Setting(50, "int", 1, nullable=True),
+}
+#: The settings that shape the source pair (part of the corpus stage's configuration).
+SOURCE_SETTINGS = ("heldout_fraction", "tokenizer", "vocab_size", "sample_docs")
+
+
+def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
+    """``training.algorithms`` of a contextual study: ``[bert]``.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator (its ``fail`` builds the error naming the key).
+    value : Any
+        The section as read from the study file.
+    """
+    return v.str_list(value, "training.algorithms", ALGORITHMS)
+
+
+def check_study(v: Any, spec: Any) -> None:
+    """Cross-checks: every hidden size splits into the attention heads; the layer exists.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator.
+    spec : StudySpec
+        The parsed study.
+    """
+    p = spec.training.params_dict()
+    for i, dim in enumerate(spec.training.dimensions):
+        if dim % p["heads"]:
+            raise v.fail(f"training.dimensions[{i}]", f"hidden size {dim} is not a multiple of the "
+                                                      f"{p['heads']} attention heads (training.heads)")
+    if not -(p["layers"] + 1) <= p["layer"] <= p["layers"]:
+        raise v.fail("training.layer", f"layer {p['layer']} does not exist in a {p['layers']}-layer model "
+                                       f"(0 = input embeddings, {p['layers']} or -1 = last)")
+
+
+def tasks() -> dict[str, TaskRule]:
+    """Classification tasks of :mod:`embstab.downstream` with the frozen-feature classifiers."""
+    import inspect  # noqa: PLC0415
+
+    from embstab.contextual.downstream import FEATURE_CLASSIFIERS  # noqa: PLC0415
+    from embstab.contextual.features import POOLINGS  # noqa: PLC0415
+    from embstab.downstream import MODELS, TASKS  # noqa: PLC0415
+    from embstab.downstream import models as m  # noqa: PLC0415
+
+    common = ("limit", "split_seed", "seed_b", "lr", "epochs", "batch_size", "patience", "threads")
+    own: dict[str, Setting] = {}
+    for cls in (m.LinearBoW, m.MeanMLP):  # the classes behind FEATURE_CLASSIFIERS
+        own.update({p: Setting(None) for p in inspect.signature(cls.__init__).parameters
+                    if p not in ("self", "table", "dim", "n_classes")})
+    options = {**{o: Setting(None) for o in common}, **own,
+               "pooling": Setting("mean", "choice", choices=POOLINGS)}
+    models = tuple(c for c in FEATURE_CLASSIFIERS if c in MODELS)
+    return {t: TaskRule(models, options) for t, (kind, _) in TASKS.items() if kind == "classification"}
+
+
+# --------------------------------------------------------------------------------------------
+# store codecs
+
+
+def _folder_bytes(save: Any) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="embstab-bert-") as tmp:
+        save(tmp)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path in sorted(Path(tmp).iterdir()):
+                tar.add(path, arcname=path.name)
+        return buf.getvalue()
+
+
+@functools.lru_cache(maxsize=2)
+def _bert(store: ArtifactStore, key: str) -> Any:
+    from embstab.contextual.model import load_model_dir  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="embstab-bert-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(store.get_bytes("bert", key, "tar")), mode="r") as tar:
+            tar.extractall(tmp, filter="data")
+        return load_model_dir(tmp)
+
+
+@functools.lru_cache(maxsize=2)
+def _docs(store: ArtifactStore, kind: str, key: str) -> list[list[str]]:
+    return store.get_docs(kind, key)
+
+
+def corpus_vocabulary(base: Any, docs: list[list[str]], size: int) -> Any:
+    """``base``'s WordPiece tokenizer cut to at most ``size`` pieces chosen by the corpus.
+
+    Kept: the five special tokens (ids 0-4, as in a trained tokenizer), every one-character piece
+    of the corpus' characters (so every word still splits into pieces, not ``[UNK]``), then the
+    pieces of the corpus' words from the most frequent word down (ties by the word) while they fit.
+    WordPiece takes the longest vocabulary piece at each position, so a word whose pieces are all
+    kept splits exactly as ``base`` splits it. Every choice is by count, then by text: the result
+    is a function of ``base`` and ``docs`` (a WordPiece vocabulary trained with the tokenizers
+    library breaks ties between equally frequent merges in hash order, which differs between runs).
+
+    Parameters
+    ----------
+    base : tokenizers.Tokenizer
+        A WordPiece tokenizer without post-processing (:func:`embstab.contextual.load_tokenizer`).
+    docs : list of token lists
+        The corpus.
+    size : int
+        Largest vocabulary (the characters may exceed it; then only they and the specials are kept).
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+    """
+    from collections import Counter  # noqa: PLC0415
+
+    from embstab.contextual.tokenizer import SPECIAL_TOKENS  # noqa: PLC0415
+    from tokenizers import Tokenizer  # noqa: PLC0415
+    from tokenizers.models import WordPiece  # noqa: PLC0415
+
+    vocab = base.get_vocab()
+    counts = Counter(w for d in docs for w in d)
+    words = sorted(counts, key=lambda w: (-counts[w], w))
+    pieces = [enc.tokens for enc in base.encode_batch(words)]
+    chars = {c for toks in pieces for t in toks for c in t.removeprefix("##")}
+    kept = {p for c in chars for p in (c, "##" + c) if p in vocab}
+    for toks in pieces:
+        new = set(toks) - kept - set(SPECIAL_TOKENS)
+        if len(SPECIAL_TOKENS) + len(kept) + len(new) > size:
+            break
+        kept |= new
+    order = sorted(kept - set(SPECIAL_TOKENS), key=lambda p: vocab[p])
+    tok = Tokenizer(WordPiece({p: i for i, p in enumerate([*SPECIAL_TOKENS, *order])}, unk_token="[UNK]",
+                              max_input_chars_per_word=100))
+    tok.normalizer, tok.pre_tokenizer, tok.decoder = base.normalizer, base.pre_tokenizer, base.decoder
+    return tok
+
+
+def _tokenizer(store: ArtifactStore, key: str) -> Any:
+    from embstab.contextual.tokenizer import plain_tokenizer  # noqa: PLC0415
+    from tokenizers import Tokenizer  # noqa: PLC0415
+
+    return plain_tokenizer(Tokenizer.from_str(store.get_bytes("tokenizer", key, "wordpiece").decode("utf-8")))
+
+
+# --------------------------------------------------------------------------------------------
+# task functions
+
+
+@_guard("corpus")
+def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
+    """Held-out text, the corpus pair, the tokenizer of their union and the word-type sample.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    """
+    if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
+        return key
+    from embstab.contextual.pretrain import split_heldout  # noqa: PLC0415
+    from embstab.contextual.pretrained import minilm_dir  # noqa: PLC0415
+    from embstab.contextual.tokenizer import load_tokenizer, train_wordpiece  # noqa: PLC0415
+
+    docs = steps.load_corpus(config["name"])
+    if config.get("max_docs"):
+        docs = docs[: int(config["max_docs"])]
+    train_docs, held = split_heldout(docs, config["heldout_fraction"], seed=config["seed"])
+    old, new = steps.make_corpus_pair(train_docs, kind=config["pair"], fraction=config["fraction"],
+                                      seed=config["seed"])
+    if config["tokenizer"] == "trained":
+        # one WordPiece vocabulary for both versions, trained on A ∪ B; the tokenizers library breaks
+        # ties between equally frequent merges in hash order, so two fresh stores may differ
+        tokenizer = train_wordpiece(train_docs, vocab_size=config["vocab_size"])
+    else:
+        # the packaged MiniLM WordPiece vocabulary cut to the pieces of the corpus' frequent words:
+        # chosen by counts, so a study reproduces in any fresh store
+        tokenizer = corpus_vocabulary(load_tokenizer(minilm_dir()), train_docs, config["vocab_size"])
+    sample = train_docs[: config["sample_docs"]] if config.get("sample_docs") else train_docs
+    store.put_bytes("tokenizer", key, "wordpiece", tokenizer.to_str().encode("utf-8"), config)
+    store.put_docs("corpus_heldout", key, held, config)
+    store.put_docs("corpus_sample", key, sample, config)
+    store.put_docs("corpus_old", key, old, config)
+    store.put_docs("corpus_new", key, new, config)  # last: the pair counts as present once it exists
+    return key
+
+
+@_guard("train")
+def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
+    """Pretrain one BERT on one corpus version and read out its word-type embedding (artifacts
+    ``bert``: the model; ``embedding``: the word types, held-out perplexity in its metadata).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    source_key : str
+        The corpus pair's artifacts (documents, tokenizer, sample).
+    """
+    if store.has_embedding("embedding", key) and store.exists("bert", key, "tar"):
+        return key
+    from embstab.contextual.features import word_type_embedding  # noqa: PLC0415
+    from embstab.contextual.model import ModelSize, build_model  # noqa: PLC0415
+    from embstab.contextual.pretrain import train_mlm  # noqa: PLC0415
+
+    dim = int(config["dim"])
+    size = ModelSize(int(config["layers"]), dim, int(config["heads"]), int(config["intermediate_factor"]) * dim)
+    # initialisation and dropout draw from torch's process-global RNG (seeded, then restored):
+    # one pretraining at a time per process keeps each model a function of its seed
+    with _GLOBAL_RNG_LOCK:
+        start = build_model(size, _tokenizer(store, source_key), int(config["seed"]),
+                            max_length=int(config["max_length"]))
+        result = train_mlm(start, _docs(store, f"corpus_{config['side']}", source_key), int(config["steps"]),
+                           int(config["seed"]), heldout=_docs(store, "corpus_heldout", source_key),
+                           batch_size=int(config["batch_size"]), lr=float(config["lr"]),
+                           name=f"bert-{config['layers']}x{dim}-{config['side']}-s{config['seed']}")
+    emb = word_type_embedding(result.model, _docs(store, "corpus_sample", source_key), layer=int(config["layer"]),
+                              subword=config["subword"], min_count=int(config["min_count"]),
+                              max_occurrences=config["max_occurrences"])
+    emb = emb.with_vectors(emb.vectors, heldout_loss=result.heldout_loss,
+                           heldout_perplexity=result.heldout_perplexity, mlm_steps=result.steps)
+    store.put_bytes("bert", key, "tar", _folder_bytes(result.model.save), config)
+    store.put_embedding("embedding", key, emb, config)
+    return key
+
+
+def _features(store: ArtifactStore, train_cfg: Mapping[str, Any], task: str, options: Mapping[str, Any]) -> np.ndarray:
+    """Sentence features of one member for one task, extracted once (artifact ``features``)."""
+    from embstab.contextual.downstream import task_features  # noqa: PLC0415
+
+    cfg = {"stage": "features", "train": dict(train_cfg), "task": task, "limit": options.get("limit"),
+           "split_seed": options.get("split_seed", 0), "pooling": options.get("pooling", "mean")}
+    key = config_hash(cfg)
+    if store.exists("features", key, "npy"):
+        return np.load(io.BytesIO(store.get_bytes("features", key, "npy")), allow_pickle=False)
+    model = _bert(store, config_hash(train_cfg))
+    feats = task_features(model, task, split_seed=cfg["split_seed"], limit=cfg["limit"], layer=int(train_cfg["layer"]),
+                          pooling=cfg["pooling"])
+    buf = io.BytesIO()
+    np.save(buf, feats, allow_pickle=False)
+    store.put_bytes("features", key, "npy", buf.getvalue(), cfg)
+    return feats
+
+
+@_guard("downstream")
+def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
+                   pair_key: str) -> dict[str, Any]:
+    """Frozen-feature disagreement: both members' sentence features compressed with the pair
+    protocol at the row's bit width, then one classifier per member with the same seed.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    pair_key : str
+        The compressed pair (its configuration names both members).
+    """
+    if store.has_json("downstream", key):
+        return store.get_json("downstream", key)
+    from embstab.contextual.compression import compress_features  # noqa: PLC0415
+    from embstab.contextual.downstream import feature_disagreement  # noqa: PLC0415
+
+    pair = config["pair"]
+    options = dict(config.get("options") or {})
+    old = _features(store, pair["old"], config["task"], options)
+    new = _features(store, pair["new"], config["task"], options)
+    seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
+    old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
+    options.pop("pooling", None)
+    with _GLOBAL_RNG_LOCK:
+        result = feature_disagreement(new_q, old_q, config["task"], config["model"], int(config["seed"]), **options)
+    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
+             "quality_b": float(result.quality_b), "n_test": int(result.n_test),
+             "details": {"quality_metric": "accuracy (%)"}}
+    store.put_json("downstream", key, value, config)
+    return value

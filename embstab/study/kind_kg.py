@@ -1,0 +1,348 @@
+"""The knowledge-graph study kind: graph-version pairs, PyKEEN models, quantized-model disagreement.
+
+Source pair: :func:`embstab.kg.version_pair` of a named graph (a share of training triples removed,
+or added back), both versions over one vocabulary. Member: :func:`embstab.kg.train` of one PyKEEN
+model on one version; its entity table is the :class:`~embstab.Embedding` the shared measures
+compare. Compression: :func:`embstab.kg.quantize_pair` quantizes *every* table of both models with
+the old model's clips and no rotation (rotating the entity table alone would change the scores of
+bilinear models); the quantized entity tables are the compressed pair the measures read, and the
+quantized tables go back into the scoring function for the downstream tasks, so link prediction and
+triple classification run on exactly what a compressed model ships. Memory is bits per entity row.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import io
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embstab.study.settings import Setting, TaskRule
+from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
+from embstab.study.store import ArtifactStore, config_hash
+
+__all__ = ["GraphSpec", "TRAINING", "TASK_MODELS", "parse_graph", "check_algorithms", "tasks", "run_source",
+           "run_train", "run_compress", "run_downstream"]
+
+#: The decision rule of each KG task (the ``model`` column of its rows).
+TASK_MODELS = {"link_prediction": "filtered_top1", "triple_classification": "relation_threshold"}
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """The graph-version pair: a named graph, and how its second version differs."""
+
+    name: str
+    change: str = "remove"
+    share: float = 0.05
+    seed: int = 0
+    lost: str = "protect"
+
+
+#: ``training`` settings of a KG study (passed to :func:`embstab.kg.train`).
+TRAINING = {
+    "epochs": Setting(50, "int", 1, 100_000),
+    "lr": Setting(0.01, "float", 1e-8, 10.0),
+    "batch_size": Setting(256, "int", 1, 10_000_000),
+    "negatives": Setting(1, "int", 1, 1000),
+}
+
+
+def parse_graph(v: Any, value: Any) -> GraphSpec:
+    """The ``graph`` section: ``{name*, change: remove|add, share: 0.05, seed: 0, lost: protect}``.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator (its ``fail`` builds the error naming the key).
+    value : Any
+        The section as read from the study file.
+    """
+    from embstab.kg.datasets import GRAPHS, STANDARD_GRAPHS  # noqa: PLC0415
+    from embstab.kg.versions import CHANGES, LOST_POLICIES  # noqa: PLC0415
+
+    g = v.mapping(value, "graph", {"name": True, "change": False, "share": False, "seed": False, "lost": False})
+    name = v.string(g["name"], "graph.name")
+    known = (*GRAPHS, *STANDARD_GRAPHS)
+    if name not in known and not (name.startswith("wordnet_k") and name[9:].isdigit()):
+        near = _near(name, known)
+        raise v.fail("graph.name", f"unknown graph {name!r} (choose from {', '.join(known)} or wordnet_kK){near}")
+    return GraphSpec(
+        name=name,
+        change=v.string(g.get("change", "remove"), "graph.change", tuple(CHANGES)),
+        share=v.number(g.get("share", 0.05), "graph.share", 0.0, 1.0, open_low=True, open_high=True),
+        seed=v.integer(g.get("seed", 0), "graph.seed", 0),
+        lost=v.string(g.get("lost", "protect"), "graph.lost", tuple(LOST_POLICIES)),
+    )
+
+
+def _near(name: str, known: tuple[str, ...]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known``, or ``""``."""
+    import difflib  # noqa: PLC0415
+
+    near = difflib.get_close_matches(name, known, n=1)
+    return f"; did you mean '{near[0]}'?" if near else ""
+
+
+def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
+    """``training.algorithms`` of a KG study: PyKEEN model names (case-insensitive), e.g. TransE, DistMult.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator (its ``fail`` builds the error naming the key).
+    value : Any
+        The section as read from the study file.
+    """
+    from embstab.kg.training import model_names  # noqa: PLC0415 (imports PyKEEN: only for KG studies)
+
+    names = model_names()
+    items = v.sequence(value, "training.algorithms")
+    out: list[str] = []
+    for i, item in enumerate(items):
+        key = f"training.algorithms[{i}]"
+        text = v.string(item, key)
+        normal = text.lower().replace("_", "").replace("-", "")
+        if normal not in names:
+            raise v.fail(key, f"a kg study trains PyKEEN models; {text!r} is none of them "
+                              f"(e.g. TransE, DistMult, ComplEx, RotatE){_near(normal, tuple(names))}")
+        if text in out:
+            raise v.fail(key, f"duplicate value {text!r}")
+        out.append(text)
+    return tuple(out)
+
+
+def tasks() -> dict[str, TaskRule]:
+    """The downstream tasks of a KG study and the options each entry may set."""
+    return {
+        "link_prediction": TaskRule((TASK_MODELS["link_prediction"],), {
+            "k": Setting(10, "int", 1, 1000), "split": Setting("test", "choice", choices=("test", "valid")),
+            "batch_size": Setting(256, "int", 1, 1_000_000)}),
+        "triple_classification": TaskRule((TASK_MODELS["triple_classification"],), {}),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# store codecs: graph versions and trained models as bytes
+
+
+def _graph_bytes(graph: Any) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, name=np.array(graph.name), entities=np.array(graph.entities, dtype=str),
+             relations=np.array(graph.relations, dtype=str), train=graph.train, valid=graph.valid, test=graph.test)
+    return buf.getvalue()
+
+
+@functools.lru_cache(maxsize=4)
+def _graph(store: ArtifactStore, kind: str, key: str) -> Any:
+    from embstab.kg import KnowledgeGraph  # noqa: PLC0415
+
+    with np.load(io.BytesIO(store.get_bytes(kind, key, "npz")), allow_pickle=False) as z:
+        return KnowledgeGraph(str(z["name"]), tuple(z["entities"].tolist()), tuple(z["relations"].tolist()),
+                              z["train"], z["valid"], z["test"])
+
+
+def _folder_bytes(save: Any) -> bytes:
+    """``save(folder)`` into a temporary folder, returned as an uncompressed tar."""
+    with tempfile.TemporaryDirectory(prefix="embstab-kg-") as tmp:
+        save(tmp)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path in sorted(Path(tmp).iterdir()):
+                tar.add(path, arcname=path.name)
+        return buf.getvalue()
+
+
+@functools.lru_cache(maxsize=4)
+def _model(store: ArtifactStore, key: str, graph_kind: str, graph_key: str) -> Any:
+    from embstab.kg.training import load_kg_model  # noqa: PLC0415
+
+    graph = _graph(store, graph_kind, graph_key)
+    with tempfile.TemporaryDirectory(prefix="embstab-kg-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(store.get_bytes("kg_model", key, "tar")), mode="r") as tar:
+            tar.extractall(tmp, filter="data")
+        return load_kg_model(tmp, graph)
+
+
+def _member(store: ArtifactStore, train_cfg: Mapping[str, Any]) -> Any:
+    """The trained model of a member configuration (its key and graph key follow from it)."""
+    return _model(store, config_hash(train_cfg), f"graph_{train_cfg['side']}", config_hash(train_cfg["source"]))
+
+
+def _tables_bytes(model: Any) -> bytes:
+    from embstab.kg.quantize import embedding_tables  # noqa: PLC0415
+
+    buf = io.BytesIO()
+    np.savez(buf, **{name: w.detach().cpu().numpy() for name, w in embedding_tables(model).items()})
+    return buf.getvalue()
+
+
+def _with_tables(trained: Any, data: bytes) -> Any:
+    """A copy of the trained model with its embedding tables replaced by the stored (quantized) ones."""
+    import torch  # noqa: PLC0415
+
+    from embstab.kg.quantize import embedding_tables  # noqa: PLC0415
+
+    model = copy.deepcopy(trained.model)
+    tables = embedding_tables(model)
+    with np.load(io.BytesIO(data), allow_pickle=False) as z, torch.no_grad():
+        if set(z.files) != set(tables):
+            raise ValueError(f"stored tables {sorted(z.files)} do not match the model's {sorted(tables)}")
+        for name, weight in tables.items():
+            weight.copy_(torch.as_tensor(z[name]))
+    model.eval()
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# task functions
+
+
+@_guard("graph")
+def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
+    """Load the graph and build its version pair (artifacts ``graph_old``/``graph_new``).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    """
+    if store.exists("graph_new", key, "npz") and store.exists("graph_old", key, "npz"):
+        return key
+    from embstab.kg import load_graph, version_pair  # noqa: PLC0415
+
+    pair = version_pair(load_graph(config["name"]), change=config["change"], share=config["share"],
+                        seed=config["seed"], lost=config["lost"])
+    store.put_bytes("graph_old", key, "npz", _graph_bytes(pair.a), config)
+    store.put_bytes("graph_new", key, "npz", _graph_bytes(pair.b), config)
+    return key
+
+
+@_guard("train")
+def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
+    """Train one PyKEEN model on one graph version (artifacts ``embedding``: its entity table; ``kg_model``).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    source_key : str
+        The graph-version pair's artifacts.
+    """
+    if store.has_embedding("embedding", key) and store.exists("kg_model", key, "tar"):
+        return key
+    from embstab.kg.training import train  # noqa: PLC0415
+
+    graph = _graph(store, f"graph_{config['side']}", source_key)
+    # PyKEEN seeds torch's process-global RNG: one training at a time per process keeps each model
+    # a function of its seed on a multi-threaded worker
+    with _GLOBAL_RNG_LOCK:
+        result = train(graph, model=config["algo"], dim=config["dim"], epochs=config["epochs"],
+                       seed=config["seed"], lr=config["lr"], batch_size=config["batch_size"],
+                       negatives=config["negatives"], evaluate_on=None, progress=False)
+    store.put_bytes("kg_model", key, "tar", _folder_bytes(result.save), config)
+    store.put_embedding("embedding", key, result.entities, config)
+    return key
+
+
+@_guard("compress")
+def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
+                 new_key: str) -> str:
+    """Quantize both models' tables with the old model's clips (artifacts ``pair_old``/``pair_new``:
+    the quantized entity tables; ``kgq_old``/``kgq_new``: every quantized table).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    old_key, new_key : str
+        The trained members' artifacts.
+    """
+    if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
+        return key
+    from embstab.kg.quantize import quantize_pair  # noqa: PLC0415
+
+    old, new = _member(store, config["old"]), _member(store, config["new"])
+    seed = config["seed"] if config["rounding"].startswith("stochastic") else None
+    q_old, q_new = quantize_pair(old, new, config["bits"], rounding=config["rounding"], seed=seed)
+    store.put_bytes("kgq_old", key, "npz", _tables_bytes(q_old.model), config)
+    store.put_bytes("kgq_new", key, "npz", _tables_bytes(q_new.model), config)
+    for kind, q in (("pair_old", q_old), ("pair_new", q_new)):
+        entities = q.entities
+        # bits per entity row as stored (a complex model's real view has two entries per dimension)
+        compression = {**entities.metadata.get("compression", {}),
+                       "memory_bits_per_word": float(entities.dim * min(int(config["bits"]), 32))}
+        store.put_embedding(kind, key, entities.with_vectors(entities.vectors, compression=compression), config)
+    return key
+
+
+@_guard("downstream")
+def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
+                   pair_key: str) -> dict[str, Any]:
+    """Link-prediction or triple-classification disagreement of the two *quantized* models.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where inputs are read and outputs written.
+    steps : Steps
+        The computations bundle (its corpus loaders serve the contextual kind).
+    key : str
+        The task's configuration hash (the name of its artifacts).
+    config : mapping
+        The task's configuration.
+    pair_key : str
+        The compressed pair's artifacts.
+    """
+    if store.has_json("downstream", key):
+        return store.get_json("downstream", key)
+    from embstab.kg.disagreement import (link_prediction_disagreement,  # noqa: PLC0415
+                                         triple_classification_disagreement)
+
+    pair = config["pair"]
+    old, new = _member(store, pair["old"]), _member(store, pair["new"])
+    q_old = _with_tables(old, store.get_bytes("kgq_old", pair_key, "npz"))
+    q_new = _with_tables(new, store.get_bytes("kgq_new", pair_key, "npz"))
+    # filter with the version that holds every training triple: its known triples are the truth
+    graph = old.graph if len(old.graph.train) >= len(new.graph.train) else new.graph
+    options = dict(config.get("options") or {})
+    if config["task"] == "link_prediction":
+        r = link_prediction_disagreement(q_new, q_old, graph, split=options.get("split", "test"),
+                                         k=int(options.get("k", 10)), batch_size=int(options.get("batch_size", 256)))
+        value = {"disagreement": float(r.disagreement), "quality_a": 100.0 * r.metrics_a.mrr,
+                 "quality_b": 100.0 * r.metrics_b.mrr, "n_test": int(r.n_queries),
+                 "details": {"quality_metric": "filtered MRR (%)", "top_k_overlap": float(r.top_k_overlap),
+                             "k": int(r.k), "hits_at_10": 100.0 * r.metrics_a.hits_at_10,
+                             "hits_at_10_old": 100.0 * r.metrics_b.hits_at_10}}
+    else:
+        r = triple_classification_disagreement(q_new, q_old, graph, seed=int(config["seed"]))
+        value = {"disagreement": float(r.disagreement), "quality_a": float(r.accuracy_a),
+                 "quality_b": float(r.accuracy_b), "n_test": int(r.n_test),
+                 "details": {"quality_metric": "accuracy (%)"}}
+    store.put_json("downstream", key, value, config)
+    return value
