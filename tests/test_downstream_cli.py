@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import embstab.cli as cli
-from embstab import load
+from embstab import Embedding, load
 from embstab.data.registry import DATASETS
 from embstab.data.sources import SOURCES, source_path
 
@@ -75,3 +75,25 @@ def test_end_to_end_corpus_pair_to_disagreement(tmp_path, capsys):
                      "--epochs", "5"]) == 0
     text = capsys.readouterr().out
     assert "seeds 0/1000" in text and "majority class" in text
+
+
+@pytest.mark.skipif(not _rt_available(), reason="run `embstab data fetch rt_sentiment`")
+def test_downstream_trains_the_task_model_under_a_recipe(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    from embstab.downstream import load_task
+
+    words = sorted({w for sent in load_task("rt_sentiment", limit=300).train_x for w in sent})
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    Embedding(words, rng.normal(size=(len(words), 8)).astype(np.float32)).save(a)
+    Embedding(words, rng.normal(size=(len(words), 8)).astype(np.float32)).save(b)
+    args = ["downstream", str(a), str(b), "--task", "rt_sentiment", "--limit", "300", "--epochs", "2",
+            "--output", "json"]
+    assert cli.main([*args, "--recipe", "bf16-kahan"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["recipe"] == "bf16-kahan"
+    assert cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["recipe"] == "fp32"
+    assert cli.main([*args, "--recipe", "bf17"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+    assert cli.main(["downstream", str(a), str(b), "--task", "link_prediction:nations", "--recipe", "swalp"]) == 2
+    assert "--recipe applies to word-embedding tasks" in capsys.readouterr().err

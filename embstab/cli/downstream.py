@@ -49,7 +49,7 @@ examples:
 
 #: Options of the word-embedding path that a knowledge-graph task has no use for.
 _WORD_ONLY = (("model", "--model"), ("seed_baseline", "--seed-baseline"), ("limit", "--limit"),
-              ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"))
+              ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"), ("recipe", "--recipe"))
 
 
 def task_spec(text: str) -> str:
@@ -102,6 +102,11 @@ def register(subparsers) -> None:
     p.add_argument("--lr", type=positive_float, help="Adam learning rate (default per model)")
     p.add_argument("--batch-size", type=positive_int,
                    help="mini-batch size (default 32; KG link prediction: queries scored at once, default 256)")
+    from embstab.recipes.training import TRAINING_RECIPES
+
+    p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default=None,
+                   help="precision recipe of the task model's weights while it trains, e.g. bf16-kahan "
+                        "(default fp32)")
     p.add_argument("--bits", type=bits, help="KG tasks: quantize both models to this many bits first")
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.add_argument("--progress", action="store_true", help="show per-epoch progress bars")
@@ -149,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     if (args.b is None) != args.seed_baseline:
         raise EmbstabError("give two embeddings A B, or one with --seed-baseline")
     model = args.model or ("bilstm" if TASKS[args.task][0] == "tagging" else "linear")
-    kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size))
-              if v is not None}
+    kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
+                                ("recipe", args.recipe)) if v is not None}
     kwargs["min_coverage"] = MIN_COVERAGE if args.min_coverage is None else args.min_coverage
     a = load_embedding(args.a, args.trust_pickle)
     if args.seed_baseline:
@@ -164,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     s = res.settings
     unit = "tokens" if TASKS[args.task][0] == "tagging" else "test examples"
-    print(f"task {res.task}, model {res.model}, seeds {res.seed}/{s['seed_b']}, {res.n_test} {unit}")
+    print(f"task {res.task}, model {res.model}, seeds {res.seed}/{s['seed_b']}, {res.n_test} {unit}"
+          + (f", recipe {s['recipe']}" if s.get("recipe", "fp32") != "fp32" else ""))
     print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
     print(f"quality A: {res.quality_a:.2f}%   quality B: {res.quality_b:.2f}%"
           + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
