@@ -198,8 +198,9 @@ def mask_tokens(ids: torch.Tensor, model: ContextualModel, generator: torch.Gene
     """BERT masking of a batch: ``(inputs, labels)`` with labels −100 where nothing is predicted.
 
     Each non-special piece is chosen with probability ``rate``; a chosen piece becomes ``[MASK]``
-    (80%), a random non-special piece (10%) or stays (10%). Special tokens are never chosen; every
-    row with a non-special piece gets at least one prediction target.
+    (80%), a random piece (10%; ids below 5, the special tokens of a trained tokenizer, are never
+    drawn) or stays (10%). Special tokens are never chosen; every row with a non-special piece gets
+    at least one prediction target.
 
     Parameters
     ----------
