@@ -10,6 +10,8 @@ from pathlib import Path
 from embstab.cli.options import positive_float, positive_int, seed, unit_fraction
 from embstab.errors import EmbstabError
 
+__all__ = ["register", "run_pretrain", "run_features", "run_disagreement"]
+
 HELP = "pretrain BERT pairs, extract word-type embeddings, measure frozen-feature disagreement"
 DESCRIPTION = """\
 Contextual embeddings as a kind of embstab pair. A small BERT is pretrained with masked-LM on two
@@ -41,6 +43,13 @@ examples:
 
 
 def register(subparsers) -> None:
+    """Add the ``contextual`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     p = subparsers.add_parser("contextual", help=HELP, description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="contextual_command", metavar="ACTION")
@@ -118,6 +127,25 @@ def _model(spec: str):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
+    """Handler of ``embstab contextual pretrain``: pretrain (or fine-tune) models on two versions of a
+    corpus (and a seed-only baseline), save them under ``--out`` with ``pretrain.json`` and print their
+    held-out loss.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``contextual pretrain``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        If the model size is unknown, the ``--base`` folder does not exist, or ``--out`` is a file.
+    """
     from embstab._fs import atomic_write
     from embstab.contextual import SIZES, pretrain_pair
     from embstab.data import load_corpus
@@ -161,6 +189,24 @@ def _read_lines(path: str) -> list[str]:
 
 
 def run_features(args: argparse.Namespace) -> int:
+    """Handler of ``embstab contextual features``: the word-type embedding of a model over a corpus or a
+    text file, written to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``contextual features``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        If the model folder does not exist or the text file is empty or has an empty line.
+    """
     from embstab.contextual import word_type_embedding
     from embstab.data import load_corpus
     from embstab.io import save
@@ -179,6 +225,26 @@ def run_features(args: argparse.Namespace) -> int:
 
 
 def run_disagreement(args: argparse.Namespace) -> int:
+    """Handler of ``embstab contextual disagreement``: the same classifier (or tagger) trained on the
+    frozen features of A and of B (a second model, A with quantized weights, or A again with another
+    seed); prints a table or JSON.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``contextual disagreement``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        If not exactly one of B, ``--quantize-b`` and ``--seed-baseline`` is given, or a model folder
+        does not exist.
+    """
     from embstab.contextual import contextual_disagreement, quantize_weights
 
     given = sum(x is not None and x is not False for x in (args.b, args.quantize_b, args.seed_baseline or None))

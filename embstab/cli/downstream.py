@@ -15,6 +15,8 @@ from pathlib import Path
 from embstab.cli.options import add_trust_pickle, bits, positive_float, positive_int, seed, unit_fraction
 from embstab.errors import EmbstabError
 
+__all__ = ["task_spec", "register", "load_embedding", "run", "run_kg"]
+
 HELP = "train a task model on each of two embeddings and count the predictions that differ"
 DESCRIPTION = """\
 Downstream instability of a pair of embeddings: the same model (same seed, data and settings) is
@@ -84,6 +86,13 @@ def task_spec(text: str) -> str:
 
 
 def register(subparsers) -> None:
+    """Add the ``downstream`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     from embstab.downstream import MODELS, TASKS
 
     p = subparsers.add_parser("downstream", help=HELP, description=DESCRIPTION,
@@ -118,7 +127,20 @@ def register(subparsers) -> None:
 
 
 def load_embedding(spec: str, trust_pickle: bool = False):
-    """An embedding file, or ``builtin:NAME`` (see :mod:`embstab.data.pretrained`)."""
+    """An embedding file, or ``builtin:NAME`` (see :mod:`embstab.data.pretrained`).
+
+    Parameters
+    ----------
+    spec : str
+        Path of an embedding file in any format :func:`embstab.io.load` detects, or ``builtin:NAME``.
+    trust_pickle : bool
+        Allow formats that unpickle (gensim KeyedVectors); off by default since unpickling runs code.
+
+    Returns
+    -------
+    Embedding
+        The loaded embedding.
+    """
     from embstab.io import load
 
     return load(spec, trust_pickle=trust_pickle)
@@ -130,6 +152,26 @@ def _is_kg_folder(spec: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Handler of ``embstab downstream``: the word-embedding disagreement (or seed baseline) of A and B,
+    or, for a ``TASK:GRAPH`` task, the knowledge-graph path :func:`run_kg`; prints a table or JSON.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``downstream``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        If a word-only option is given with a KG task (or ``--bits`` with a word task), a KG model folder
+        is given to a word task, A/B and ``--seed-baseline`` do not match, or loading or training fails on
+        bad input.
+    """
     from embstab.downstream import TASKS, disagreement, seed_baseline
     from embstab.downstream.api import MIN_COVERAGE
 
@@ -189,16 +231,24 @@ def run_kg(a: str, b: str, task: str, graph_name: str, *, bits: int | None = Non
     a, b : str
         Model folders written by ``embstab kg train``.
     task : {"link_prediction", "triple_classification"}
+        The downstream task.
     graph_name : str
         A graph name or folder (:func:`embstab.kg.load_graph`) both models embed.
     bits : int, optional
-        Quantize both models first (pair protocol).
+        Quantize both models first (pair protocol: the old model's clip for both).
     seed : int
         Seed of the triple-classification negatives.
     output : {"table", "json"}
+        Output format.
     batch_size : int
         Link-prediction queries scored at once.
     progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
     """
     from embstab.kg import kg_disagreement, load_graph, load_kg_model
 

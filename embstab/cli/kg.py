@@ -6,6 +6,8 @@ import argparse
 
 from embstab.cli.options import bits, open_fraction, positive_float, positive_int, seed
 
+__all__ = ["register", "run_train", "run_downstream", "run_graphs", "run_fetch"]
+
 HELP = "knowledge-graph embeddings: train on a graph (version), measure link-prediction disagreement"
 DESCRIPTION = """\
 Knowledge-graph (KG) embeddings trained with PyKEEN (`pip install "embstab[kg]"`), on offline
@@ -33,6 +35,13 @@ examples:
 
 
 def register(subparsers) -> None:
+    """Add the ``kg`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     p = subparsers.add_parser("kg", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="kg_command", metavar="ACTION")
@@ -78,6 +87,19 @@ def register(subparsers) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    """Handler of ``embstab kg train``: train a model on the graph (or on a version of it), print its
+    filtered test metrics and write its folder.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``kg train``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+    """
     from embstab.kg import load_graph, train, version_pair
 
     graph = load_graph(args.graph)
@@ -99,12 +121,36 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_downstream(args: argparse.Namespace) -> int:
     # the same path as `embstab downstream A B --task TASK:GRAPH`
+    """Handler of ``embstab kg downstream``: the same path as ``embstab downstream A B --task TASK:GRAPH``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``kg downstream``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+    """
     from embstab.cli.downstream import run_kg
 
     return run_kg(args.a, args.b, args.task, args.graph, bits=args.bits, seed=args.seed, output=args.output)
 
 
 def run_graphs(args: argparse.Namespace) -> int:
+    """Handler of ``embstab kg graphs``: print each named graph, whether it is available, and what it is.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``kg graphs`` (none are used).
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+    """
     from embstab.kg import list_graphs
 
     for row in list_graphs():
@@ -113,6 +159,18 @@ def run_graphs(args: argparse.Namespace) -> int:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
+    """Handler of ``embstab kg fetch``: download a standard graph into the cache and print its folder.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``kg fetch``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+    """
     from embstab.kg import download_graph
 
     print(download_graph(args.name, url=args.url, force=args.force))

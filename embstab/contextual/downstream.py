@@ -82,6 +82,25 @@ def features_as_task(data: ClassificationData, features: np.ndarray, label: str 
                      ) -> tuple[ClassificationData, Embedding]:
     """Task data whose examples are one id each, and the embedding mapping each id to its features.
 
+    This lets the downstream classifiers of :mod:`embstab.downstream` train on fixed feature rows:
+    example ``i`` (train, then dev, then test) becomes the one-token text ``#i``.
+
+    Parameters
+    ----------
+    data : ClassificationData
+        The task the features were extracted for.
+    features : numpy.ndarray of shape (n_examples, dim)
+        One row per example, in train, dev, test order.
+    label : str
+        Name of the feature embedding, shown in messages.
+
+    Returns
+    -------
+    ClassificationData
+        The task with each example replaced by its id (``info["features"]`` is True).
+    Embedding
+        The ids and their feature rows.
+
     Raises
     ------
     ShapeError

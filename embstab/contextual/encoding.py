@@ -38,7 +38,13 @@ class WordPieces:
         self._cache: dict[str, np.ndarray] = {}
 
     def add(self, words: Iterable[str]) -> None:
-        """Split every new word of ``words`` (one batched call into the Rust tokenizer)."""
+        """Split every new word of ``words`` (one batched call into the Rust tokenizer).
+
+        Parameters
+        ----------
+        words : iterable of str
+            Words already cached are skipped.
+        """
         new = sorted({w for w in words if w not in self._cache})
         if not new:
             return
@@ -51,12 +57,34 @@ class WordPieces:
         return self._cache[word]
 
     def is_unknown(self, word: str) -> bool:
-        """Whether the word has no pieces, or only ``[UNK]`` (the model cannot see it)."""
+        """Whether the word has no pieces, or only ``[UNK]`` (the model cannot see it).
+
+        Parameters
+        ----------
+        word : str
+
+        Returns
+        -------
+        bool
+        """
         ids = self[word]
         return len(ids) == 0 or bool(np.all(ids == self.unk))
 
     def encode(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Piece ids of a word list and the start offset of each word's span (length ``n + 1``)."""
+        """Piece ids of a word list and the start offset of each word's span (length ``n + 1``).
+
+        Parameters
+        ----------
+        words : sequence of str
+            The ``n`` words of one text.
+
+        Returns
+        -------
+        ids : numpy.ndarray
+            int64 piece ids of all words in order, without special tokens.
+        starts : numpy.ndarray
+            int64 array of length ``n + 1``: word ``i`` is ``ids[starts[i]:starts[i + 1]]``.
+        """
         self.add(words)
         parts = [self._cache[w] for w in words]
         starts = np.zeros(len(parts) + 1, dtype=np.int64)
@@ -67,6 +95,17 @@ class WordPieces:
 
 def as_word_lists(texts: Sequence[str] | Sequence[Sequence[str]], allow_empty: bool = False) -> list[list[str]]:
     """Strings are tokenised with :func:`embstab.data.tokenize`; token lists are kept.
+
+    Parameters
+    ----------
+    texts : sequence of str, or sequence of token lists
+    allow_empty : bool
+        Let a text have no word (it becomes an empty list).
+
+    Returns
+    -------
+    list of list of str
+        One word list per text.
 
     Raises
     ------
@@ -84,7 +123,29 @@ def as_word_lists(texts: Sequence[str] | Sequence[Sequence[str]], allow_empty: b
 
 
 def check_length(n_pieces: int, limit: int, position: int, truncate: bool) -> int:
-    """Pieces of a text to keep: all, or ``limit - 2`` when truncating; raise when it does not fit."""
+    """Pieces of a text to keep: all, or ``limit - 2`` when truncating; raise when it does not fit.
+
+    Parameters
+    ----------
+    n_pieces : int
+        Pieces of the text, without special tokens.
+    limit : int
+        The model's position limit, ``[CLS]`` and ``[SEP]`` included.
+    position : int
+        0-based index of the text, for the error message.
+    truncate : bool
+        Keep the first ``limit - 2`` pieces of an over-long text instead of raising.
+
+    Returns
+    -------
+    int
+        The number of pieces to keep.
+
+    Raises
+    ------
+    SequenceLengthError
+        If the text does not fit and ``truncate`` is false.
+    """
     if n_pieces + 2 <= limit:
         return n_pieces
     if truncate:
@@ -95,7 +156,20 @@ def check_length(n_pieces: int, limit: int, position: int, truncate: bool) -> in
 
 
 def pad_inputs(rows: Sequence[np.ndarray], cls: int, sep: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[CLS] row [SEP]`` for each row, right-padded: ``(input_ids, attention_mask)``."""
+    """``[CLS] row [SEP]`` for each row, right-padded: ``(input_ids, attention_mask)``.
+
+    Parameters
+    ----------
+    rows : sequence of numpy.ndarray
+        Piece ids of each text, without special tokens; at least one row.
+    cls, sep, pad : int
+        Ids of ``[CLS]``, ``[SEP]`` and ``[PAD]``.
+
+    Returns
+    -------
+    input_ids, attention_mask : torch.Tensor
+        int64 tensors of shape (len(rows), longest row + 2); the mask is 1 on real tokens.
+    """
     width = max(len(r) for r in rows) + 2
     ids = np.full((len(rows), width), pad, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)

@@ -49,12 +49,33 @@ def hidden_states(model: ContextualModel, rows: Sequence[np.ndarray], layer: int
                   ) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
     """Run the encoder over piece-id rows in length-sorted batches.
 
+    Parameters
+    ----------
+    model : ContextualModel
+    rows : sequence of numpy.ndarray
+        Piece ids of each input, without special tokens (each fitting the model's positions).
+    layer : int
+        Hidden state to read: 0 = input embeddings, ``n_layers`` (or -1) = last layer.
+    batch_size : int
+        Rows run at once.
+    threads : int or None
+        torch threads while running (None: leave torch's setting alone).
+    progress : bool
+        Show a progress bar (tokens).
+    desc : str
+        Label of the progress bar.
+
     Yields
     ------
     (indices, states, mask)
         Row indices of the batch (into ``rows``), the ``(batch, width, hidden)`` states of
         ``layer`` (position 0 is ``[CLS]``, position ``j + 1`` is piece ``j`` of the row) and the
         attention mask.
+
+    Raises
+    ------
+    ValueError
+        If ``batch_size`` is below 1 or ``layer`` is out of range.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -134,6 +155,21 @@ def sentence_features(model: ContextualModel, texts: Sequence[str] | Sequence[Se
 
 def word_windows(docs: Sequence[Sequence[str]], pieces: WordPieces, limit: int) -> list[list[str]]:
     """Cut documents into consecutive word windows whose pieces fit ``limit`` (with ``[CLS]``/``[SEP]``).
+
+    A window never spans two documents; a word without pieces counts as one (it is read as ``[UNK]``).
+
+    Parameters
+    ----------
+    docs : sequence of word lists
+    pieces : WordPieces
+        The model's word pieces.
+    limit : int
+        The model's position limit, ``[CLS]`` and ``[SEP]`` included.
+
+    Returns
+    -------
+    list of list of str
+        The windows, in document order.
 
     Raises
     ------

@@ -105,11 +105,26 @@ class ContextualModel:
         return int(self.network.config.hidden_size)
 
     def special_id(self, token: str) -> int:
-        """The id of a special token such as ``"[CLS]"``."""
+        """The id of a special token such as ``"[CLS]"``.
+
+        Parameters
+        ----------
+        token : str
+            ``"[PAD]"``, ``"[UNK]"``, ``"[CLS]"``, ``"[SEP]"`` or ``"[MASK]"``.
+
+        Returns
+        -------
+        int
+        """
         return int(self.tokenizer.token_to_id(token))
 
     def n_parameters(self) -> int:
-        """Number of parameters of the network (tied weights counted once)."""
+        """Number of parameters of the network (tied weights counted once).
+
+        Returns
+        -------
+        int
+        """
         return sum(p.numel() for p in self.network.parameters())
 
     def save(self, path: str | os.PathLike) -> None:
@@ -117,6 +132,11 @@ class ContextualModel:
 
         Each file is written atomically; the folder is created if needed. :func:`load_model_dir`
         (and :func:`embstab.contextual.load_model`) reads it back.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The folder.
         """
         from safetensors.torch import save
 

@@ -74,7 +74,14 @@ class PretrainResult:
         return self.seconds / max(self.steps, 1)
 
     def to_dict(self) -> dict[str, Any]:
-        """Numbers and settings (no model, no per-step losses) as a flat dict for a table row."""
+        """Numbers and settings (no model, no per-step losses) as a flat dict for a table row.
+
+        Returns
+        -------
+        dict
+            Model name, held-out loss and perplexity (before and after), last training loss, steps,
+            times, block and parameter counts, then the settings.
+        """
         return {"model": self.model.name, "heldout_loss": self.heldout_loss,
                 "heldout_perplexity": self.heldout_perplexity, "initial_heldout_loss": self.initial_heldout_loss,
                 "final_train_loss": self.train_losses[-1] if self.train_losses else None, "steps": self.steps,
@@ -102,7 +109,12 @@ class PretrainPair:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def results(self) -> dict[str, PretrainResult]:
-        """``{"a": …, "b": …, "baseline": …}`` (the baseline only when trained)."""
+        """``{"a": …, "b": …, "baseline": …}`` (the baseline only when trained).
+
+        Returns
+        -------
+        dict of str to PretrainResult
+        """
         out = {"a": self.a, "b": self.b}
         if self.baseline is not None:
             out["baseline"] = self.baseline
@@ -112,6 +124,19 @@ class PretrainPair:
 def split_heldout(docs: Sequence[list[str]], fraction: float = 0.02, seed: int = 0
                   ) -> tuple[list[list[str]], list[list[str]]]:
     """Split documents into (training, held-out) with a seeded draw; order is kept in each part.
+
+    Parameters
+    ----------
+    docs : sequence of word lists
+    fraction : float
+        Share of documents held out (rounded to a count), in (0, 0.5).
+    seed : int
+        Seed of the draw.
+
+    Returns
+    -------
+    (list of list of str, list of list of str)
+        The training and the held-out documents.
 
     Raises
     ------
@@ -131,10 +156,23 @@ def split_heldout(docs: Sequence[list[str]], fraction: float = 0.02, seed: int =
 def make_blocks(docs: Sequence[Sequence[str]], pieces: WordPieces, block_length: int) -> torch.Tensor:
     """The corpus as one stream of pieces (``[SEP]`` between documents) cut into ``[CLS] … [SEP]`` blocks.
 
+    Parameters
+    ----------
+    docs : sequence of word lists
+    pieces : WordPieces
+        The tokenizer's word pieces.
+    block_length : int
+        Pieces per block, ``[CLS]`` and ``[SEP]`` included; at least 3.
+
     Returns
     -------
     torch.Tensor of shape (n_blocks, block_length), int64
         The tail shorter than a block is dropped.
+
+    Raises
+    ------
+    ValueError
+        If ``block_length`` is below 3.
     """
     sep = pieces.tokenizer.token_to_id("[SEP]")
     cls = pieces.tokenizer.token_to_id("[CLS]")
@@ -159,7 +197,26 @@ def mask_tokens(ids: torch.Tensor, model: ContextualModel, generator: torch.Gene
                 rate: float = MASK_RATE) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking of a batch: ``(inputs, labels)`` with labels −100 where nothing is predicted.
 
-    Special tokens are never chosen; every row gets at least one prediction target.
+    Each non-special piece is chosen with probability ``rate``; a chosen piece becomes ``[MASK]``
+    (80%), a random piece (10%; ids below 5, the special tokens of a trained tokenizer, are never
+    drawn) or stays (10%). Special tokens are never chosen; every row with a non-special piece gets
+    at least one prediction target.
+
+    Parameters
+    ----------
+    ids : torch.Tensor of shape (batch, length), int64
+        Blocks as :func:`make_blocks` gives them.
+    model : ContextualModel
+        Its tokenizer gives the special ids and the vocabulary size.
+    generator : torch.Generator
+        Source of the random draws.
+    rate : float
+        Share of pieces chosen as targets.
+
+    Returns
+    -------
+    inputs, labels : torch.Tensor
+        Both shaped like ``ids``: the masked inputs, and the original id at targets, −100 elsewhere.
     """
     special = torch.zeros_like(ids, dtype=torch.bool)
     for tok in ("[CLS]", "[SEP]", "[PAD]"):
@@ -187,6 +244,26 @@ def mlm_loss(model: ContextualModel, blocks: torch.Tensor, seed: int = 0, batch_
 
     The network runs in eval mode (no dropout) and the masks come from ``seed``, so two models
     evaluated on the same blocks are scored on exactly the same targets.
+
+    Parameters
+    ----------
+    model : ContextualModel
+    blocks : torch.Tensor of shape (n_blocks, block_length)
+        Held-out blocks (:func:`make_blocks`).
+    seed : int
+        Seed of the masking.
+    batch_size : int
+        Blocks run at once.
+
+    Returns
+    -------
+    float
+        Its exponential is the perplexity.
+
+    Raises
+    ------
+    EmbstabError
+        If ``blocks`` is empty.
     """
     if len(blocks) == 0:
         raise EmbstabError("no held-out block to evaluate: the held-out text is shorter than one block")

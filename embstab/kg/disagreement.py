@@ -67,7 +67,14 @@ class LinkPredictionDisagreement:
     answers_b: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """A flat dict (metrics suffixed ``_a``/``_b``, answers left out) for a DataFrame row."""
+        """A flat dict (metrics suffixed ``_a``/``_b``, answers left out) for a DataFrame row.
+
+        Returns
+        -------
+        dict
+            The task, disagreement, overlap and query counts, each model's metrics, then the settings
+            (a setting never overrides a field).
+        """
         out: dict[str, Any] = {"task": "link_prediction", "disagreement": self.disagreement,
                                "top_k_overlap": self.top_k_overlap, "k": self.k, "n_queries": self.n_queries,
                                "graph": self.graph, "split": self.split}
@@ -108,7 +115,13 @@ class TripleClassificationDisagreement:
     decisions_b: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """A flat dict (decisions left out) for a DataFrame row."""
+        """A flat dict (decisions left out) for a DataFrame row.
+
+        Returns
+        -------
+        dict
+            The task and fields, then the settings (a setting never overrides a field).
+        """
         out = {"task": "triple_classification",
                **{k: v for k, v in asdict(self).items() if k not in ("settings", "decisions_a", "decisions_b")}}
         for k, v in self.settings.items():
@@ -118,7 +131,24 @@ class TripleClassificationDisagreement:
 
 def query_answers(model: Any, graph: KnowledgeGraph, triples: np.ndarray, side: str, k: int,
                   known: KnownAnswers | None = None) -> np.ndarray:
-    """The filtered ``k`` best answers (n, k) of each triple's query on ``side`` ("tail"/"head")."""
+    """The filtered ``k`` best answers (n, k) of each triple's query on ``side`` ("tail"/"head").
+
+    Parameters
+    ----------
+    model : pykeen.models.Model
+    graph : KnowledgeGraph
+        The graph whose known triples are filtered out (the query's own target is kept).
+    triples : numpy.ndarray of shape (n, 3)
+    side : {"tail", "head"}
+    k : int
+    known : KnownAnswers, optional
+        The graph's known answers, when already built.
+
+    Returns
+    -------
+    numpy.ndarray
+        int array of shape (n, k), best first; -1 pads rows with fewer than ``k`` candidates.
+    """
     known = known or KnownAnswers(graph)
     return top_k(score_queries(model, triples, side), known.mask(triples, side), k)
 
@@ -185,6 +215,20 @@ def corrupt(graph: KnowledgeGraph, triples: np.ndarray, seed: int = 0,
     When the chosen side has no such replacement, the other side is corrupted; a triple whose both
     sides are saturated (every entity forms a known triple) gets no negative, so the result may be
     shorter than ``triples``. Deterministic under ``seed``.
+
+    Parameters
+    ----------
+    graph : KnowledgeGraph
+    triples : numpy.ndarray of shape (n, 3)
+        The positive triples.
+    seed : int
+    known : KnownAnswers, optional
+        The graph's known answers, when already built.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 array of shape (m, 3), m <= n.
     """
     known = known or KnownAnswers(graph)
     rng = np.random.default_rng(seed)
@@ -229,7 +273,31 @@ def _best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
 
 def fit_thresholds(scores: np.ndarray, labels: np.ndarray, relations: np.ndarray,
                    n_relations: int) -> np.ndarray:
-    """Per-relation thresholds (n_relations,) maximising validation accuracy (see module docstring)."""
+    """Per-relation thresholds (n_relations,) maximising validation accuracy (see module docstring).
+
+    A triple is classified true iff its score is at least its relation's threshold. Relations without
+    validation triples get the threshold fitted on all of them.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray of shape (n,)
+        Scores of the validation positives and negatives.
+    labels : numpy.ndarray of shape (n,)
+        True for a positive.
+    relations : numpy.ndarray of shape (n,)
+        Relation id of each triple.
+    n_relations : int
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (n_relations,); +inf where classifying everything false is best.
+
+    Raises
+    ------
+    EmbstabError
+        If there are no validation triples.
+    """
     if len(scores) == 0:
         raise EmbstabError("no validation triples to fit the classification thresholds on")
     fallback = _best_threshold(scores, labels)

@@ -135,7 +135,26 @@ class KnowledgeGraph:
                    dict(metadata or {}))
 
     def with_splits(self, name: str | None = None, **splits: np.ndarray) -> KnowledgeGraph:
-        """The same vocabulary with some splits replaced (``train=``, ``valid=``, ``test=``)."""
+        """The same vocabulary with some splits replaced (``train=``, ``valid=``, ``test=``).
+
+        Parameters
+        ----------
+        name : str, optional
+            Name of the new graph (default: this graph's name).
+        **splits : array_like of shape (n, 3)
+            Replacement id triples, keyed by split name.
+
+        Returns
+        -------
+        KnowledgeGraph
+
+        Raises
+        ------
+        ValueError
+            If a keyword is not a split name.
+        ShapeError
+            If a replacement split is not an (n, 3) id array, is empty, or holds an id out of range.
+        """
         bad = set(splits) - set(SPLITS)
         if bad:
             raise ValueError(f"unknown split(s) {sorted(bad)}; splits are {SPLITS}")
@@ -161,22 +180,70 @@ class KnowledgeGraph:
         return {r: i for i, r in enumerate(self.relations)}
 
     def split(self, name: str) -> np.ndarray:
-        """The id triples of split ``name`` ("train", "valid" or "test")."""
+        """The id triples of split ``name`` ("train", "valid" or "test").
+
+        Parameters
+        ----------
+        name : {"train", "valid", "test"}
+
+        Returns
+        -------
+        numpy.ndarray
+            Read-only int64 array of shape (n, 3).
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a split.
+        """
         if name not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
         return getattr(self, name)
 
     def known_triples(self) -> np.ndarray:
-        """All triples of the three splits, deduplicated: the filter of filtered ranking."""
+        """All triples of the three splits, deduplicated: the filter of filtered ranking.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 array of shape (n, 3), rows sorted.
+        """
         return np.unique(np.concatenate([self.train, self.valid, self.test]), axis=0)
 
     def degree(self, split: str = "train") -> np.ndarray:
-        """Number of triples of ``split`` each entity takes part in (as head or tail)."""
+        """Number of triples of ``split`` each entity takes part in (as head or tail).
+
+        A self-loop ``(e, r, e)`` counts twice.
+
+        Parameters
+        ----------
+        split : {"train", "valid", "test"}
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 array of shape (n_entities,).
+        """
         arr = self.split(split)
         return np.bincount(np.concatenate([arr[:, 0], arr[:, 2]]), minlength=self.n_entities)
 
     def encode(self, triples: Iterable[Sequence[str]]) -> np.ndarray:
-        """Labelled ``(head, relation, tail)`` triples → ids; unknown labels raise :class:`VocabularyError`."""
+        """Labelled ``(head, relation, tail)`` triples → ids.
+
+        Parameters
+        ----------
+        triples : iterable of (head, relation, tail) label triples
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 array of shape (n, 3).
+
+        Raises
+        ------
+        VocabularyError
+            If a label is not an entity or relation of this graph.
+        """
         out = []
         for h, r, t in triples:
             for label, index, what in ((h, self.entity_index, "entity"), (r, self.relation_index, "relation"),
@@ -187,17 +254,42 @@ class KnowledgeGraph:
         return np.array(out, dtype=np.int64).reshape(-1, 3)
 
     def labeled(self, split: str = "train") -> list[tuple[str, str, str]]:
-        """The triples of ``split`` as label triples."""
+        """The triples of ``split`` as label triples.
+
+        Parameters
+        ----------
+        split : {"train", "valid", "test"}
+
+        Returns
+        -------
+        list of (head, relation, tail) str triples
+        """
         return [(self.entities[h], self.relations[r], self.entities[t]) for h, r, t in self.split(split)]
 
     def triples_factory(self, split: str = "train"):
-        """``split`` as a PyKEEN ``TriplesFactory`` over this graph's full vocabulary (needs pykeen)."""
+        """``split`` as a PyKEEN ``TriplesFactory`` over this graph's full vocabulary (needs pykeen).
+
+        Parameters
+        ----------
+        split : {"train", "valid", "test"}
+
+        Returns
+        -------
+        pykeen.triples.TriplesFactory
+            Entity and relation ids are this graph's ids.
+        """
         from embstab.kg._pykeen import triples_factory
 
         return triples_factory(self, split)
 
     def summary(self) -> dict[str, Any]:
-        """Sizes, as a dict: entities, relations and the triples of each split."""
+        """Sizes, as a dict: entities, relations and the triples of each split.
+
+        Returns
+        -------
+        dict
+            Keys ``graph``, ``entities``, ``relations``, ``train``, ``valid``, ``test``.
+        """
         return {"graph": self.name, "entities": self.n_entities, "relations": self.n_relations,
                 **{split: int(len(self.split(split))) for split in SPLITS}}
 

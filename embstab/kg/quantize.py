@@ -66,7 +66,16 @@ class QuantizedKGModel:
 def embedding_tables(model: Any) -> dict[str, Any]:
     """The model's embedding tables by name (``entity0``, ``relation0``, ``relation1``, ...).
 
-    Returns the ``torch.nn.Parameter`` behind each ``pykeen.nn.Embedding`` representation.
+    Only ``pykeen.nn.Embedding`` representations count; others are left out.
+
+    Parameters
+    ----------
+    model : pykeen.models.Model
+
+    Returns
+    -------
+    dict of str to torch.nn.Parameter
+        The weight behind each table, shared with the model (writing to it changes the model).
     """
     from pykeen.nn import Embedding as PyKEmbedding
 
@@ -150,6 +159,30 @@ def quantize_pair(old: KGTrainResult, new: KGTrainResult, bits: int, *, rounding
     Unlike word embeddings, the new model is not rotated onto the old one first: a rotation of the
     entity table alone would change the scores of bilinear models, whose relations it does not
     rotate. Both models must have the same tables (same PyKEEN model and dimension).
+
+    Parameters
+    ----------
+    old, new : KGTrainResult
+        The models of the old and the new graph version.
+    bits : int
+        Bits per entry, as in :func:`quantize_model`.
+    rounding : {"nearest", "stochastic"}
+    seed : int or torch.Generator, optional
+        Randomness for stochastic rounding (the same for both models).
+
+    Returns
+    -------
+    (QuantizedKGModel, QuantizedKGModel)
+        The quantized old and new models.
+
+    Raises
+    ------
+    TypeError
+        If a model is not a KGTrainResult.
+    ShapeError
+        If the two models' tables differ in names or shapes.
+    ValueError
+        For invalid ``bits``.
     """
     old, new = _source(old), _source(new)
     a_tables, b_tables = embedding_tables(old.model), embedding_tables(new.model)

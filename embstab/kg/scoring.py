@@ -18,7 +18,27 @@ __all__ = ["as_model", "KnownAnswers", "score_queries", "score_triples", "top_k"
 
 
 def as_model(x: Any, graph: KnowledgeGraph) -> Any:
-    """The PyKEEN model inside ``x`` (a KGTrainResult, a QuantizedKGModel or a model), checked to fit ``graph``."""
+    """The PyKEEN model inside ``x`` (a KGTrainResult, a QuantizedKGModel or a model), checked to fit ``graph``.
+
+    The model is put in evaluation mode.
+
+    Parameters
+    ----------
+    x : KGTrainResult, QuantizedKGModel or pykeen.models.Model
+    graph : KnowledgeGraph
+        The graph the model must embed.
+
+    Returns
+    -------
+    pykeen.models.Model
+
+    Raises
+    ------
+    TypeError
+        If ``x`` holds no KG model.
+    ShapeError
+        If the model's entity or relation count differs from the graph's.
+    """
     model = x.model if hasattr(x, "model") and not hasattr(x, "score_hrt") else x
     if not hasattr(model, "score_hrt"):
         raise TypeError(f"expected a trained KG model (KGTrainResult, QuantizedKGModel or a PyKEEN model), "
@@ -46,14 +66,38 @@ class KnownAnswers:
         return {int(k[0]): v for k, v in zip(np.split(keys, cuts), np.split(values, cuts))}
 
     def answers(self, triple: np.ndarray, side: str) -> np.ndarray:
-        """Known entities answering the query of ``triple`` on ``side`` ("tail" or "head")."""
+        """Known entities answering the query of ``triple`` on ``side`` ("tail" or "head").
+
+        Parameters
+        ----------
+        triple : array_like of 3 ints
+            ``(h, r, t)``; the tail query uses ``(h, r)``, the head query ``(r, t)``.
+        side : {"tail", "head"}
+
+        Returns
+        -------
+        numpy.ndarray
+            Entity ids of every known triple completing the query (the target included); empty if none.
+        """
         h, r, t = (int(v) for v in triple)
         if side == "tail":
             return self._tails.get(h * self._n_relations + r, np.empty(0, np.int64))
         return self._heads.get(r * self.n_entities + t, np.empty(0, np.int64))
 
     def mask(self, triples: np.ndarray, side: str) -> np.ndarray:
-        """Boolean (n, n_entities): True where an entity is filtered out (known, not the target)."""
+        """Boolean (n, n_entities): True where an entity is filtered out (known, not the target).
+
+        Parameters
+        ----------
+        triples : numpy.ndarray of shape (n, 3)
+            Query triples; the target is the tail (``side="tail"``) or head.
+        side : {"tail", "head"}
+
+        Returns
+        -------
+        numpy.ndarray
+            bool array of shape (n, n_entities).
+        """
         out = np.zeros((len(triples), self.n_entities), dtype=bool)
         target_col = 2 if side == "tail" else 0
         for i, tr in enumerate(triples):
@@ -62,12 +106,36 @@ class KnownAnswers:
         return out
 
     def is_known(self, triples: np.ndarray) -> np.ndarray:
-        """Whether each ``(h, r, t)`` row is a known triple."""
+        """Whether each ``(h, r, t)`` row is a known triple.
+
+        Parameters
+        ----------
+        triples : numpy.ndarray of shape (n, 3)
+
+        Returns
+        -------
+        numpy.ndarray
+            bool array of shape (n,).
+        """
         return np.array([t in self.answers(np.array([h, r, t]), "tail") for h, r, t in triples], dtype=bool)
 
 
 def score_queries(model: Any, triples: np.ndarray, side: str) -> np.ndarray:
-    """Scores (n, n_entities) of every entity as the answer of each triple's query on ``side``."""
+    """Scores (n, n_entities) of every entity as the answer of each triple's query on ``side``.
+
+    Parameters
+    ----------
+    model : pykeen.models.Model
+        A model in evaluation mode (see :func:`as_model`).
+    triples : numpy.ndarray of shape (n, 3)
+        Query triples; ``(h, r)`` is the tail query, ``(r, t)`` the head query.
+    side : {"tail", "head"}
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (n, n_entities); larger is better.
+    """
     import torch
 
     batch = torch.as_tensor(np.array(triples, dtype=np.int64), dtype=torch.long)
@@ -77,7 +145,20 @@ def score_queries(model: Any, triples: np.ndarray, side: str) -> np.ndarray:
 
 
 def score_triples(model: Any, triples: np.ndarray, batch_size: int = 4096) -> np.ndarray:
-    """The model's score of each ``(h, r, t)`` row, shape (n,)."""
+    """The model's score of each ``(h, r, t)`` row, shape (n,).
+
+    Parameters
+    ----------
+    model : pykeen.models.Model
+    triples : numpy.ndarray of shape (n, 3)
+    batch_size : int
+        Triples scored at once.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (n,); empty when ``triples`` is.
+    """
     import torch
 
     out = []
@@ -93,6 +174,18 @@ def top_k(scores: np.ndarray, filtered: np.ndarray, k: int) -> np.ndarray:
 
     Ties go to the lower entity id (a stable sort), so the answer is deterministic even for
     quantized models whose scores tie. Rows with fewer than ``k`` candidates are padded with -1.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray of shape (n, n_entities)
+    filtered : numpy.ndarray of bool, shape (n, n_entities)
+        True for entries never to be picked (see :meth:`KnownAnswers.mask`).
+    k : int
+
+    Returns
+    -------
+    numpy.ndarray
+        int array of shape (n, min(k, n_entities)): entity ids, -1 for padding.
     """
     s = np.where(filtered, -np.inf, scores)
     order = np.argsort(-s, axis=1, kind="stable")[:, :k]

@@ -60,7 +60,12 @@ class LinkPredictionMetrics:
     split: str = "test"
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict."""
+        """The fields as a plain dict.
+
+        Returns
+        -------
+        dict
+        """
         return {"mrr": self.mrr, "hits_at_1": self.hits_at_1, "hits_at_3": self.hits_at_3,
                 "hits_at_10": self.hits_at_10, "n_queries": self.n_queries, "split": self.split}
 
@@ -103,7 +108,13 @@ class KGTrainResult:
         return self.seconds / max(1, len(self.losses))
 
     def to_dict(self) -> dict[str, Any]:
-        """Settings, losses, time and metrics as a plain dict, ready for JSON."""
+        """Settings, losses, time and metrics as a plain dict, ready for JSON.
+
+        Returns
+        -------
+        dict
+            What ``config.json`` of :meth:`save` holds.
+        """
         return {**self.settings, "graph": self.graph.name, "losses": list(self.losses), "seconds": self.seconds,
                 "seconds_per_epoch": self.seconds_per_epoch,
                 "metrics": None if self.metrics is None else self.metrics.to_dict()}
@@ -113,6 +124,16 @@ class KGTrainResult:
 
         The embedding files load with :func:`embstab.load` (so ``embstab compare`` reads them);
         :func:`load_kg_model` rebuilds the model from the folder and the graph.
+
+        Parameters
+        ----------
+        folder : str or os.PathLike
+            Created if missing; files already there are replaced.
+
+        Returns
+        -------
+        pathlib.Path
+            The folder.
         """
         import torch
 
@@ -128,7 +149,18 @@ class KGTrainResult:
 
 
 def model_names() -> list[str]:
-    """The PyKEEN model names :func:`train` accepts (case-insensitive), e.g. ``transe``, ``complex``."""
+    """The PyKEEN model names :func:`train` accepts (case-insensitive), e.g. ``transe``, ``complex``.
+
+    Returns
+    -------
+    list of str
+        Sorted lower-case names.
+
+    Raises
+    ------
+    OptionalDependencyError
+        If pykeen is not installed.
+    """
     require_pykeen()
     from pykeen.models import model_resolver
 
@@ -229,7 +261,20 @@ def export_embeddings(model: Any, graph: KnowledgeGraph, name: str = "kg",
 
 
 def check_model_fits(model: Any, graph: KnowledgeGraph) -> None:
-    """Raise :class:`ShapeError` unless ``model`` has one entity and relation row per label of ``graph``."""
+    """Raise :class:`ShapeError` unless ``model`` has one entity and relation row per label of ``graph``.
+
+    Parameters
+    ----------
+    model : pykeen.models.Model
+    graph : KnowledgeGraph
+
+    Raises
+    ------
+    ShapeError
+        If the entity or relation counts differ, or the model has no entity or relation embedding table.
+    OptionalDependencyError
+        If pykeen is not installed.
+    """
     require_pykeen()
     from pykeen.nn import Embedding as PyKEmbedding
 

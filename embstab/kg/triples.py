@@ -16,7 +16,19 @@ __all__ = ["read_triples", "parse_triples", "load_triples_graph"]
 def parse_triples(text: str, source: str | os.PathLike) -> list[tuple[str, str, str]]:
     """Parse tab-separated triples from ``text``; ``source`` names it in error messages.
 
-    Blank lines are skipped. A line must hold exactly three tab-separated, non-empty fields.
+    Blank lines are skipped. A line must hold exactly three tab-separated, non-empty fields
+    (surrounding whitespace of each field is stripped).
+
+    Parameters
+    ----------
+    text : str
+        The content of one split file.
+    source : str or os.PathLike
+        Where ``text`` came from, for error messages.
+
+    Returns
+    -------
+    list of (head, relation, tail) label triples
 
     Raises
     ------

@@ -182,5 +182,15 @@ def version_pair(graph: KnowledgeGraph, change: str = "remove", share: float = 0
 
 
 def seed_pair(graph: KnowledgeGraph) -> GraphPair:
-    """The same graph twice: train it with two seeds for the seed-only baseline."""
+    """The same graph twice: train it with two seeds for the seed-only baseline.
+
+    Parameters
+    ----------
+    graph : KnowledgeGraph
+
+    Returns
+    -------
+    GraphPair
+        ``a`` and ``b`` both ``graph``, change ``"seed"``, nothing removed.
+    """
     return GraphPair(graph, graph, "seed", 0.0, 0, 0)
