@@ -61,6 +61,8 @@ def _sr_small_reference(v: float, fmt: FloatFormat, rnd: int) -> float:
     significand (``shift`` of them), round up iff the top ``shift`` bits of ``rnd`` plus ``rem``
     carry, i.e. with probability rem / 2**shift."""
     a = abs(v)
+    if a == 0.0:
+        return v
     qexp = fmt.emin - (fmt.man_bits if fmt.subnormals else 0)
     ulp_exp = max(math.frexp(a)[1] - 1, -126) - 23  # fp32's grid at a
     shift = qexp - ulp_exp
@@ -80,7 +82,9 @@ def test_stochastic_rounding_follows_the_counter_stream(fmt):
     """Element i rounds up exactly when the top bits of splitmix64(seed, i) fall below its fraction,
     the rule the CUDA kernel applies: a seed gives the same result on CPU and GPU."""
     rng = np.random.default_rng(1)
-    vals = np.concatenate([rng.standard_normal(300) * 0.3, rng.standard_normal(100) * 2.0 ** (fmt.emin - 2)])
+    # normal range, the subnormal grid, and values far below it (more than 31 bits dropped)
+    vals = np.concatenate([rng.standard_normal(300) * 0.3, rng.standard_normal(100) * 2.0 ** (fmt.emin - 2),
+                           rng.standard_normal(60) * 2.0 ** (fmt.emin - 45), rng.standard_normal(20) * 1e-44])
     x = torch.tensor(vals, dtype=torch.float32)
     seed = 123456789
     got = native.quantize_float32(x, fmt, "stochastic", seed)

@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) void chunk(const float *restrict x,
     const int scalable = -qexp <= 127; /* 2^-qexp is a float32: the nearest grid fits in one loop */
     const float up_scale = scalable ? ldexpf(1.0f, -qexp) : 0.0f;
     const float down_scale = ldexpf(1.0f, qexp);
-    uint32_t revisit = 0;
+    uint32_t revisit = 0, deep = 0;
     for (int64_t i = lo; i < hi; i++) {
         float v = x[i];
         uint32_t b = f2u(v);
@@ -125,18 +125,25 @@ static inline __attribute__((always_inline)) void chunk(const float *restrict x,
             small_bits = f2u(k * down_scale) | sign;
         } else {
             /* exact SR on the integer significand s * 2^(e - 23): drop `shift` bits, carry iff the
-             * dropped bits plus as many random bits overflow (probability = dropped fraction) */
-            uint32_t e_field = mag >> 23;
-            int64_t s = e_field ? (int64_t)((mag & 0x7FFFFFu) | 0x800000u) : (int64_t)(mag & 0x7FFFFFu);
-            int e = e_field ? (int)e_field - 127 : -126;
-            int shift = qexp - (e - 23);
-            int pre = shift > 62 ? shift - 62 : 0; /* probability error below 2^-62 */
-            int keep = shift > 62 ? 62 : (shift < 1 ? 1 : shift);
-            s >>= (pre < 63 ? pre : 63);
-            int64_t q = s >> keep;
-            uint64_t rem = (uint64_t)(s - (q << keep));
-            q += (int64_t)((rem + (rnd >> (64 - keep))) >> keep);
-            small_bits = f2u((float)(int32_t)q * down_scale) | sign;
+             * dropped bits plus as many random bits (the top ones of rnd) overflow, i.e. with
+             * probability = dropped fraction. 32-bit lanes here; shifts beyond 31 bits (values
+             * 2^8 times below the grid step) are settled below with the 64-bit formula. */
+            /* (written without branches so the loop stays vectorised) */
+            int32_t e_field = (int32_t)(mag >> 23);
+            int32_t normal = e_field != 0;
+            uint32_t s = (mag & 0x7FFFFFu) | ((uint32_t)normal << 23);
+            int32_t shift = qexp + 23 - ((e_field | (1 - normal)) - 127); /* subnormals: e = -126 */
+            int32_t keep = shift < 31 ? shift : 31;
+            keep = keep > 1 ? keep : 1;
+            uint32_t q = s >> keep;
+            uint32_t rem = s - (q << keep);
+            uint32_t r = (uint32_t)(rnd >> 32) >> (32 - keep);
+            q += (rem + r) >> keep;
+            /* q <= 2^23: 2^23 + q is exact in float32's bits, and subtracting 2^23 gives q (an
+             * int-to-float conversion here keeps gcc from vectorising the loop) */
+            float qf = u2f(0x4B000000u | q) - 8388608.0f;
+            small_bits = f2u(qf * down_scale) | sign;
+            deep |= (uint32_t)((mag < thr_bits) & (mag != 0u) & (shift > 31));
         }
         uint32_t small = (uint32_t)((mag < thr_bits) & (mag != 0u));
         t = small ? small_bits : t;
@@ -144,11 +151,12 @@ static inline __attribute__((always_inline)) void chunk(const float *restrict x,
         y[i] = u2f(t);
         revisit |= small;
     }
-    if (mode == MODE_NEAREST && !scalable && revisit) {
+    if ((mode == MODE_NEAREST && !scalable && revisit) || (mode == MODE_STOCHASTIC && deep)) {
         for (int64_t i = lo; i < hi; i++) {
             uint32_t mag = f2u(x[i]) & 0x7FFFFFFFu;
             if (mag < thr_bits && mag != 0u) {
-                float o = round_small(x[i], p, 0ull);
+                uint64_t rnd = mode == MODE_STOCHASTIC ? mix64(seed, (uint64_t)i) : 0ull;
+                float o = round_small(x[i], p, rnd);
                 y[i] = (fnuz && o == 0.0f) ? 0.0f : o;
             }
         }
