@@ -177,7 +177,9 @@ def quantize_float32(x: torch.Tensor, fmt: FloatFormat, rounding: str, seed: int
         return y
     step = -(-n // parts)
     step += -step % 4096  # whole kernel chunks per part (results depend on element indices only)
-    futures = [_pool().submit(run, lo, min(n, lo + step)) for lo in range(0, n, step)]
+    # the calling thread takes the first part itself: one hand-off fewer per call
+    futures = [_pool().submit(run, lo, min(n, lo + step)) for lo in range(step, n, step)]
+    run(0, min(n, step))
     for f in futures:
         f.result()
     return y
