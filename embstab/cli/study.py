@@ -1,4 +1,4 @@
-"""``embstab study``: run (or resume) a study, write its report, print the recommendation.
+"""``embstab study``: run (or resume) a study, write its report, print the recommendation::
 
     embstab study [STUDY.yaml] [--quick] [--scheduler tcp://HOST:PORT] [--store DIR_OR_URL]
                   [--workers N] [-o report.html]

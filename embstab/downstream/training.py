@@ -149,7 +149,8 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
         (:class:`~embstab.downstream.models.MeanMLP`), ``"cnn"`` (:class:`~embstab.downstream.models.KimCNN`)
         or ``"lstm"`` (:class:`~embstab.downstream.models.LSTMClassifier`).
     table : torch.Tensor
-        Frozen ``(vocabulary, dim)`` float32 lookup table, row 0 padding (:func:`embstab.downstream.lookup.lookup_table`).
+        Frozen ``(vocabulary, dim)`` float32 lookup table, row 0 padding
+        (:func:`embstab.downstream.lookup.lookup_table`).
     n_classes : int
         Number of classes.
     train, dev : tuple of (list of numpy.ndarray, numpy.ndarray)
@@ -289,8 +290,9 @@ def fit_tagger(model_name: str, table: torch.Tensor, n_tags: int,
     Returns
     -------
     FitResult
-        Test predictions (the tags of all test tokens, concatenated) of the model of the best dev epoch (the earliest on ties), its dev score in
-        percent, that epoch (1-based), the epochs run, the wall time and the model.
+        Test predictions (the tags of all test tokens, concatenated) of the model of the best dev
+        epoch (the earliest on ties), its dev score in percent, that epoch (1-based), the epochs
+        run, the wall time and the model.
     """
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), torch_threads(threads):

@@ -271,7 +271,7 @@ def round_robin(shards: list[tuple[np.ndarray, np.ndarray]], lr: float, compress
 def check_communication(seed: int = 0) -> CheckResult:
     """Unbiasedness and bit counts of Maurey messages; round-robin vs one-shot on a sparse regression.
 
-    Setup: d = 4096, 8 machines x 500 samples, 8-sparse w* with |w*|_1 = 4, noise 0.5, lr 0.016.
+    Setup: d = 4096, 8 machines x 500 samples, 8-sparse ``w*`` with ``|w*|_1 = 4``, noise 0.5, lr 0.016.
     Excess risk is ``|w - w*|^2``.
 
     Parameters

@@ -164,7 +164,8 @@ def run_corpus(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
         The configuration hash under which the output is stored.
     config : mapping
         The corpus configuration: ``name``, ``pair``, ``fraction``, ``seed`` and
-        optionally ``max_docs`` (keep only the first documents) (also written as the artifact's sidecar).
+        optionally ``max_docs`` (keep only the first documents); also written as the artifact's
+        sidecar.
 
     Returns
     -------
@@ -213,7 +214,8 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
         The configuration hash under which the output is stored.
     config : mapping
         The training configuration: ``side`` (``old`` or ``new``), ``algo``, ``dim``,
-        ``seed``, ``epochs``, ``min_count``, ``window`` and optionally ``recipe`` (also written as the artifact's sidecar).
+        ``seed``, ``epochs``, ``min_count``, ``window`` and optionally ``recipe``; also written as the
+        artifact's sidecar.
     corpus_key : str
         Key of the corpus pair made by :func:`run_corpus`.
 
@@ -254,7 +256,7 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         The configuration hash under which the output is stored.
     config : mapping
         The compression configuration: ``bits``, ``rounding``, ``seed`` and optionally
-        ``transform`` (also written as the artifact's sidecar).
+        ``transform``; also written as the artifact's sidecar.
     old_key, new_key : str
         Keys of the trained old and new embeddings (:func:`run_train`).
 
@@ -301,7 +303,8 @@ def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         The configuration hash under which the output is stored.
     config : mapping
         The configuration: ``measures`` (as for :func:`measure_pair`) and ``pair`` (the
-        compression configuration, whose ``new`` entry is the new member's training configuration) (also written as the artifact's sidecar).
+        compression configuration, whose ``new`` entry is the new member's training configuration);
+        also written as the artifact's sidecar.
     pair_key : str
         Key of the compressed pair (:func:`run_compress`).
     anchor_key : str
@@ -358,7 +361,7 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         The configuration hash under which the output is stored.
     config : mapping
         The configuration: ``task``, ``model``, ``seed`` and optionally ``options``
-        (passed on to the disagreement function) (also written as the artifact's sidecar).
+        (passed on to the disagreement function); also written as the artifact's sidecar.
     pair_key : str
         Key of the compressed pair (:func:`run_compress`).
 
