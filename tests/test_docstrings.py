@@ -19,31 +19,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "embstab"
 # References to documents the repository does not ship, or to its issue tracker.
 FOREIGN = re.compile(r"§|shared/specs|specs/\w+\.md|\bspec(ification)? \w+\.md|\bissue \d+|\bdeliverable \d+")
 
-#: Packages and modules excluded from the numpy-style check only until their docstrings are completed
-#: (other work is in progress there); every other public module of embstab must pass it now.
-NOT_YET_DOCUMENTED = {
-    "embstab.study", "embstab.report", "embstab.selection", "embstab.downstream", "embstab.recipes",
-    "embstab.cli.study", "embstab.cli.report", "embstab.cli.recommend", "embstab.cli.recipes", "embstab.cli.train",
-}
-
-#: Modules whose public functions must all carry a numpy-style "Parameters" section (kept so that modules inside
-#: NOT_YET_DOCUMENTED that were already held to it stay so).
-NUMPYDOC_MODULES = [
-    "embstab.errors", "embstab.data.pretrained", "embstab.selection.recommend", "embstab.study.runner",
-    "embstab.downstream.api", "embstab.recipes.registry", "embstab.compress.transforms",
-    "embstab.recipes.training", "embstab.recipes.sparse", "embstab.recipes.peak",
-    "embstab.hyperbolic.manifolds", "embstab.hyperbolic.embed", "embstab.hyperbolic.io", "embstab.hyperbolic.metrics",
-    "embstab.hyperbolic.stability", "embstab.measures.hyperbolic",
-    "embstab.study.kinds", "embstab.study.kind_kg", "embstab.study.kind_contextual", "embstab.study.settings",
-]
-
-
 def _public_modules() -> list[str]:
-    """Dotted names of embstab's public modules (no component starting with ``_``), exclusions left out."""
+    """Dotted names of embstab's public modules (no component starting with ``_``)."""
     names = ["embstab"] + [info.name for info in pkgutil.walk_packages(embstab.__path__, "embstab.")]
-    return [name for name in names
-            if not any(part.startswith("_") for part in name.split("."))
-            and not any(name == prefix or name.startswith(prefix + ".") for prefix in NOT_YET_DOCUMENTED)]
+    return [name for name in names if not any(part.startswith("_") for part in name.split("."))]
 
 
 def _public_callables(module: str) -> list[tuple[str, object]]:
@@ -108,11 +87,6 @@ def test_no_docstring_cites_specs_or_issues():
     assert offenders == []
 
 
-def test_the_exclusions_name_existing_modules():
-    names = {"embstab"} | {info.name for info in pkgutil.walk_packages(embstab.__path__, "embstab.")}
-    assert NOT_YET_DOCUMENTED <= names
-
-
 @pytest.mark.parametrize("module", _public_modules())
 def test_public_functions_and_methods_are_documented_numpy_style(module):
     missing = []
@@ -124,18 +98,3 @@ def test_public_functions_and_methods_are_documented_numpy_style(module):
         if _returns_value(func) and "Returns\n-------" not in doc and "Yields\n------" not in doc:
             missing.append(f"{name} (Returns)")
     assert missing == [], f"{module}: no numpy-style section in {missing}"
-
-
-@pytest.mark.parametrize("module", NUMPYDOC_MODULES)
-def test_public_functions_document_their_parameters(module):
-    mod = importlib.import_module(module)
-    missing = []
-    for name in getattr(mod, "__all__", []):
-        obj = getattr(mod, name)
-        if not inspect.isfunction(obj) or obj.__module__ != module:
-            continue
-        params = [p for p in inspect.signature(obj).parameters.values() if p.name not in ("self", "cls")]
-        doc = inspect.getdoc(obj) or ""
-        if params and "Parameters\n----------" not in doc:
-            missing.append(name)
-    assert missing == [], f"{module}: no numpy-style Parameters section in {missing}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+__all__ = ["register", "handle_list", "handle_check"]
+
 HELP = "list the training/compression recipes or run one's small-problem check"
 DESCRIPTION = """\
 Recipes are training and compression methods built on embstab's low-precision core (16-bit-FPU
@@ -18,7 +20,13 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``recipes`` sub-command to ``subparsers``."""
+    """Add the ``recipes`` sub-command (``list`` and ``check``) to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     parser = subparsers.add_parser("recipes", help=HELP, description=DESCRIPTION,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -31,7 +39,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle_list(args: argparse.Namespace) -> int:
-    """Print one line per registered recipe; returns the exit code."""
+    """Run ``embstab recipes list``: print one line per registered recipe.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        The exit code (0).
+    """
     from embstab.recipes import RECIPES
 
     width = max((len(n) for n in RECIPES), default=0)
@@ -41,7 +60,18 @@ def handle_list(args: argparse.Namespace) -> int:
 
 
 def handle_check(args: argparse.Namespace) -> int:
-    """Run one recipe's check and print its table and claims; exit 1 if a claim failed."""
+    """Run ``embstab recipes check NAME``: run one recipe's check and print its table and claims.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        The exit code: 0 when every claim held, 1 when one failed.
+    """
     from embstab.recipes import get_recipe
 
     result = get_recipe(args.name).check(seed=args.seed)

@@ -8,6 +8,8 @@ import json
 from embstab.cli.options import non_negative_int, positive_float
 from embstab.measures import REGISTRY
 
+__all__ = ["register", "handle"]
+
 HELP = "recommend the dimension and precision to ship under a memory budget"
 DESCRIPTION = """\
 Read a study's results (CSV or Parquet in embstab's tidy format, or a published
@@ -24,7 +26,13 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``recommend`` sub-command to ``subparsers``."""
+    """Add the ``recommend`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     parser = subparsers.add_parser("recommend", help=HELP, description=DESCRIPTION,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", metavar="RESULTS", help="results table (.csv or .parquet)")
@@ -45,7 +53,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run ``embstab recommend``; returns the exit code."""
+    """Run ``embstab recommend``: print the configuration to ship under ``--budget``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        The exit code (0).
+    """
     from embstab.selection.recommend import recommend  # imported here so `embstab --help` stays fast
 
     rec = recommend(args.results, args.budget, measure=args.measure, task=args.task,

@@ -8,6 +8,8 @@ import sys
 from embstab.cli.options import add_no_clobber, positive_float
 from embstab.measures import REGISTRY
 
+__all__ = ["register", "handle"]
+
 HELP = "write the HTML report of a study's results"
 DESCRIPTION = """\
 Read a study's results (CSV or Parquet in embstab's tidy format, or a published
@@ -22,7 +24,13 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``report`` sub-command to ``subparsers``."""
+    """Add the ``report`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     parser = subparsers.add_parser("report", help=HELP, description=DESCRIPTION,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", metavar="RESULTS", help="results table (.csv or .parquet)")
@@ -41,7 +49,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run ``embstab report``; returns the exit code."""
+    """Run ``embstab report``: write the HTML report of a results table.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        The exit code (0).
+    """
     from embstab._fs import check_outputs, check_writable
     from embstab.report import write_report  # matplotlib is only imported when needed
 

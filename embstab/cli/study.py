@@ -1,4 +1,4 @@
-"""``embstab study``: run (or resume) a study, write its report, print the recommendation.
+"""``embstab study``: run (or resume) a study, write its report, print the recommendation::
 
     embstab study [STUDY.yaml] [--quick] [--scheduler tcp://HOST:PORT] [--store DIR_OR_URL]
                   [--workers N] [-o report.html]
@@ -48,7 +48,13 @@ or configure TLS for the scheduler and workers (Dask's distributed.comm.tls sett
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``study`` sub-command to an argparse ``subparsers`` object."""
+    """Add the ``study`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     p = subparsers.add_parser(
         "study", help="run a stability study (train, compress, measure, downstream) and report it",
         description="Run (or resume) a study: embeddings (word, knowledge-graph or contextual) trained on "
@@ -85,6 +91,16 @@ def find_study_file(name: str) -> Path:
     Installed packages hold it as package data; a source checkout used without installing (only
     ``PYTHONPATH`` pointing at it) keeps it in the top-level ``pipelines/`` folder.
 
+    Parameters
+    ----------
+    name : str
+        File name of the study, e.g. ``"quick.yaml"``.
+
+    Returns
+    -------
+    pathlib.Path
+        The existing study file (the checkout's copy first when running from a source tree).
+
     Raises
     ------
     EmbstabError
@@ -109,7 +125,24 @@ def find_study_file(name: str) -> Path:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run the sub-command; returns the exit code (1 if some rows failed)."""
+    """Run ``embstab study`` (or ``embstab study status``).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        The exit code: 0 when every row of the study is done, 1 when some rows failed or are missing.
+
+    Raises
+    ------
+    EmbstabError
+        For a missing study file, both STUDY.yaml and ``--quick``, an unknown scheduler or an
+        unwritable report path.
+    """
     from embstab.study import DEFAULT_STORE, ArtifactStore  # noqa: PLC0415
 
     store_url = args.store or DEFAULT_STORE
@@ -240,7 +273,18 @@ def _first_measure(results: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``embstab study`` on its own (used by ``pipelines/run_study.py``)."""
+    """Run ``embstab study`` on its own (used by ``pipelines/run_study.py``).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``study``; default: ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit code of the ``embstab`` command line.
+    """
     from embstab.cli import main as cli_main  # noqa: PLC0415 (the CLI root imports this module)
 
     return cli_main(["study", *(sys.argv[1:] if argv is None else argv)])

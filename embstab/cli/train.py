@@ -8,6 +8,8 @@ from pathlib import Path
 from embstab.cli.options import add_no_clobber, open_fraction, positive_int, seed
 from embstab.errors import EmbstabError
 
+__all__ = ["register", "read_corpus", "run"]
+
 HELP = "train a word embedding (or a retraining pair) on a real corpus"
 DESCRIPTION = """\
 Train word2vec (CBOW, skip-gram), fastText, GloVe or PPMI matrix completion on a corpus and write
@@ -35,6 +37,13 @@ examples:
 
 
 def register(subparsers) -> None:
+    """Add the ``train`` sub-command to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The sub-parsers of the ``embstab`` parser.
+    """
     from embstab.train import ALGOS
 
     p = subparsers.add_parser("train", help=HELP, description=DESCRIPTION,
@@ -64,7 +73,25 @@ def register(subparsers) -> None:
 
 
 def read_corpus(spec: str) -> list[list[str]]:
-    """A dataset name, or a UTF-8 text file with one document per line (tokenised like the corpora)."""
+    """Read the documents of ``--corpus``.
+
+    Parameters
+    ----------
+    spec : str
+        A dataset name (see ``embstab data list``; ``pooled`` or ``a+b`` join corpora), or a UTF-8
+        text file with one document per line, tokenised like the bundled corpora.
+
+    Returns
+    -------
+    list of list of str
+        The tokenised documents; empty lines are dropped.
+
+    Raises
+    ------
+    EmbstabError
+        If ``spec`` is a directory or a file holding no words (an unknown dataset name is reported
+        by the data loader).
+    """
     from embstab.data import load_corpus, tokenize
 
     path = Path(spec)
@@ -81,6 +108,25 @@ def read_corpus(spec: str) -> list[list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``embstab train``: train one embedding, or one per member of a corpus pair, and save it.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        The exit code (0).
+
+    Raises
+    ------
+    EmbstabError
+        For a recipe other than fp32 with an algorithm other than glove or mc, the wrong number of
+        outputs, ``--fraction`` of 0.5 or more with ``--pair leave_out``, or an output that clashes with the
+        corpus or cannot be written.
+    """
     from embstab.data import make_corpus_pair
     from embstab.io import save
     from embstab.train import train_embedding

@@ -102,7 +102,14 @@ class TrainResult:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """All fields as a plain dict (predictions as lists), ready for JSON."""
+        """All fields as a plain dict (predictions as lists), ready for JSON.
+
+        Returns
+        -------
+        dict of str to Any
+            ``quality``, ``dev_score``, ``best_epoch``, ``epochs_run``, ``seconds``, ``coverage``,
+            ``settings``, ``pred`` and ``gold``.
+        """
         out = {k: getattr(self, k) for k in ("quality", "dev_score", "best_epoch", "epochs_run", "seconds",
                                             "coverage", "settings")}
         out["pred"], out["gold"] = self.pred.tolist(), self.gold.tolist()
@@ -142,7 +149,13 @@ class DisagreementResult:
     predictions_b: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """A flat dict (settings prefixed with nothing, predictions left out) for a DataFrame row."""
+        """A flat dict (settings prefixed with nothing, predictions left out) for a DataFrame row.
+
+        Returns
+        -------
+        dict of str to Any
+            The scalar fields, then each setting under its own name (a field of the same name wins).
+        """
         out = {k: v for k, v in asdict(self).items() if k not in ("settings", "predictions_a", "predictions_b")}
         for k, v in self.settings.items():
             out.setdefault(k, v)

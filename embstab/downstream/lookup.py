@@ -16,7 +16,13 @@ OOV_RANGE = 0.25
 
 
 class TaskVocabulary:
-    """Every word of a task's splits, index 0 reserved for padding; order = first occurrence."""
+    """Every word of a task's splits, index 0 reserved for padding; order = first occurrence.
+
+    Parameters
+    ----------
+    *splits : sequence of sequence of str
+        The token sequences of each split (train, dev, test...).
+    """
 
     def __init__(self, *splits: Sequence[Sequence[str]]) -> None:
         self.words: list[str] = ["<pad>"]
@@ -32,7 +38,25 @@ class TaskVocabulary:
         return len(self.words)
 
     def encode(self, seqs: Sequence[Sequence[str]], max_len: int | None = None) -> list[np.ndarray]:
-        """Index arrays (truncated to ``max_len`` tokens when given)."""
+        """Index arrays (truncated to ``max_len`` tokens when given).
+
+        Parameters
+        ----------
+        seqs : sequence of sequence of str
+            Token sequences whose words are all in the vocabulary.
+        max_len : int, optional
+            Keep at most this many tokens of each sequence (None or 0: all of them).
+
+        Returns
+        -------
+        list of numpy.ndarray
+            One int64 index array per sequence.
+
+        Raises
+        ------
+        KeyError
+            A word that is not in the vocabulary.
+        """
         out = []
         for seq in seqs:
             ids = np.fromiter((self.index[w] for w in seq), dtype=np.int64, count=len(seq))
@@ -46,6 +70,16 @@ def lookup_table(emb: Embedding, vocab: TaskVocabulary, seed: int) -> tuple[torc
     The random rows come from a ``torch.Generator`` seeded with the *model* seed and are drawn for
     every task word before the known rows overwrite theirs, so two embeddings of equal dimension
     give the same vector to a word that both lack: in a same-seed pair only the embedding differs.
+
+    Parameters
+    ----------
+    emb : Embedding
+        The embedding whose rows fill the table.
+    vocab : TaskVocabulary
+        The task's words.
+    seed : int
+        The model seed, which draws the rows of words the embedding lacks (uniform in
+        ``[-OOV_RANGE, OOV_RANGE)``; the padding row is zero).
 
     Returns
     -------

@@ -15,6 +15,13 @@ class LinearBoW(nn.Module):
     It takes precomputed mean vectors: with frozen embeddings the mean never changes, so it is
     computed once per dataset instead of once per batch and epoch. Unlike the reference, padding
     does not enter the mean (there it depends on the batch's longest sentence, i.e. on batching).
+
+    Parameters
+    ----------
+    dim : int
+        Dimension of the mean vectors.
+    n_classes : int
+        Number of classes.
     """
 
     def __init__(self, dim: int, n_classes: int) -> None:
@@ -22,6 +29,18 @@ class LinearBoW(nn.Module):
         self.out = nn.Linear(dim, n_classes)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Class scores of precomputed mean vectors.
+
+        Parameters
+        ----------
+        features : torch.Tensor
+            ``(batch, dim)`` float32 mean word vectors of the sentences.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, n_classes)`` class scores (logits).
+        """
         return self.out(features)
 
 
@@ -30,6 +49,17 @@ class MeanMLP(nn.Module):
 
     Like :class:`LinearBoW` it takes the precomputed means; the hidden layer lets it use features
     that are not linearly separable (e.g. frozen contextual sentence vectors).
+
+    Parameters
+    ----------
+    dim : int
+        Dimension of the mean vectors.
+    n_classes : int
+        Number of classes.
+    hidden : int, default 256
+        Width of the hidden layer.
+    dropout : float, default 0.1
+        Dropout after the hidden layer.
     """
 
     def __init__(self, dim: int, n_classes: int, hidden: int = 256, dropout: float = 0.1) -> None:
@@ -37,11 +67,37 @@ class MeanMLP(nn.Module):
         self.net = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, n_classes))
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Class scores of precomputed mean vectors.
+
+        Parameters
+        ----------
+        features : torch.Tensor
+            ``(batch, dim)`` float32 mean word vectors of the sentences.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, n_classes)`` class scores (logits).
+        """
         return self.net(features)
 
 
 class KimCNN(nn.Module):
-    """Kim (2014): convolutions of widths 3/4/5 (100 filters each), max-over-time, dropout, linear."""
+    """Kim (2014): convolutions of widths 3/4/5 (100 filters each), max-over-time, dropout, linear.
+
+    Parameters
+    ----------
+    table : torch.Tensor
+        The frozen ``(vocabulary, dim)`` lookup table; row 0 is padding.
+    n_classes : int
+        Number of classes.
+    widths : tuple of int, default (3, 4, 5)
+        Convolution widths.
+    filters : int, default 100
+        Filters per width.
+    dropout : float, default 0.5
+        Dropout before the output layer.
+    """
 
     def __init__(self, table: torch.Tensor, n_classes: int, widths: tuple[int, ...] = (3, 4, 5),
                  filters: int = 100, dropout: float = 0.5) -> None:
@@ -53,6 +109,20 @@ class KimCNN(nn.Module):
         self.out = nn.Linear(filters * len(widths), n_classes)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Class scores of a batch of sentences (shorter than the widest filter: padded).
+
+        Parameters
+        ----------
+        ids : torch.Tensor
+            ``(batch, length)`` int64 word indices, right-padded with 0.
+        lengths : torch.Tensor
+            ``(batch,)`` number of real tokens per sentence (unused: padding rows are zero).
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, n_classes)`` class scores (logits).
+        """
         if ids.shape[1] < self.min_len:  # short batches are padded up to the widest filter
             ids = nn.functional.pad(ids, (0, self.min_len - ids.shape[1]))
         x = self.emb(ids).transpose(1, 2)
@@ -61,7 +131,21 @@ class KimCNN(nn.Module):
 
 
 class LSTMClassifier(nn.Module):
-    """LSTM over the word vectors; the last hidden state of the top layer → linear."""
+    """LSTM over the word vectors; the last hidden state of the top layer → linear.
+
+    Parameters
+    ----------
+    table : torch.Tensor
+        The frozen ``(vocabulary, dim)`` lookup table; row 0 is padding.
+    n_classes : int
+        Number of classes.
+    hidden : int, default 128
+        LSTM hidden size.
+    layers : int, default 2
+        Stacked LSTM layers.
+    dropout : float, default 0.3
+        Dropout between the LSTM layers and before the output layer.
+    """
 
     def __init__(self, table: torch.Tensor, n_classes: int, hidden: int = 128, layers: int = 2,
                  dropout: float = 0.3) -> None:
@@ -73,6 +157,20 @@ class LSTMClassifier(nn.Module):
         self.out = nn.Linear(hidden, n_classes)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Class scores of a batch of sentences (padding is packed away).
+
+        Parameters
+        ----------
+        ids : torch.Tensor
+            ``(batch, length)`` int64 word indices, right-padded with 0.
+        lengths : torch.Tensor
+            ``(batch,)`` number of real tokens per sentence.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, n_classes)`` class scores (logits).
+        """
         packed = pack_padded_sequence(self.emb(ids), lengths.clamp(min=1).cpu(), batch_first=True,
                                       enforce_sorted=False)
         _, (h, _) = self.lstm(packed)
@@ -80,7 +178,13 @@ class LSTMClassifier(nn.Module):
 
 
 class CRF(nn.Module):
-    """Linear-chain conditional random field: transition scores, forward algorithm, Viterbi."""
+    """Linear-chain conditional random field: transition scores, forward algorithm, Viterbi.
+
+    Parameters
+    ----------
+    n_tags : int
+        Number of tags.
+    """
 
     def __init__(self, n_tags: int) -> None:
         super().__init__()
@@ -89,7 +193,23 @@ class CRF(nn.Module):
         self.trans = nn.Parameter(torch.zeros(n_tags, n_tags))  # trans[i, j]: score of tag i → tag j
 
     def neg_log_likelihood(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Sum over the batch of −log p(tags | emissions); ``mask`` marks real tokens (left-aligned)."""
+        """Sum over the batch of −log p(tags | emissions); ``mask`` marks real tokens (left-aligned).
+
+        Parameters
+        ----------
+        emissions : torch.Tensor
+            ``(batch, length, n_tags)`` per-token tag scores.
+        tags : torch.Tensor
+            ``(batch, length)`` int64 gold tags.
+
+        mask : torch.Tensor
+            ``(batch, length)`` bool, True at real tokens; every sentence has at least its first one.
+
+        Returns
+        -------
+        torch.Tensor
+            A scalar: the summed negative log-likelihood.
+        """
         batch, steps, _ = emissions.shape
         maskf = mask.float()
         ar = torch.arange(batch)
@@ -107,7 +227,21 @@ class CRF(nn.Module):
         return (log_z - score).sum()
 
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Viterbi: the best tag sequence per sentence (padding positions hold 0)."""
+        """Viterbi: the best tag sequence per sentence (padding positions hold 0).
+
+        Parameters
+        ----------
+        emissions : torch.Tensor
+            ``(batch, length, n_tags)`` per-token tag scores.
+
+        mask : torch.Tensor
+            ``(batch, length)`` bool, True at real tokens; every sentence has at least its first one.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, length)`` int64 tags.
+        """
         batch, steps, n = emissions.shape
         score = self.start + emissions[:, 0]
         back = []
@@ -132,6 +266,19 @@ class BiLSTMTagger(nn.Module):
 
     As in the reference NER tagger (flair ``SequenceTagger``, hidden 256, no CRF); ``crf=True``
     adds a CRF output layer.
+
+    Parameters
+    ----------
+    table : torch.Tensor
+        The frozen ``(vocabulary, dim)`` lookup table; row 0 is padding.
+    n_tags : int
+        Number of tags.
+    hidden : int, default 256
+        LSTM hidden size per direction.
+    dropout : float, default 0.5
+        Dropout after the relearn layer and after the LSTM.
+    crf : bool, default False
+        Add a CRF output layer.
     """
 
     def __init__(self, table: torch.Tensor, n_tags: int, hidden: int = 256, dropout: float = 0.5,
@@ -146,6 +293,20 @@ class BiLSTMTagger(nn.Module):
         self.crf = CRF(n_tags) if crf else None
 
     def emissions(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Per-token tag scores.
+
+        Parameters
+        ----------
+        ids : torch.Tensor
+            ``(batch, length)`` int64 word indices, right-padded with 0.
+        lengths : torch.Tensor
+            ``(batch,)`` number of real tokens per sentence.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, length, n_tags)`` tag scores.
+        """
         x = self.drop(self.relearn(self.emb(ids)))
         packed = pack_padded_sequence(x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
         h, _ = self.lstm(packed)
@@ -153,6 +314,23 @@ class BiLSTMTagger(nn.Module):
         return self.out(self.drop(h))
 
     def loss(self, ids: torch.Tensor, lengths: torch.Tensor, tags: torch.Tensor) -> torch.Tensor:
+        """Training loss of a batch: the CRF's negative log-likelihood per sentence, or else the
+        cross-entropy over real tokens.
+
+        Parameters
+        ----------
+        ids : torch.Tensor
+            ``(batch, length)`` int64 word indices, right-padded with 0.
+        lengths : torch.Tensor
+            ``(batch,)`` number of real tokens per sentence.
+        tags : torch.Tensor
+            ``(batch, length)`` int64 gold tags.
+
+        Returns
+        -------
+        torch.Tensor
+            A scalar loss.
+        """
         mask = ids != 0
         em = self.emissions(ids, lengths)
         if self.crf is not None:
@@ -160,6 +338,20 @@ class BiLSTMTagger(nn.Module):
         return nn.functional.cross_entropy(em[mask], tags[mask])
 
     def predict(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Predicted tags (Viterbi with a CRF, otherwise the best tag per token).
+
+        Parameters
+        ----------
+        ids : torch.Tensor
+            ``(batch, length)`` int64 word indices, right-padded with 0.
+        lengths : torch.Tensor
+            ``(batch,)`` number of real tokens per sentence.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, length)`` int64 tags, 0 at padding positions.
+        """
         mask = ids != 0
         em = self.emissions(ids, lengths)
         if self.crf is not None:

@@ -32,7 +32,22 @@ class FitResult:
 
 
 def pad_batch(seqs: Sequence[np.ndarray], min_len: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad index arrays with 0 into a (batch, max_len) tensor, plus the lengths."""
+    """Right-pad index arrays with 0 into a (batch, max_len) tensor, plus the lengths.
+
+    Parameters
+    ----------
+    seqs : sequence of numpy.ndarray
+        Int64 index arrays.
+    min_len : int, default 1
+        Minimum width of the padded tensor.
+
+    Returns
+    -------
+    ids : torch.Tensor
+        ``(batch, max(longest, min_len))`` int64, right-padded with 0.
+    lengths : torch.Tensor
+        ``(batch,)`` int64 length of each array.
+    """
     lengths = torch.as_tensor([len(s) for s in seqs], dtype=torch.int64)
     out = torch.zeros(len(seqs), max(int(lengths.max()) if len(seqs) else 0, min_len), dtype=torch.int64)
     for i, s in enumerate(seqs):
@@ -126,6 +141,48 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
     are reproducible, and the caller's global torch RNG state is restored afterwards. ``recipe``
     (a name of :data:`embstab.recipes.TRAINING_RECIPES`) sets how the trainable weights are
     stored and updated.
+
+    Parameters
+    ----------
+    model_name : str
+        ``"linear"`` (:class:`~embstab.downstream.models.LinearBoW`), ``"mlp"``
+        (:class:`~embstab.downstream.models.MeanMLP`), ``"cnn"`` (:class:`~embstab.downstream.models.KimCNN`)
+        or ``"lstm"`` (:class:`~embstab.downstream.models.LSTMClassifier`).
+    table : torch.Tensor
+        Frozen ``(vocabulary, dim)`` float32 lookup table, row 0 padding
+        (:func:`embstab.downstream.lookup.lookup_table`).
+    n_classes : int
+        Number of classes.
+    train, dev : tuple of (list of numpy.ndarray, numpy.ndarray)
+        Index arrays of the sentences and their int labels; the dev accuracy selects the epoch.
+    test : list of numpy.ndarray
+        Index arrays of the test sentences.
+
+    seed : int
+        Seeds initialisation, dropout, the batch order and the recipe's rounding.
+    lr : float
+        Adam learning rate.
+    epochs : int
+        Maximum number of epochs.
+    batch_size : int
+        Sentences per batch.
+    patience : int or None
+        Stop after this many epochs without a better dev score; None trains every epoch.
+
+    progress : bool, default False
+        Show a progress bar over the epochs.
+    threads : int or None, default 1
+        Torch intra-op threads while training; None leaves torch's setting alone.
+    recipe : str or TrainingRecipe, optional
+        Training recipe of the trainable weights (default: fp32).
+    **model_kwargs
+        Passed to the model's constructor (e.g. ``hidden``, ``dropout``).
+
+    Returns
+    -------
+    FitResult
+        Test predictions of the model of the best dev epoch (the earliest on ties), its dev score in
+        percent, that epoch (1-based), the epochs run, the wall time and the model.
     """
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), torch_threads(threads):
@@ -194,6 +251,48 @@ def fit_tagger(model_name: str, table: torch.Tensor, n_tags: int,
     """Train a BiLSTM ("bilstm") or BiLSTM-CRF ("bilstm_crf") tagger; test predictions are concatenated.
 
     ``recipe`` is a training recipe as for :func:`fit_classifier`.
+
+    Parameters
+    ----------
+    model_name : str
+        ``"bilstm"`` or ``"bilstm_crf"`` (:class:`~embstab.downstream.models.BiLSTMTagger`).
+    table : torch.Tensor
+        Frozen ``(vocabulary, dim)`` float32 lookup table, row 0 padding.
+    n_tags : int
+        Number of tags.
+    train, dev : tuple of (list of numpy.ndarray, list of numpy.ndarray)
+        Index arrays of the sentences and their int tag arrays; the dev score selects the epoch.
+    test : list of numpy.ndarray
+        Index arrays of the test sentences.
+
+    seed : int
+        Seeds initialisation, dropout, the batch order and the recipe's rounding.
+    lr : float
+        Adam learning rate.
+    epochs : int
+        Maximum number of epochs.
+    batch_size : int
+        Sentences per batch.
+    patience : int or None
+        Stop after this many epochs without a better dev score; None trains every epoch.
+    outside : int, optional
+        The outside tag: the dev score is then micro-F1 over the other tags, else token accuracy.
+
+    progress : bool, default False
+        Show a progress bar over the epochs.
+    threads : int or None, default 1
+        Torch intra-op threads while training; None leaves torch's setting alone.
+    recipe : str or TrainingRecipe, optional
+        Training recipe of the trainable weights (default: fp32).
+    **model_kwargs
+        Passed to the model's constructor (e.g. ``hidden``, ``dropout``).
+
+    Returns
+    -------
+    FitResult
+        Test predictions (the tags of all test tokens, concatenated) of the model of the best dev
+        epoch (the earliest on ties), its dev score in percent, that epoch (1-based), the epochs
+        run, the wall time and the model.
     """
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), torch_threads(threads):

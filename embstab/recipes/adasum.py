@@ -225,7 +225,13 @@ class AdasumOptimizer:
         self.optimizer, self.per, self.pad, self.group = optimizer, per, pad, group
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Zero the wrapped optimizer's gradients."""
+        """Zero the wrapped optimizer's gradients.
+
+        Parameters
+        ----------
+        set_to_none : bool, default True
+            Set the gradients to None instead of zeroing them.
+        """
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     @torch.no_grad()
@@ -253,6 +259,17 @@ def least_squares_problem(d: int = 100, n: int = 8192, noise: float = 0.1, seed:
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Least squares with covariance eigenvalues ``logspace(0, -2, d)``.
 
+    Parameters
+    ----------
+    d : int, default 100
+        Number of features.
+    n : int, default 8192
+        Number of samples.
+    noise : float, default 0.1
+        Standard deviation of the label noise.
+    seed : int, default 0
+        Seed of the data.
+
     Returns
     -------
     (X, y, w_star)
@@ -271,6 +288,25 @@ def least_squares_grad_fn(X: torch.Tensor, y: torch.Tensor, workers: int, batch:
     Each step draws one ``(workers, batch)`` block of sample ids from a generator seeded with
     ``seed``; worker ``k`` uses row ``k``. Every process that builds it with the same arguments sees
     the same ids, which is what lets a multi-process run match the simulator.
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        ``(n, d)`` data.
+    y : torch.Tensor
+        ``(n,)`` targets.
+    workers : int
+        Number of simulated workers.
+    batch : int
+        Samples per worker and step.
+    seed : int
+        Seed of the sample ids.
+
+    Returns
+    -------
+    callable
+        ``grad(w, worker, step)``: the one-element list holding the gradient for ``w[0]`` on that
+        worker's mini-batch.
     """
     gen = torch.Generator().manual_seed(seed)
     cache: dict[int, torch.Tensor] = {}

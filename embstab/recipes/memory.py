@@ -78,7 +78,13 @@ class MemoryProfile:
         return self.weights + self.gradients + self.optimizer_state + self.activations
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per kind with bytes and MiB."""
+        """One row per kind with bytes and MiB.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``kind`` (weights, gradients, optimizer_state, activations, total), ``bytes`` and ``MiB``.
+        """
         kinds = ["weights", "gradients", "optimizer_state", "activations"]
         b = [getattr(self, k) for k in kinds] + [self.total]
         return pd.DataFrame({"kind": kinds + ["total"], "bytes": b, "MiB": [x / 2 ** 20 for x in b]})
@@ -271,6 +277,19 @@ class LowMemoryModel(nn.Module):
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
     def forward(self, *args):
+        """Run the wrapped model, saving float32 tensors for backward in the storage format
+        (parameters excepted).
+
+        Parameters
+        ----------
+        *args : torch.Tensor
+            The wrapped model's inputs.
+
+        Returns
+        -------
+        torch.Tensor
+            The wrapped model's output.
+        """
         with self._hooks(skip=self._param_ptrs()):
             return self.model(*args)
 

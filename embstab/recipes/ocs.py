@@ -182,6 +182,20 @@ def symmetric_quantize(W: Any, bits: int, alpha: float) -> np.ndarray:
     """Symmetric linear quantization: ``round(w * s) / s`` clamped, ``s = (2**(bits-1) - 1) / alpha``.
 
     Rounding is half to even. Raises :class:`OCSError` for ``bits < 2`` or ``alpha <= 0``.
+
+    Parameters
+    ----------
+    W : array-like
+        Values to quantize (as float64).
+    bits : int
+        Bit width, at least 2: ``2**(bits-1) - 1`` levels each side of 0.
+    alpha : float
+        The clip, positive and finite.
+
+    Returns
+    -------
+    numpy.ndarray
+        The quantized values, same shape as ``W``, in ``[-alpha, alpha]``.
     """
     if not (isinstance(bits, int) and bits >= 2):
         raise OCSError(f"bits must be an int >= 2, got {bits!r}")
@@ -193,7 +207,27 @@ def symmetric_quantize(W: Any, bits: int, alpha: float) -> np.ndarray:
 
 
 def mse_clip(W: Any, bits: int, grid: int = 100) -> float:
-    """The clip among ``max|W| * (1..grid)/grid`` with the least quantization MSE."""
+    """The clip among ``max|W| * (1..grid)/grid`` with the least quantization MSE.
+
+    Parameters
+    ----------
+    W : array-like
+        Values to quantize, not all zero.
+    bits : int
+        Bit width, at least 2.
+    grid : int, default 100
+        Number of candidate clips.
+
+    Returns
+    -------
+    float
+        The best clip (the smallest on ties).
+
+    Raises
+    ------
+    OCSError
+        For ``bits`` below 2, or an all-zero ``W`` (no positive clip).
+    """
     W = np.asarray(W, dtype=np.float64)
     top = float(np.abs(W).max())
     best = min(((float(np.sum((W - symmetric_quantize(W, bits, top * g / grid)) ** 2)), top * g / grid)

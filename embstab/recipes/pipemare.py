@@ -67,7 +67,19 @@ def delayed_gd_threshold(tau: int, tol: float = 1e-12) -> float:
 
 
 def delayed_gd_threshold_closed_form(tau: int) -> float:
-    """``2 sin(pi / (2 (2 tau + 1)))``."""
+    """``2 sin(pi / (2 (2 tau + 1)))``.
+
+    Parameters
+    ----------
+    tau : int
+        The delay, in steps.
+
+    Returns
+    -------
+    float
+        The largest stable ``alpha lambda`` of delayed GD, in closed form (:func:`delayed_gd_threshold`
+        finds it numerically).
+    """
     return 2 * math.sin(math.pi / (2 * (2 * tau + 1)))
 
 

@@ -45,11 +45,23 @@ class CheckResult:
         return all(self.claims.values())
 
     def to_frame(self) -> pd.DataFrame:
-        """The check's table (a copy)."""
+        """The check's table (a copy).
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of ``table``.
+        """
         return self.table.copy()
 
     def to_dict(self) -> dict:
-        """A JSON-ready summary: recipe, seed, passed, claims and the table's records."""
+        """A JSON-ready summary: recipe, seed, passed, claims and the table's records.
+
+        Returns
+        -------
+        dict
+            ``recipe``, ``seed``, ``passed``, ``claims`` and ``table`` (a list of row dicts).
+        """
         return {"recipe": self.recipe, "seed": self.seed, "passed": self.passed,
                 "claims": dict(self.claims), "table": self.table.to_dict(orient="records")}
 

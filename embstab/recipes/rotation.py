@@ -40,6 +40,16 @@ def _gen(generator: torch.Generator | int | None) -> np.random.Generator:
 def hadamard(m: int) -> np.ndarray:
     """The Sylvester Hadamard matrix of order ``m`` (a power of two), entries ±1, float64.
 
+    Parameters
+    ----------
+    m : int
+        The order, a positive power of two.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(m, m)`` float64, unnormalised (``H @ H.T == m * I``).
+
     Raises
     ------
     RotationError
@@ -99,7 +109,25 @@ def random_hadamard(d: int, generator: torch.Generator | int | None = None, mode
 
 
 def random_orthogonal(d: int, generator: torch.Generator | int | None = None) -> np.ndarray:
-    """A Haar-random ``d x d`` orthogonal matrix (QR of a Gaussian matrix, signs fixed), float64."""
+    """A Haar-random ``d x d`` orthogonal matrix (QR of a Gaussian matrix, signs fixed), float64.
+
+    Parameters
+    ----------
+    d : int
+        Dimension, positive.
+    generator : torch.Generator or int, optional
+        Seed (default 0) or a torch generator that draws one.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(d, d)`` float64 orthogonal matrix.
+
+    Raises
+    ------
+    RotationError
+        ``d`` is not a positive integer.
+    """
     if not (isinstance(d, (int, np.integer)) and d >= 1):
         raise RotationError(f"rotation dimension must be a positive integer, got {d!r}")
     Q, Rr = np.linalg.qr(_gen(generator).standard_normal((d, d)))
@@ -169,6 +197,17 @@ def check_rotation(seed: int = 0) -> CheckResult:
 
     Dimensions 3 and 17 are scaled x10; the quantizer is ``UniformFormat(bits, clip=max|X R|)``.
     Returns one row per (bits, rotation) with relMSE after rotating back.
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Seed of the table and the rotations.
+
+    Returns
+    -------
+    CheckResult
+        One row per (bits, rotation) with ``rel_mse`` after rotating back and the rotated table's
+        ``max_over_rms``, and the claims.
     """
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((10_000, 64))

@@ -90,7 +90,13 @@ class SixteenBitTraining:
         """Storage per parameter in bytes (weight, grad, state, compensation, accumulator, total).
 
         In ``"mixed"`` mode the weight is the float32 master copy and a 16-bit working copy of the
-        weights is counted under ``"compensation"``'s neighbour ``"working_copy"``.
+        weights is counted as ``"working_copy"``.
+
+        Returns
+        -------
+        dict of str to float
+            The optimizer's ``weight``, ``grad``, ``state``, ``compensation`` and ``accumulator``, plus
+            ``working_copy`` (0 unless mixed) and their ``total``.
         """
         out = dict(self.optimizer.bytes_per_parameter())
         out["working_copy"] = self.fmt.bits / 8.0 if self.mode == "mixed" else 0.0

@@ -143,7 +143,13 @@ class DynamicSparsity:
             p.mul_(self.masks[name])
 
     def nonzeros(self) -> int:
-        """Nonzero positions over all sparse weights (always :attr:`budget`)."""
+        """Nonzero positions over all sparse weights (always :attr:`budget`).
+
+        Returns
+        -------
+        int
+            The number of True entries of the masks.
+        """
         return int(sum(int(m.sum()) for m in self.masks.values()))
 
     def step(self, optimizer: torch.optim.Optimizer | None = None) -> Reallocation | None:

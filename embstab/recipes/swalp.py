@@ -182,7 +182,15 @@ class SWALP:
 
 @torch.no_grad()
 def bn_update(model: nn.Module, loader: Iterable) -> None:
-    """Recompute batch-norm running statistics of ``model`` with one pass over ``loader``."""
+    """Recompute batch-norm running statistics of ``model`` with one pass over ``loader``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model (left in its training or evaluation mode afterwards).
+    loader : iterable
+        Batches: tensors, or tuples/lists whose first item is the input.
+    """
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not bns:
         return

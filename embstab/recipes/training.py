@@ -60,7 +60,19 @@ class TrainingRecipe:
         return self.weight_format is None and self.block_float_bits is None
 
     def formats(self, param: torch.Tensor) -> Format | None:
-        """The stored format of one parameter (tables get per-row block exponents under SWALP)."""
+        """The stored format of one parameter (tables get per-row block exponents under SWALP).
+
+        Parameters
+        ----------
+        param : torch.Tensor
+            A trainable parameter.
+
+        Returns
+        -------
+        Format or None
+            Block floating point per row (matrices) or per tensor (vectors) under SWALP, else the weight
+            format; None when the weights stay float32.
+        """
         if self.block_float_bits is not None:
             fmts = swalp_formats(self.block_float_bits)
             return fmts["channel"] if param.dim() > 1 else fmts["tensor"]
@@ -158,7 +170,13 @@ class RecipeOptimizer:
         return self.base.state
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear the gradients (as ``torch.optim.Optimizer.zero_grad``)."""
+        """Clear the gradients (as ``torch.optim.Optimizer.zero_grad``).
+
+        Parameters
+        ----------
+        set_to_none : bool, default True
+            Set the gradients to None instead of zeroing them.
+        """
         self.base.zero_grad(set_to_none=set_to_none)
 
     def step(self) -> None:

@@ -98,11 +98,40 @@ class TTShape:
         return sum(math.prod(s) for s in self.core_shapes)
 
     def compression_ratio(self, n: int) -> float:
-        """Dense parameters ``n * d`` over TT parameters."""
+        """Dense parameters ``n * d`` over TT parameters.
+
+        Parameters
+        ----------
+        n : int
+            Rows of the dense table.
+
+        Returns
+        -------
+        float
+            ``n * d / num_parameters``.
+        """
         return n * self.dim / self.num_parameters
 
     def validate(self, n: int, d: int) -> TTShape:
-        """Raise :class:`TTConfigError` unless the shape fits an ``n x d`` table; return self."""
+        """Raise :class:`TTConfigError` unless the shape fits an ``n x d`` table; return self.
+
+        Parameters
+        ----------
+        n : int
+            Rows of the table (at most ``prod(p)``).
+        d : int
+            Its dimension (equal to ``prod(q)``).
+
+        Returns
+        -------
+        TTShape
+            This shape.
+
+        Raises
+        ------
+        TTConfigError
+            The row factors address fewer than ``n`` rows, or the column factors do not multiply to ``d``.
+        """
         if self.num_rows < n:
             raise TTConfigError(f"row factors {self.p} address {self.num_rows} rows, fewer than n={n}")
         if self.dim != d:
@@ -448,7 +477,23 @@ class TTEmbedding(nn.Module):
         return idx
 
     def tt_rows(self, idx: torch.Tensor) -> torch.Tensor:
-        """Rows computed from the cores only (no cache), shape ``(len(idx), d)``."""
+        """Rows computed from the cores only (no cache), shape ``(len(idx), d)``.
+
+        Parameters
+        ----------
+        idx : torch.Tensor
+            Int row ids in ``[0, n)``.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(idx.numel(), d)`` rows.
+
+        Raises
+        ------
+        ShapeError
+            A row id outside ``[0, n)``.
+        """
         idx = self._check_ids(idx).reshape(-1)
         g1, g2, g3 = self.cores
         s1, s2 = self._strides
@@ -461,7 +506,23 @@ class TTEmbedding(nn.Module):
         return torch.bmm(ab, c).reshape(-1, self.d)
 
     def rows(self, idx: Any) -> torch.Tensor:
-        """Rows ``idx`` (cached rows from the cache), shape ``idx.shape + (d,)``."""
+        """Rows ``idx`` (cached rows from the cache), shape ``idx.shape + (d,)``.
+
+        Parameters
+        ----------
+        idx : array-like of int
+            Row ids in ``[0, n)``; in training mode each lookup is counted for the cache.
+
+        Returns
+        -------
+        torch.Tensor
+            Rows of shape ``idx.shape + (d,)``.
+
+        Raises
+        ------
+        ShapeError
+            A row id outside ``[0, n)``.
+        """
         idx = self._check_ids(idx)
         flat = idx.reshape(-1)
         if self.training and flat.numel():
@@ -511,7 +572,13 @@ class TTEmbedding(nn.Module):
         return out
 
     def full(self) -> torch.Tensor:
-        """The whole ``n x d`` table (cache applied), without counting lookups."""
+        """The whole ``n x d`` table (cache applied), without counting lookups.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(n, d)`` table, computed without gradients.
+        """
         with torch.no_grad():
             out = self.tt_rows(torch.arange(self.n))
             if self.cache_weight.shape[0]:
@@ -521,7 +588,13 @@ class TTEmbedding(nn.Module):
     # -- cache ---------------------------------------------------------------------------------
     @torch.no_grad()
     def cache_populate(self) -> int:
-        """Fill the LFU cache with the most frequently looked-up rows; return how many are cached."""
+        """Fill the LFU cache with the most frequently looked-up rows; return how many are cached.
+
+        Returns
+        -------
+        int
+            Rows now cached: ``cache_rows``, or fewer when fewer rows were ever looked up.
+        """
         if self.cache_rows == 0:
             return 0
         k = min(self.cache_rows, int((self.counts > 0).sum()))
@@ -550,7 +623,15 @@ class TTEmbedding(nn.Module):
 
     @torch.no_grad()
     def quantize_cores(self, rounding: str = "nearest", generator: torch.Generator | int | None = None) -> None:
-        """Round the cores onto :attr:`core_format` in place (no-op without one)."""
+        """Round the cores onto :attr:`core_format` in place (no-op without one).
+
+        Parameters
+        ----------
+        rounding : str, default "nearest"
+            Rounding mode of :func:`embstab.lowprec.quantize` (e.g. ``"stochastic"``).
+        generator : torch.Generator or int, optional
+            Seed or generator of stochastic rounding.
+        """
         if self.core_format is None:
             return
         from embstab.lowprec import quantize

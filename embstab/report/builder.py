@@ -124,6 +124,15 @@ def write_report(results: pd.DataFrame | str | os.PathLike, path: str | os.PathL
                  **kwargs) -> Path:
     """Build the report (see :func:`build_report`) and write it atomically to ``path``.
 
+    Parameters
+    ----------
+    results : pandas.DataFrame, str or os.PathLike
+        Results table in the shared convention or the published format, or a path to one.
+    path : str or os.PathLike
+        The HTML file to write (missing parent folders are created).
+    **kwargs
+        ``title``, ``measure``, ``budgets``, ``threshold`` and ``progress`` of :func:`build_report`.
+
     Returns
     -------
     pathlib.Path

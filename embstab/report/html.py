@@ -23,7 +23,15 @@ nav ul { columns: 2; }
 
 
 class Section:
-    """A titled part of the report: an ``<h2>`` with an anchor and a list of HTML fragments."""
+    """A titled part of the report: an ``<h2>`` with an anchor and a list of HTML fragments.
+
+    Parameters
+    ----------
+    title : str
+        The heading (escaped when rendered).
+    anchor : str
+        The ``id`` the table of contents links to.
+    """
 
     def __init__(self, title: str, anchor: str):
         self.title = title
@@ -31,16 +39,48 @@ class Section:
         self.parts: list[str] = []
 
     def add(self, fragment: str) -> "Section":
+        """Append an HTML fragment to the section.
+
+        Parameters
+        ----------
+        fragment : str
+            An HTML fragment (already escaped).
+
+        Returns
+        -------
+        Section
+            This section, so calls can be chained.
+        """
         self.parts.append(fragment)
         return self
 
     def render(self) -> str:
+        """The section as HTML.
+
+        Returns
+        -------
+        str
+            A ``<section>`` with the escaped title as ``<h2>`` and the fragments in order.
+        """
         return (f'<section id="{html.escape(self.anchor)}"><h2>{html.escape(self.title)}</h2>\n'
                 + "\n".join(self.parts) + "</section>")
 
 
 def paragraph(text: str, css_class: str | None = None) -> str:
-    """An escaped ``<p>``."""
+    """An escaped ``<p>``.
+
+    Parameters
+    ----------
+    text : str
+        Plain text (escaped here).
+    css_class : str, optional
+        A ``class`` attribute for the paragraph.
+
+    Returns
+    -------
+    str
+        The ``<p>`` element.
+    """
     cls = f' class="{css_class}"' if css_class else ""
     return f"<p{cls}>{html.escape(text)}</p>"
 
@@ -50,6 +90,20 @@ def table(df: pd.DataFrame, digits: int | dict[str, int] = 2, index: bool = True
 
     Floats are rounded to ``digits`` decimals (or per column, with a dict whose missing columns
     get 2); NaN shows as an en dash.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    digits : int or dict of str to int, default 2
+        Decimals of float columns, for all of them or per column.
+    index : bool, default True
+        Whether to show the index.
+
+    Returns
+    -------
+    str
+        The ``<table>`` element, cells escaped.
     """
     def fmt(n: int):
         return lambda v: "–" if not np.isfinite(v) else f"{v:.{n}f}"
@@ -63,12 +117,40 @@ def table(df: pd.DataFrame, digits: int | dict[str, int] = 2, index: bool = True
 
 
 def image(b64_png: str, alt: str) -> str:
-    """An ``<img>`` with the PNG embedded as a data URI (no external file)."""
+    """An ``<img>`` with the PNG embedded as a data URI (no external file).
+
+    Parameters
+    ----------
+    b64_png : str
+        The PNG, base64-encoded (:func:`embstab.report.plots.to_base64_png`).
+    alt : str
+        Alternative text (escaped here).
+
+    Returns
+    -------
+    str
+        The ``<img>`` element.
+    """
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64_png}">'
 
 
 def page(title: str, intro: list[str], sections: list[Section]) -> str:
-    """The complete HTML document, with a table of contents."""
+    """The complete HTML document, with a table of contents.
+
+    Parameters
+    ----------
+    title : str
+        Page title and ``<h1>`` (escaped here).
+    intro : list of str
+        HTML fragments shown before the table of contents.
+    sections : list of Section
+        The sections, in order; each gets an entry in the table of contents.
+
+    Returns
+    -------
+    str
+        The HTML document, styles inlined.
+    """
     toc = "".join(f'<li><a href="#{html.escape(s.anchor)}">{html.escape(s.title)}</a></li>'
                   for s in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

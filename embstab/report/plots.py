@@ -164,12 +164,38 @@ def _colors(n: int) -> list:
 
 
 def to_png(fig: Figure, dpi: int = 100) -> bytes:
-    """Render a figure to PNG bytes."""
+    """Render a figure to PNG bytes.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    dpi : int, default 100
+        Resolution in dots per inch.
+
+    Returns
+    -------
+    bytes
+        The PNG file's content.
+    """
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
 
 
 def to_base64_png(fig: Figure, dpi: int = 100) -> str:
-    """Render a figure to a base64 string, for an ``<img src="data:image/png;base64,...">``."""
+    """Render a figure to a base64 string, for an ``<img src="data:image/png;base64,...">``.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    dpi : int, default 100
+        Resolution in dots per inch.
+
+    Returns
+    -------
+    str
+        The PNG, base64-encoded as ASCII.
+    """
     return base64.b64encode(to_png(fig, dpi=dpi)).decode("ascii")

@@ -42,7 +42,7 @@ def pairwise_votes(measure_values: np.ndarray, disagreement: np.ndarray, *,
     wrong : numpy.ndarray of bool
         Whether the measure's vote differs from the truth, per pair.
     gap : numpy.ndarray of float
-        |DI_i - DI_j| per pair.
+        ``|DI_i - DI_j|`` per pair.
     pairs : numpy.ndarray of shape (n_pairs, 2)
         The index pairs (i, j), i < j, in itertools.combinations order.
     """
@@ -70,7 +70,7 @@ def selection_error(df: pd.DataFrame, measures: Sequence[str] | None = None, *,
     compare with the one that actually has the smaller disagreement. Then
 
     - ``selection_error`` = share of wrong votes, averaged over seeds;
-    - ``robustness`` = the largest disagreement gap |DI_i - DI_j| among the wrong votes, maximum
+    - ``robustness`` = the largest disagreement gap ``|DI_i - DI_j|`` among the wrong votes, maximum
       over seeds (how badly a wrong choice can hurt; 0 when there are none).
 
     Parameters

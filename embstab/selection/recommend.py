@@ -85,7 +85,13 @@ class Recommendation:
         return float(np.mean(list(self.predicted_disagreement.values())))
 
     def to_dict(self) -> dict:
-        """Plain-Python form (JSON-serialisable), without the candidates table."""
+        """Plain-Python form (JSON-serialisable), without the candidates table.
+
+        Returns
+        -------
+        dict
+            The fields except ``candidates``, plus ``mean_predicted_disagreement``.
+        """
         out = {k: v for k, v in asdict(self).items() if k != "candidates"}
         out["mean_predicted_disagreement"] = self.mean_predicted_disagreement
         return out

@@ -121,7 +121,18 @@ _PUBLISHED_REQUIRED = ("algo", "seed", "dim", "bitrate")
 
 
 def ordered_tasks(tasks: Iterable[str]) -> list[str]:
-    """Distinct task names, the published tasks first in paper order, others as they appear."""
+    """Distinct task names, the published tasks first in paper order, others as they appear.
+
+    Parameters
+    ----------
+    tasks : iterable of str
+        Task names, repeats allowed.
+
+    Returns
+    -------
+    list of str
+        Each name once.
+    """
     seen = list(dict.fromkeys(tasks))
     known = [t for t in TASK_ORDER if t in seen]
     return known + [t for t in seen if t not in TASK_ORDER]
@@ -167,7 +178,18 @@ def measure_distance(values, measure: str) -> np.ndarray:
 
 
 def is_published_format(df: pd.DataFrame) -> bool:
-    """Whether ``df`` looks like a published anchor-stability CSV (tasks as wide columns)."""
+    """Whether ``df`` looks like a published anchor-stability CSV (tasks as wide columns).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A results table.
+
+    Returns
+    -------
+    bool
+        True when ``df`` has a published task's disagreement column and no ``task`` column.
+    """
     has_task_cols = any(di in df.columns for di, _ in PUBLISHED_TASKS.values())
     return has_task_cols and "task" not in df.columns
 

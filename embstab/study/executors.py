@@ -24,7 +24,19 @@ SCHEDULER_NAMES = ("synchronous", "sync", "local", "threads")
 
 
 def check_scheduler(scheduler: Any) -> None:
-    """Reject a scheduler that is neither a known name, an address nor a client (before any work)."""
+    """Reject a scheduler that is neither a known name, an address nor a client (before any work).
+
+    Parameters
+    ----------
+    scheduler : str or distributed.Client
+        ``"synchronous"``, ``"sync"``, ``"local"``, ``"threads"``, an address ``PROTOCOL://HOST:PORT``
+        (tcp, tls, ws, wss, ucx; ``inproc://`` needs no port), or an object with a ``submit`` method.
+
+    Raises
+    ------
+    EmbstabError
+        For any other value.
+    """
     if not isinstance(scheduler, str):
         if not hasattr(scheduler, "submit"):
             raise EmbstabError(f"scheduler must be a name, an address or a distributed.Client, got {scheduler!r}")
@@ -58,7 +70,18 @@ def _as_task_error(exc: BaseException) -> StudyTaskError:
 
 
 def run_synchronous(plan: StudyPlan) -> Iterator[Outcome]:
-    """Run every task in this process, in plan order (deterministic; used by tests and debugging)."""
+    """Run every task in this process, in plan order (deterministic; used by tests and debugging).
+
+    Parameters
+    ----------
+    plan : StudyPlan
+        The task graph to run.
+
+    Yields
+    ------
+    Outcome
+        One per result row, as soon as its task is done (or failed, or an upstream task failed).
+    """
     values: dict[str, Any] = {}
     errors: dict[str, StudyTaskError] = {}
     row_of = {node_key: row_id for row_id, node_key in plan.rows.items()}
@@ -94,6 +117,18 @@ def run_distributed(plan: StudyPlan, client: Any) -> Iterator[Outcome]:
 
     Task keys are the content-hash node keys, so a task already held by the cluster (for
     example submitted by another client running the same study) is shared rather than recomputed.
+
+    Parameters
+    ----------
+    plan : StudyPlan
+        The task graph to run.
+    client : distributed.Client
+        A connected client.
+
+    Yields
+    ------
+    Outcome
+        One per result row, in completion order.
     """
     from distributed import as_completed  # noqa: PLC0415
 
@@ -120,7 +155,13 @@ def run_distributed(plan: StudyPlan, client: Any) -> Iterator[Outcome]:
 
 
 def default_workers() -> int:
-    """Worker processes for a local cluster: one per usable core, at most one per 2 GiB of RAM."""
+    """Worker processes for a local cluster: one per usable core, at most one per 2 GiB of RAM.
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -143,6 +184,17 @@ def make_client(scheduler: str, workers: int | None = None) -> tuple[Any, Any]:
         or a scheduler address such as ``"tcp://HOST:8786"``.
     workers : int, optional
         Workers of a local cluster (default :func:`default_workers`); ignored for an address.
+
+    Returns
+    -------
+    tuple
+        ``(client, cluster)``; ``cluster`` is the LocalCluster to close afterwards, or None for an
+        address.
+
+    Raises
+    ------
+    EmbstabError
+        An invalid scheduler, or a scheduler address that cannot be reached within 10 seconds.
     """
     try:
         from distributed import Client, LocalCluster  # noqa: PLC0415

@@ -75,6 +75,16 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
         The schema's validator (its ``fail`` builds the error naming the key).
     value : Any
         The section as read from the study file.
+
+    Returns
+    -------
+    tuple of str
+        The algorithm names.
+
+    Raises
+    ------
+    StudyDefinitionError
+        A name other than ``bert``, naming its key.
     """
     return v.str_list(value, "training.algorithms", ALGORITHMS)
 
@@ -100,7 +110,14 @@ def check_study(v: Any, spec: Any) -> None:
 
 
 def tasks() -> dict[str, TaskRule]:
-    """Classification tasks of :mod:`embstab.downstream` with the frozen-feature classifiers."""
+    """Classification tasks of :mod:`embstab.downstream` with the frozen-feature classifiers.
+
+    Returns
+    -------
+    dict of str to TaskRule
+        One entry per classification task of :mod:`embstab.downstream`; the models are the
+        frozen-feature classifiers, the options the downstream training settings and ``pooling``.
+    """
     import inspect  # noqa: PLC0415
 
     from embstab.contextual.downstream import FEATURE_CLASSIFIERS  # noqa: PLC0415
@@ -221,6 +238,11 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
         The task's configuration hash (the name of its artifacts).
     config : mapping
         The task's configuration.
+
+    Returns
+    -------
+    str
+        ``key``.
     """
     if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
         return key
@@ -268,6 +290,11 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
         The task's configuration.
     source_key : str
         The corpus pair's artifacts (documents, tokenizer, sample).
+
+    Returns
+    -------
+    str
+        ``key``.
     """
     if store.has_embedding("embedding", key) and store.exists("bert", key, "tar"):
         return key
@@ -332,6 +359,12 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         The task's configuration.
     pair_key : str
         The compressed pair (its configuration names both members).
+
+    Returns
+    -------
+    dict
+        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent
+        (accuracy), ``n_test`` and ``details``.
     """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)

@@ -64,6 +64,16 @@ def parse_graph(v: Any, value: Any) -> GraphSpec:
         The schema's validator (its ``fail`` builds the error naming the key).
     value : Any
         The section as read from the study file.
+
+    Returns
+    -------
+    GraphSpec
+        The graph section with its defaults filled in.
+
+    Raises
+    ------
+    StudyDefinitionError
+        An unknown graph, change or lost policy, a share outside (0, 1) or a negative seed, naming its key.
     """
     from embstab.kg.datasets import GRAPHS, STANDARD_GRAPHS  # noqa: PLC0415
     from embstab.kg.versions import CHANGES, LOST_POLICIES  # noqa: PLC0415
@@ -100,6 +110,16 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
         The schema's validator (its ``fail`` builds the error naming the key).
     value : Any
         The section as read from the study file.
+
+    Returns
+    -------
+    tuple of str
+        The names as written in the study file.
+
+    Raises
+    ------
+    StudyDefinitionError
+        A name that is not a PyKEEN model, or a duplicate, naming its key.
     """
     from embstab.kg.training import model_names  # noqa: PLC0415 (imports PyKEEN: only for KG studies)
 
@@ -120,7 +140,13 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
 
 
 def tasks() -> dict[str, TaskRule]:
-    """The downstream tasks of a KG study and the options each entry may set."""
+    """The downstream tasks of a KG study and the options each entry may set.
+
+    Returns
+    -------
+    dict of str to TaskRule
+        ``link_prediction`` (options ``k``, ``split``, ``batch_size``) and ``triple_classification``.
+    """
     return {
         "link_prediction": TaskRule((TASK_MODELS["link_prediction"],), {
             "k": Setting(10, "int", 1, 1000), "split": Setting("test", "choice", choices=("test", "valid")),
@@ -219,6 +245,11 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
         The task's configuration hash (the name of its artifacts).
     config : mapping
         The task's configuration.
+
+    Returns
+    -------
+    str
+        ``key``.
     """
     if store.exists("graph_new", key, "npz") and store.exists("graph_old", key, "npz"):
         return key
@@ -247,6 +278,11 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
         The task's configuration.
     source_key : str
         The graph-version pair's artifacts.
+
+    Returns
+    -------
+    str
+        ``key``.
     """
     if store.has_embedding("embedding", key) and store.exists("kg_model", key, "tar"):
         return key
@@ -282,6 +318,11 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         The task's configuration.
     old_key, new_key : str
         The trained members' artifacts.
+
+    Returns
+    -------
+    str
+        ``key``.
     """
     if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
         return key
@@ -318,6 +359,12 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         The task's configuration.
     pair_key : str
         The compressed pair's artifacts.
+
+    Returns
+    -------
+    dict
+        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent (filtered
+        MRR for link prediction, accuracy for triple classification), ``n_test`` and ``details``.
     """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)

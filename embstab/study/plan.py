@@ -75,7 +75,13 @@ class StudyPlan:
     all_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def stage_counts(self) -> dict[str, int]:
-        """How many tasks of each stage the plan holds."""
+        """How many tasks of each stage the plan holds.
+
+        Returns
+        -------
+        dict of str to int
+            Stage name → number of tasks.
+        """
         out: dict[str, int] = {}
         for node in self.nodes.values():
             out[node.stage] = out.get(node.stage, 0) + 1
@@ -104,7 +110,19 @@ class Variant:
     transform: str
 
     def anchor(self, spec: StudySpec) -> Variant:
-        """The anchors: highest dimension, full precision, trained in fp32, no transform."""
+        """The anchors: highest dimension, full precision, trained in fp32, no transform.
+
+        Parameters
+        ----------
+        spec : StudySpec
+            The study (its ``anchor_dim``).
+
+        Returns
+        -------
+        Variant
+            This variant's algorithm and seed at the anchor dimension, full-precision bits, the fp32
+            recipe and no transform.
+        """
         return Variant(self.algo, REFERENCE_RECIPE, self.seed, spec.anchor_dim, FULL_PRECISION_BITS, NO_TRANSFORM)
 
 
@@ -146,7 +164,20 @@ def _variants(spec: StudySpec) -> Iterable[Variant]:
 
 
 def row_configs(spec: StudySpec) -> Iterable[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """Yield ``(row_id, row_meta, row_config)`` for every row of the study, in plan order."""
+    """Yield ``(row_id, row_meta, row_config)`` for every row of the study, in plan order.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study definition.
+
+    Yields
+    ------
+    tuple of (str, dict, dict)
+        The row id (the hash of its configuration), its metadata columns (``algo``, ``recipe``,
+        ``seed``, ``dim``, ``bitrate``, ``transform``, ``task``, ``model``, ``kind``) and its
+        configuration.
+    """
     for v in _variants(spec):
         for entry in spec.downstream:
             cfg = {"v": PLAN_VERSION, "stage": "row", "label": entry.label,

@@ -108,7 +108,19 @@ class ResultDB:
 
     def register_study(self, name: str, fingerprint: str, definition: Mapping[str, Any],
                        row_ids: Iterable[str]) -> None:
-        """Record a study and the row ids it plans (idempotent)."""
+        """Record a study and the row ids it plans (idempotent).
+
+        Parameters
+        ----------
+        name : str
+            The study's name.
+        fingerprint : str
+            The definition's fingerprint (:meth:`StudySpec.fingerprint <embstab.study.schema.StudySpec.fingerprint>`).
+        definition : mapping
+            The definition as plain data (stored as JSON).
+        row_ids : iterable of str
+            The ids of the rows the study plans.
+        """
         with self._tx() as cur:
             cur.execute("INSERT OR IGNORE INTO studies VALUES (?, ?, ?, ?)",
                         (name, fingerprint, json.dumps(definition, sort_keys=True), time.time()))
@@ -116,21 +128,46 @@ class ResultDB:
                             [(name, fingerprint, r) for r in row_ids])
 
     def studies(self) -> pd.DataFrame:
-        """One row per registered study: name, fingerprint, created (UTC timestamp), planned rows."""
+        """One row per registered study: name, fingerprint, created (UTC timestamp), planned rows.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``name``, ``fingerprint``, ``created``, ``planned``, oldest study first.
+        """
         return pd.read_sql_query(
             "SELECT s.name, s.fingerprint, s.created, COUNT(p.row_id) AS planned FROM studies s "
             "LEFT JOIN plan p ON p.name = s.name AND p.fingerprint = s.fingerprint "
             "GROUP BY s.name, s.fingerprint ORDER BY s.created", self._conn)
 
     def planned(self, name: str, fingerprint: str) -> list[str]:
-        """Row ids planned for a study."""
+        """Row ids planned for a study.
+
+        Parameters
+        ----------
+        name : str
+            The study's name.
+        fingerprint : str
+            The definition's fingerprint.
+
+        Returns
+        -------
+        list of str
+            The row ids (empty for an unknown study).
+        """
         cur = self._conn.execute("SELECT row_id FROM plan WHERE name = ? AND fingerprint = ?", (name, fingerprint))
         return [r[0] for r in cur.fetchall()]
 
     # --- rows ----------------------------------------------------------------------------------
 
     def finished_ids(self) -> set[str]:
-        """Ids of every stored result row."""
+        """Ids of every stored result row.
+
+        Returns
+        -------
+        set of str
+            The row ids in the results table.
+        """
         return {r[0] for r in self._conn.execute("SELECT row_id FROM results")}
 
     def add_result(self, row_id: str, row: Mapping[str, Any]) -> bool:
@@ -138,6 +175,18 @@ class ResultDB:
 
         ``row`` holds the :data:`ROW_COLUMNS` plus ``measures`` (name → raw value) and optionally
         ``extra`` (anything else worth keeping, e.g. test-set sizes).
+
+        Parameters
+        ----------
+        row_id : str
+            The row's id.
+        row : mapping
+            The row (see above); a column added after the first release takes its default when absent.
+
+        Returns
+        -------
+        bool
+            True when the row was inserted. Either way, a recorded failure of the row is removed.
         """
         defaults = {name: default for name, _, default in _ADDED_COLUMNS}
         columns = ["row_id", *ROW_COLUMNS, "measures", "extra", "finished"]
@@ -152,7 +201,19 @@ class ResultDB:
         return inserted
 
     def add_failure(self, row_id: str, stage: str, error: str, traceback: str | None = None) -> None:
-        """Record (or update) the failure of a row; ``attempts`` counts how often it failed."""
+        """Record (or update) the failure of a row; ``attempts`` counts how often it failed.
+
+        Parameters
+        ----------
+        row_id : str
+            The row's id.
+        stage : str
+            The stage that failed (``corpus``, ``train``, ``compress``, ...).
+        error : str
+            The error message.
+        traceback : str, optional
+            The formatted traceback.
+        """
         with self._tx() as cur:
             cur.execute(
                 "INSERT INTO failures VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(row_id) DO UPDATE SET "
@@ -161,7 +222,18 @@ class ResultDB:
                 (row_id, stage, error, traceback, time.time()))
 
     def failures(self, row_ids: Iterable[str] | None = None) -> pd.DataFrame:
-        """Failed rows (row_id, stage, error, traceback, attempts, failed), optionally restricted."""
+        """Failed rows (row_id, stage, error, traceback, attempts, failed), optionally restricted.
+
+        Parameters
+        ----------
+        row_ids : iterable of str, optional
+            Restrict to these rows; all failures when omitted.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per failed row id, oldest failure first.
+        """
         df = pd.read_sql_query("SELECT * FROM failures ORDER BY failed", self._conn)
         if row_ids is not None:
             df = df[df["row_id"].isin(set(row_ids))].reset_index(drop=True)
@@ -199,7 +271,20 @@ class ResultDB:
         return df.sort_values(["algo", "task", "dim", "bitrate", "seed"], kind="stable").reset_index(drop=True)
 
     def export_parquet(self, path: str | os.PathLike, row_ids: Iterable[str] | None = None) -> pd.DataFrame:
-        """Write :meth:`results` to a Parquet file (atomically) and return the frame."""
+        """Write :meth:`results` to a Parquet file (atomically) and return the frame.
+
+        Parameters
+        ----------
+        path : path-like
+            The Parquet file to write.
+        row_ids : iterable of str, optional
+            Restrict to these rows; all rows when omitted.
+
+        Returns
+        -------
+        pandas.DataFrame
+            :meth:`results` without the ``row_id`` column, as written.
+        """
         df = self.results(row_ids).drop(columns=["row_id"])
         path = os.fspath(path)
         with atomic_write(path) as fh:

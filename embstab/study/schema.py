@@ -80,7 +80,13 @@ class TrainingSpec:
     params: tuple[tuple[str, Any], ...] = ()
 
     def params_dict(self) -> dict[str, Any]:
-        """``params`` as a dict."""
+        """``params`` as a dict.
+
+        Returns
+        -------
+        dict
+            Parameter name → value (a new dict).
+        """
         return dict(self.params)
 
 
@@ -107,7 +113,13 @@ class MeasureSpec:
     params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
 
     def params_dict(self) -> dict[str, dict[str, Any]]:
-        """``params`` as ``{measure: {parameter: value}}``, the form :func:`embstab.compare` takes."""
+        """``params`` as ``{measure: {parameter: value}}``, the form :func:`embstab.compare` takes.
+
+        Returns
+        -------
+        dict of str to dict
+            Measure name → parameter name → value (new dicts).
+        """
         return {name: dict(items) for name, items in self.params}
 
 
@@ -150,7 +162,14 @@ class StudySpec:
         return max(self.training.dimensions)
 
     def to_dict(self) -> dict[str, Any]:
-        """The definition as plain data (what :func:`parse_study` accepts), without ``source``."""
+        """The definition as plain data (what :func:`parse_study` accepts), without ``source``.
+
+        Returns
+        -------
+        dict
+            Plain data; axes left at their defaults (and a word study's ``kind``) are omitted, so that
+            older definitions keep their fingerprint.
+        """
         out = asdict(self)
         out.pop("source")
         # a word study's definition reads as it did before kinds existed (same fingerprint)
@@ -177,12 +196,24 @@ class StudySpec:
         return out
 
     def fingerprint(self) -> str:
-        """Short hash of the definition (identifies the study in the results database)."""
+        """Short hash of the definition (identifies the study in the results database).
+
+        Returns
+        -------
+        str
+            The first 16 hex digits of the SHA-256 of :meth:`to_dict` as sorted JSON.
+        """
         blob = json.dumps(self.to_dict(), sort_keys=True, default=list).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def n_rows(self) -> int:
-        """Number of result rows: one per (algo, recipe, seed, dim, bitrate, transform, downstream entry)."""
+        """Number of result rows: one per (algo, recipe, seed, dim, bitrate, transform, downstream entry).
+
+        Returns
+        -------
+        int
+            The product of the axis lengths and the number of downstream entries.
+        """
         t = self.training
         grid = len(t.algorithms) * len(t.seeds) * len(t.dimensions) * len(self.compression.bit_widths)
         grid *= len(t.recipes) * len(self.compression.transforms)

@@ -39,7 +39,27 @@ class Setting:
     nullable: bool = False
 
     def check(self, v: Any, value: Any, key: str) -> Any:
-        """The validated value; ``v`` is the schema's validator (its ``fail`` names ``key``)."""
+        """The validated value; ``v`` is the schema's validator (its ``fail`` names ``key``).
+
+        Parameters
+        ----------
+        v : validator
+            The schema's validator (its ``fail`` builds the error naming ``key``).
+        value : Any
+            The value as read from the study file.
+        key : str
+            Its key in the study file, for the error message.
+
+        Returns
+        -------
+        Any
+            ``value``, checked against the type and bounds (None when null is accepted).
+
+        Raises
+        ------
+        StudyDefinitionError
+            A value of the wrong type, outside the bounds or not one of the choices.
+        """
         if value is None and self.nullable:
             return None
         if self.type == "int":

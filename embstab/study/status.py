@@ -57,7 +57,22 @@ def study_status(db_path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame
 
 
 def format_status(summary: pd.DataFrame, failures: pd.DataFrame, max_errors: int = 5) -> str:
-    """Human-readable text of :func:`study_status` (a table, then the most frequent errors)."""
+    """Human-readable text of :func:`study_status` (a table, then the most frequent errors).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        The per-study summary of :func:`study_status`.
+    failures : pandas.DataFrame
+        The failed rows of :func:`study_status` (columns ``stage`` and ``error`` at least).
+    max_errors : int, default 5
+        How many distinct errors to list, most frequent first (longer than 200 characters: cut).
+
+    Returns
+    -------
+    str
+        The text, or ``"no studies in this database yet"`` for an empty summary.
+    """
     if summary.empty:
         return "no studies in this database yet"
     lines = [summary.to_string(index=False)]

@@ -85,6 +85,12 @@ class Steps:
 def default_steps() -> Steps:
     """The real embstab functions.
 
+    Returns
+    -------
+    Steps
+        :func:`embstab.data.load_corpus`, :func:`embstab.data.make_corpus_pair`,
+        :func:`embstab.train.train_embedding`, :func:`embstab.compress.compress_pair`,
+        :func:`measure_pair` and :func:`embstab.downstream.disagreement`.
     """
     return Steps(load_corpus=load_corpus, make_corpus_pair=make_corpus_pair, train_embedding=train_embedding,
                  compress_pair=compress_pair, measure_pair=measure_pair, disagreement=disagreement)
@@ -146,7 +152,31 @@ def _guard(stage: str):
 
 @_guard("corpus")
 def run_corpus(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
-    """Load the corpus and split it into the old/new pair (artifacts ``corpus_old``/``corpus_new``)."""
+    """Load the corpus and split it into the old/new pair (artifacts ``corpus_old``/``corpus_new``).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where the inputs are read and the output is written.
+    steps : Steps
+        The computations to run.
+    key : str
+        The configuration hash under which the output is stored.
+    config : mapping
+        The corpus configuration: ``name``, ``pair``, ``fraction``, ``seed`` and
+        optionally ``max_docs`` (keep only the first documents); also written as the artifact's
+        sidecar.
+
+    Returns
+    -------
+    str
+        ``key``.
+
+    Raises
+    ------
+    StudyTaskError
+        Any failure of the task, with stage ``corpus`` (an upstream task's error passes through unchanged).
+    """
     if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
         return key
     docs = steps.load_corpus(config["name"])
@@ -172,7 +202,33 @@ def _embedding(store: ArtifactStore, kind: str, key: str) -> Embedding:
 
 @_guard("train")
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], corpus_key: str) -> str:
-    """Train one embedding on one side of the corpus pair (artifact ``embedding``)."""
+    """Train one embedding on one side of the corpus pair (artifact ``embedding``).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where the inputs are read and the output is written.
+    steps : Steps
+        The computations to run.
+    key : str
+        The configuration hash under which the output is stored.
+    config : mapping
+        The training configuration: ``side`` (``old`` or ``new``), ``algo``, ``dim``,
+        ``seed``, ``epochs``, ``min_count``, ``window`` and optionally ``recipe``; also written as the
+        artifact's sidecar.
+    corpus_key : str
+        Key of the corpus pair made by :func:`run_corpus`.
+
+    Returns
+    -------
+    str
+        ``key``.
+
+    Raises
+    ------
+    StudyTaskError
+        Any failure of the task, with stage ``train`` (an upstream task's error passes through unchanged).
+    """
     if store.has_embedding("embedding", key):
         return key
     docs = _docs(store, f"corpus_{config['side']}", corpus_key)
@@ -188,7 +244,32 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
 @_guard("compress")
 def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
                  new_key: str) -> str:
-    """Compress a pair with the pair protocol (artifacts ``pair_old``/``pair_new``)."""
+    """Compress a pair with the pair protocol (artifacts ``pair_old``/``pair_new``).
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where the inputs are read and the output is written.
+    steps : Steps
+        The computations to run.
+    key : str
+        The configuration hash under which the output is stored.
+    config : mapping
+        The compression configuration: ``bits``, ``rounding``, ``seed`` and optionally
+        ``transform``; also written as the artifact's sidecar.
+    old_key, new_key : str
+        Keys of the trained old and new embeddings (:func:`run_train`).
+
+    Returns
+    -------
+    str
+        ``key``.
+
+    Raises
+    ------
+    StudyTaskError
+        Any failure of the task, with stage ``compress`` (an upstream task's error passes through unchanged).
+    """
     if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
         return key
     old, new = _embedding(store, "embedding", old_key), _embedding(store, "embedding", new_key)
@@ -211,6 +292,36 @@ def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
 
     With ``uncompressed_key`` (the new member's training), also the k-NN overlap of the compressed
     new member with its uncompressed self, as ``agreement_uncompressed``.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where the inputs are read and the output is written.
+    steps : Steps
+        The computations to run.
+    key : str
+        The configuration hash under which the output is stored.
+    config : mapping
+        The configuration: ``measures`` (as for :func:`measure_pair`) and ``pair`` (the
+        compression configuration, whose ``new`` entry is the new member's training configuration);
+        also written as the artifact's sidecar.
+    pair_key : str
+        Key of the compressed pair (:func:`run_compress`).
+    anchor_key : str
+        Key of the compressed anchor pair.
+    uncompressed_key : str, optional
+        Key of the new member's uncompressed training.
+
+    Returns
+    -------
+    dict of str to float
+        Measure name → value, plus ``n_words``, ``agreement_uncompressed`` with ``uncompressed_key``,
+        and ``memory_bits_per_word`` when a transform or a kg/contextual member states its own storage.
+
+    Raises
+    ------
+    StudyTaskError
+        Any failure of the task, with stage ``measures`` (an upstream task's error passes through unchanged).
     """
     if store.has_json("measures", key):
         return store.get_json("measures", key)
@@ -238,7 +349,33 @@ def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
 @_guard("downstream")
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
-    """Train the task model on both embeddings of a pair (same seed) and compare predictions."""
+    """Train the task model on both embeddings of a pair (same seed) and compare predictions.
+
+    Parameters
+    ----------
+    store : ArtifactStore
+        Where the inputs are read and the output is written.
+    steps : Steps
+        The computations to run.
+    key : str
+        The configuration hash under which the output is stored.
+    config : mapping
+        The configuration: ``task``, ``model``, ``seed`` and optionally ``options``
+        (passed on to the disagreement function); also written as the artifact's sidecar.
+    pair_key : str
+        Key of the compressed pair (:func:`run_compress`).
+
+    Returns
+    -------
+    dict
+        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent, and
+        ``n_test``.
+
+    Raises
+    ------
+    StudyTaskError
+        Any failure of the task, with stage ``downstream`` (an upstream task's error passes through unchanged).
+    """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
     new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
@@ -254,7 +391,29 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
 @_guard("row")
 def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
                  downstream: Mapping[str, Any]) -> dict[str, Any]:
-    """One result row in the shared convention (new embedding's quality as ``quality``)."""
+    """One result row in the shared convention (new embedding's quality as ``quality``).
+
+    Parameters
+    ----------
+    meta : mapping
+        The row's configuration columns (``dim`` and ``bitrate`` at least).
+    measures : mapping
+        The output of :func:`run_measures`.
+    downstream : mapping
+        The output of :func:`run_downstream`.
+
+    Returns
+    -------
+    dict
+        ``meta`` plus ``memory`` (the stored bits per word, default dim x bitrate), ``disagreement``,
+        ``quality``, ``quality_old``, ``measures`` (the measure values) and ``extra`` (``n_words``,
+        ``n_test`` and the task's details).
+
+    Raises
+    ------
+    StudyTaskError
+        Any failure of the task, with stage ``row`` (an upstream task's error passes through unchanged).
+    """
     measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word")}
     # agreement_uncompressed stays with the measures: a column of the results beside them
     memory = measures.get("memory_bits_per_word", int(meta["dim"]) * int(meta["bitrate"]))

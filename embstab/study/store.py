@@ -53,6 +53,16 @@ class CorruptArtifactError(EmbstabError):
 def canonical_json(config: Mapping[str, Any]) -> str:
     """Deterministic JSON of a configuration (:func:`embstab._fs.to_json`: sorted keys, no white space).
 
+    Parameters
+    ----------
+    config : mapping
+        A configuration of JSON values (str, numbers, bools, None, lists and mappings).
+
+    Returns
+    -------
+    str
+        Its JSON text.
+
     Raises
     ------
     TypeError
@@ -62,7 +72,18 @@ def canonical_json(config: Mapping[str, Any]) -> str:
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
-    """The SHA-256 hex digest of :func:`canonical_json` of ``config``: an artifact's address."""
+    """The SHA-256 hex digest of :func:`canonical_json` of ``config``: an artifact's address.
+
+    Parameters
+    ----------
+    config : mapping
+        A configuration of JSON values.
+
+    Returns
+    -------
+    str
+        64 lower-case hex digits.
+    """
     return hashlib.sha256(canonical_json(config).encode("utf-8")).hexdigest()
 
 
@@ -131,11 +152,41 @@ class ArtifactStore:
     # --- paths -------------------------------------------------------------------------------
 
     def path(self, kind: str, key: str, ext: str) -> str:
-        """Where the artifact ``kind``/``key`` with extension ``ext`` lives."""
+        """Where the artifact ``kind``/``key`` with extension ``ext`` lives.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+        ext : str
+            File extension without the dot (``"npz"``, ``"result.json"``, ``"txt.gz"``, ``"json"``).
+
+        Returns
+        -------
+        str
+            ``ROOT/KIND/AB/KEY.EXT``, where ``AB`` is the first two characters of ``key``.
+        """
         return f"{self.root}/{kind}/{key[:2]}/{key}.{ext}"
 
     def exists(self, kind: str, key: str, ext: str) -> bool:
-        """Whether the artifact has been written (completely: partial files never get this name)."""
+        """Whether the artifact has been written (completely: partial files never get this name).
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+        ext : str
+            File extension without the dot.
+
+        Returns
+        -------
+        bool
+            True when the artifact's file exists.
+        """
         return self.fs.exists(self.path(kind, key, ext))
 
     # --- raw bytes ---------------------------------------------------------------------------
@@ -144,6 +195,25 @@ class ArtifactStore:
         """Write ``data`` atomically as the artifact; return its path.
 
         The configuration sidecar is written first, so any artifact that exists has one.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+        ext : str
+            File extension without the dot.
+        data : bytes
+            The artifact's content.
+
+        config : mapping, optional
+            The configuration that produced the artifact, written first as a ``.json`` sidecar.
+
+        Returns
+        -------
+        str
+            The artifact's path in the store.
         """
         if config is not None:
             self._atomic_write(self.path(kind, key, "json"), canonical_json(config).encode("utf-8"))
@@ -152,7 +222,27 @@ class ArtifactStore:
         return target
 
     def get_bytes(self, kind: str, key: str, ext: str) -> bytes:
-        """Read the artifact's bytes (FileNotFoundError when it does not exist)."""
+        """Read the artifact's bytes (FileNotFoundError when it does not exist).
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+        ext : str
+            File extension without the dot.
+
+        Returns
+        -------
+        bytes
+            The artifact's content.
+
+        Raises
+        ------
+        FileNotFoundError
+            The artifact does not exist.
+        """
         with self.fs.open(self.path(kind, key, ext), "rb") as fh:
             return fh.read()
 
@@ -178,11 +268,41 @@ class ArtifactStore:
     # --- typed helpers -----------------------------------------------------------------------
 
     def put_json(self, kind: str, key: str, value: Any, config: Mapping[str, Any] | None = None) -> str:
-        """Store a JSON-serialisable value."""
+        """Store a JSON-serialisable value.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+        value : object
+            A JSON-serialisable value (stored as ``{"value": value}`` in ``KEY.result.json``).
+
+        config : mapping, optional
+            The configuration that produced the artifact, written first as a ``.json`` sidecar.
+
+        Returns
+        -------
+        str
+            The artifact's path in the store.
+        """
         return self.put_bytes(kind, key, "result.json", canonical_json({"value": value}).encode("utf-8"), config)
 
     def get_json(self, kind: str, key: str) -> Any:
         """Load a value written by :meth:`put_json`.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+
+        Returns
+        -------
+        object
+            The stored value.
 
         Raises
         ------
@@ -196,14 +316,58 @@ class ArtifactStore:
             raise CorruptArtifactError(self.path(kind, key, "result.json"), f"{type(exc).__name__}: {exc}") from None
 
     def has_json(self, kind: str, key: str) -> bool:
+        """Whether a value written by :meth:`put_json` exists.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+
+        Returns
+        -------
+        bool
+            True when ``KEY.result.json`` exists.
+        """
         return self.exists(kind, key, "result.json")
 
     def put_embedding(self, kind: str, key: str, emb: Embedding, config: Mapping[str, Any] | None = None) -> str:
-        """Store an embedding as ``.npz`` (the codec of :func:`embstab.save`; no pickles)."""
+        """Store an embedding as ``.npz`` (the codec of :func:`embstab.save`; no pickles).
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+        emb : Embedding
+            The embedding to store.
+
+        config : mapping, optional
+            The configuration that produced the artifact, written first as a ``.json`` sidecar.
+
+        Returns
+        -------
+        str
+            The artifact's path in the store.
+        """
         return self.put_bytes(kind, key, "npz", npz_bytes(emb), config)
 
     def get_embedding(self, kind: str, key: str) -> Embedding:
         """Load an embedding written by :meth:`put_embedding`.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+
+        Returns
+        -------
+        Embedding
+            The stored words, vectors, counts, name, source and metadata.
 
         Raises
         ------
@@ -219,17 +383,67 @@ class ArtifactStore:
                          metadata=meta.get("metadata"), copy=False)
 
     def has_embedding(self, kind: str, key: str) -> bool:
+        """Whether an embedding written by :meth:`put_embedding` exists.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+
+        Returns
+        -------
+        bool
+            True when ``KEY.npz`` exists.
+        """
         return self.exists(kind, key, "npz")
 
     def put_docs(self, kind: str, key: str, docs: list[list[str]], config: Mapping[str, Any] | None = None) -> str:
-        """Store tokenised documents (one document per line, tokens space-separated)."""
+        """Store tokenised documents (one document per line, tokens space-separated).
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+        docs : list of list of str
+            The tokenised documents (stored gzip-compressed as ``KEY.txt.gz``).
+
+        config : mapping, optional
+            The configuration that produced the artifact, written first as a ``.json`` sidecar.
+
+        Returns
+        -------
+        str
+            The artifact's path in the store.
+        """
         text = "\n".join(" ".join(doc) for doc in docs)
         import gzip  # noqa: PLC0415
 
         return self.put_bytes(kind, key, "txt.gz", gzip.compress(text.encode("utf-8"), compresslevel=1), config)
 
     def get_docs(self, kind: str, key: str) -> list[list[str]]:
-        """Load documents written by :meth:`put_docs`."""
+        """Load documents written by :meth:`put_docs`.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+
+        Returns
+        -------
+        list of list of str
+            The stored documents.
+
+        Raises
+        ------
+        CorruptArtifactError
+            The file is not the gzip-compressed UTF-8 text :meth:`put_docs` writes.
+        """
         import gzip  # noqa: PLC0415
 
         try:
@@ -239,12 +453,32 @@ class ArtifactStore:
         return [line.split(" ") if line else [] for line in text.split("\n")] if text else []
 
     def has_docs(self, kind: str, key: str) -> bool:
+        """Whether documents written by :meth:`put_docs` exist.
+
+        Parameters
+        ----------
+        kind : str
+            Artifact kind, the first directory level (e.g. ``"corpus_old"``, ``"embedding"``).
+        key : str
+            The artifact's configuration hash (:func:`config_hash`).
+
+        Returns
+        -------
+        bool
+            True when ``KEY.txt.gz`` exists.
+        """
         return self.exists(kind, key, "txt.gz")
 
     # --- housekeeping ------------------------------------------------------------------------
 
     def iter_artifacts(self) -> Iterator[tuple[str, str, str]]:
-        """Yield ``(kind, key, path)`` of every complete artifact (sidecars and temp files excluded)."""
+        """Yield ``(kind, key, path)`` of every complete artifact (sidecars and temp files excluded).
+
+        Yields
+        ------
+        tuple of (str, str, str)
+            ``(kind, key, path)`` in sorted path order.
+        """
         if not self.fs.exists(self.root):
             return
         for path in sorted(self.fs.find(self.root)):
@@ -264,6 +498,11 @@ class ArtifactStore:
         ----------
         kind, key, path : str
             As yielded by :meth:`iter_artifacts`.
+
+        Returns
+        -------
+        str or None
+            The problem found, or None when the artifact reads back (other extensions are not checked).
         """
         ext = path.rsplit("/", 1)[-1].split(".", 1)[-1]
         try:
@@ -284,6 +523,16 @@ class ArtifactStore:
 
         The next run of the study then computes them again. Reads the whole store, so it is an
         explicit step (``embstab study --recompute``), not part of every run.
+
+        Parameters
+        ----------
+        progress : bool, default False
+            Show a progress bar over the artifacts.
+
+        Returns
+        -------
+        list of str
+            Paths of the deleted artifacts.
         """
         from tqdm.auto import tqdm  # noqa: PLC0415
 
@@ -301,7 +550,13 @@ class ArtifactStore:
         return removed
 
     def temp_files(self) -> list[str]:
-        """Leftover temporary files (from writers killed mid-write)."""
+        """Leftover temporary files (from writers killed mid-write).
+
+        Returns
+        -------
+        list of str
+            Paths of the temporary files under the store's root.
+        """
         if not self.fs.exists(self.root):
             return []
         return [p for p in self.fs.find(self.root) if is_temp_name(p.rsplit("/", 1)[-1])]
@@ -310,6 +565,17 @@ class ArtifactStore:
         """Delete temporary files older than ``older_than`` seconds; return how many.
 
         The age guard matters on a shared store: another runner may be writing right now.
+
+        Parameters
+        ----------
+        older_than : float, default 3600.0
+            Minimum age in seconds; 0 or less deletes every temporary file, whatever its age. A file
+            whose age the filesystem cannot tell is kept unless ``older_than`` is 0 or less.
+
+        Returns
+        -------
+        int
+            How many files were deleted.
         """
         now = time.time()
         removed = 0
