@@ -240,7 +240,8 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     store : ArtifactStore
         Where inputs are read and outputs written.
     steps : Steps
-        The computations bundle (its corpus loaders serve the contextual kind).
+        The computations bundle (the KG kind reads graphs through embstab.kg; it is passed for the
+        uniform task signature).
     key : str
         The task's configuration hash (the name of its artifacts).
     config : mapping
@@ -271,7 +272,8 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     store : ArtifactStore
         Where inputs are read and outputs written.
     steps : Steps
-        The computations bundle (its corpus loaders serve the contextual kind).
+        The computations bundle (the KG kind reads graphs through embstab.kg; it is passed for the
+        uniform task signature).
     key : str
         The task's configuration hash (the name of its artifacts).
     config : mapping
@@ -311,7 +313,8 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     store : ArtifactStore
         Where inputs are read and outputs written.
     steps : Steps
-        The computations bundle (its corpus loaders serve the contextual kind).
+        The computations bundle (the KG kind reads graphs through embstab.kg; it is passed for the
+        uniform task signature).
     key : str
         The task's configuration hash (the name of its artifacts).
     config : mapping
@@ -352,7 +355,8 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     store : ArtifactStore
         Where inputs are read and outputs written.
     steps : Steps
-        The computations bundle (its corpus loaders serve the contextual kind).
+        The computations bundle (the KG kind reads graphs through embstab.kg; it is passed for the
+        uniform task signature).
     key : str
         The task's configuration hash (the name of its artifacts).
     config : mapping
