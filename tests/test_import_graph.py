@@ -109,3 +109,30 @@ def test_embstab_has_no_import_cycles():
     graph = import_graph()
     assert len(graph) > 100 and "embstab.hyperbolic.manifolds" in graph["embstab.hyperbolic.embedding"]
     assert find_cycle(graph) is None
+
+
+def _subpackage(module: str) -> str:
+    """``embstab.kg.training`` → ``embstab.kg``; top-level modules are their own subpackage."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_no_module_imports_a_private_name_from_another_subpackage():
+    """Underscore names are a subpackage's own business: others go through its public API."""
+    mods = _modules(PACKAGE)
+    offenders = []
+    for mod, path in mods.items():
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not (node.module or "").startswith("embstab"):
+                continue
+            source = node.module
+            for alias in node.names:
+                target = f"{source}.{alias.name}"
+                dunder = alias.name.startswith("__") and alias.name.endswith("__")  # __version__ is public
+                private = (alias.name.startswith("_") and not dunder) or any(
+                    p.startswith("_") for p in source.split(".")[1:])
+                # embstab._fs and embstab._threads are the package's shared private helpers
+                if private and _subpackage(source) != _subpackage(mod) and _subpackage(source) not in (
+                        "embstab._fs", "embstab._threads"):
+                    offenders.append(f"{mod}: from {source} import {alias.name}")
+    assert offenders == []

@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from embstab._fs import check_outputs, check_writable, is_special
     from embstab.compress import compress_embedding, optimal_clip
-    from embstab.compress.embedding import _resolve
+    from embstab.compress.embedding import resolve_storage
     from embstab.errors import EmbstabError
     from embstab.io import load, save
     from embstab.io.arrays import vocab_path_for
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         check_writable(out, label, no_clobber=args.no_clobber)
     fmt = None if args.format.lower() == "uniform" else args.format
     try:
-        kind, spec, _ = _resolve(args.bits, fmt, None)
+        kind, spec, _ = resolve_storage(args.bits, fmt, None)
     except ValueError as exc:
         if args.bits is None and fmt is None:
             raise EmbstabError("give --bits B for uniform quantization, or --format FMT for a number format") \

@@ -17,11 +17,33 @@ from embstab.io.compressed import CompressedData, write_compressed
 from embstab.lowprec import (Format, UniformFormat, as_generator, check_rounding, get_format, handler_for,
                              quantize)
 
-__all__ = ["quantize_embedding", "compress_embedding", "compress_pair", "save_compressed"]
+__all__ = ["quantize_embedding", "compress_embedding", "compress_pair", "save_compressed", "resolve_storage"]
 
 
-def _resolve(bits: int | None, format: Format | str | None, clip: float | None) -> tuple[str, Any, int]:
-    """("uniform", bits, bits) or ("format", storage format, bits per code), with checks."""
+def resolve_storage(bits: int | None, format: Format | str | None, clip: float | None) -> tuple[str, Any, int]:
+    """How a quantized embedding will be stored: uniform levels or codes of a number format.
+
+    Parameters
+    ----------
+    bits : int or None
+        Bits per entry for uniform quantization (1–24, or 32 and more for clipping only); with a
+        number format, optional and then checked against the format's code width.
+    format : Format, str or None
+        A number format or preset name; None or ``"uniform"`` means uniform quantization.
+    clip : float or None
+        The clip of uniform quantization (refused with a number format).
+
+    Returns
+    -------
+    tuple
+        ``("uniform", bits, bits)`` or ``("format", storage format, bits per code)``.
+
+    Raises
+    ------
+    ValueError
+        For missing or out-of-range bits, a clip with a number format, or bits that contradict
+        the format's width.
+    """
     if format is None or (isinstance(format, str) and format.lower() == "uniform"):
         if bits is None:
             raise ValueError("give bits for uniform quantization (or a number format)")
@@ -82,7 +104,7 @@ def quantize_embedding(emb: Embedding, bits: int | None = None, *, format: Forma
         for formats that cannot store embedding rows).
     """
     rounding = check_rounding(rounding)
-    kind, spec, width = _resolve(bits, format, clip)
+    kind, spec, width = resolve_storage(bits, format, clip)
     X = np.asarray(emb.vectors)
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ShapeError("cannot compress an empty embedding")
@@ -191,7 +213,7 @@ def compress_pair(old: Embedding, new: Embedding, bits: int, rounding: str = "ne
     t = parse_transform(transform)
     if not t.is_identity and format is not None:
         raise TransformError(f"compression transform {t.name!r} applies to uniform quantization (bits=), not format=")
-    kind, spec, _ = _resolve(bits if format is None else None, format, None)
+    kind, spec, _ = resolve_storage(bits if format is None else None, format, None)
     aligned = new.align_to(old)
     gen = as_generator(seed, torch.device("cpu"))
     if not t.is_identity:
