@@ -86,9 +86,11 @@ def disagreement_vs_memory(df: pd.DataFrame, trend: TrendFit | None = None, unit
     if trend is not None:
         title += f" (trend: {trend.slope:+.2f} points per doubling)"
     if len(algos) > 1:
-        title += "; markers: " + ", ".join(f"{markers[i % len(markers)]} {a}"
-                                           for i, a in enumerate(algos))
-    fig.suptitle(title)
+        # on its own line: with two or three panels one line is wider than the figure
+        shapes = dict(zip(markers, "●■◆▲▼◀▶⬟★⬢"))  # the marker codes as the shapes they draw
+        title += "\nmarkers: " + ", ".join(f"{shapes[markers[i % len(markers)]]} {a}"
+                                            for i, a in enumerate(algos))
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
