@@ -183,3 +183,19 @@ def test_environment_variable_disables_the_kernel():
                          env={**os.environ, "EMBSTAB_NATIVE": "0"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False disabled by EMBSTAB_NATIVE=0"
+
+
+def test_a_forked_child_rounds_with_threads_of_its_own():
+    """A child forked after the parent used the thread pool must not wait on the parent's threads."""
+    import multiprocessing as mp
+
+    x = torch.randn(300_000)
+    ref = quantize(x, FP8_E4M3FN)  # the parent's pool now exists
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(_round_in_child, (x,)).get(timeout=120)
+    assert _same_bits(got, ref)
+
+
+def _round_in_child(x: torch.Tensor) -> torch.Tensor:
+    return quantize(x, FP8_E4M3FN)

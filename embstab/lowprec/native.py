@@ -121,9 +121,18 @@ def applies(x: torch.Tensor, fmt: object, rounding: str) -> bool:
             and x.device.type == "cpu" and fmt.within_float32 and available())
 
 
-@lru_cache(maxsize=1)
+_POOL: dict[int, ThreadPoolExecutor] = {}
+
+
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="embstab-quantize")
+    # one pool per process: a forked child (a DataLoader worker, say) inherits the parent's pool
+    # object but not its threads, and work submitted to it would never run
+    pid = os.getpid()
+    if pid not in _POOL:
+        _POOL.clear()
+        _POOL[pid] = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1),
+                                        thread_name_prefix="embstab-quantize")
+    return _POOL[pid]
 
 
 def quantize_float32(x: torch.Tensor, fmt: FloatFormat, rounding: str, seed: int = 0) -> torch.Tensor:
