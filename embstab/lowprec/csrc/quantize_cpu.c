@@ -6,9 +6,10 @@
  *   - normal range of the target (and zeros, Inf, NaN): round the fp32 bit pattern with an integer
  *     increment below the kept mantissa bits, then clear them (a carry bumps the exponent, which is
  *     the correct next value in every binade);
- *   - the target's subnormal range: exact scaled rounding, one element at a time.
- * The first runs over a chunk as a branch-free loop the compiler vectorises; the second revisits
- * the chunk (still in cache) only when it holds such elements.
+ *   - the target's subnormal range (a uniform grid): nearest by adding and removing a power of two
+ *     whose ulp is the grid step; stochastic by exact integer rounding of the significand.
+ * Both are computed for every element in one branch-free loop that the compiler vectorises; only
+ * stochastic rounding of values far below the grid revisits the chunk (still in cache).
  *
  * Randomness is counter based: splitmix64(seed, element index), so results depend on the seed and
  * each element's index only, never on how the work is split between threads.
@@ -44,35 +45,30 @@ typedef struct {
     uint64_t seed;
 } fmt_t;
 
-/* Exact rounding of one value below the target's smallest normal (0 < |v| < 2^emin'). */
+/* Exact stochastic rounding of one value below the target's smallest normal (0 < |v| < 2^emin'),
+ * for values so far below the grid step that the vectorised 32-bit formula cannot hold them. */
 static float round_small(float v, const fmt_t *p, uint64_t rnd) {
     float a = fabsf(v);
     int m_sub = p->subnormals ? p->man_bits : 0;
     int qexp = p->emin - m_sub; /* grid step 2^qexp */
-    float out;
-    if (p->mode == MODE_NEAREST) {
-        out = ldexpf(rintf(ldexpf(a, -qexp)), qexp); /* power-of-two scalings are exact here */
-    } else {
-        /* exact SR on the integer significand S * 2^(E - 23), S < 2^24 */
-        uint32_t mag = f2u(a);
-        int e_field = (int)(mag >> 23);
-        int64_t s = e_field ? (int64_t)((mag & 0x7FFFFF) | 0x800000) : (int64_t)(mag & 0x7FFFFF);
-        int e = e_field ? e_field - 127 : -126;
-        int shift = qexp - (e - 23); /* bits dropped, >= 1 here */
-        if (shift > 62) { s >>= (shift - 62); shift = 62; } /* probability error < 2^-62 */
-        int64_t q = s >> shift;
-        uint64_t rem = (uint64_t)(s - (q << shift));
-        uint64_t r = rnd >> (64 - shift);
-        if (rem + r >= (1ull << shift)) q += 1;
-        out = ldexpf((float)q, qexp);
-    }
+    /* exact SR on the integer significand S * 2^(E - 23), S < 2^24 */
+    uint32_t mag = f2u(a);
+    int e_field = (int)(mag >> 23);
+    int64_t s = e_field ? (int64_t)((mag & 0x7FFFFF) | 0x800000) : (int64_t)(mag & 0x7FFFFF);
+    int e = e_field ? e_field - 127 : -126;
+    int shift = qexp - (e - 23); /* bits dropped, >= 1 here */
+    if (shift > 62) { s >>= (shift - 62); shift = 62; } /* probability error < 2^-62 */
+    int64_t q = s >> shift;
+    uint64_t rem = (uint64_t)(s - (q << shift));
+    uint64_t r = rnd >> (64 - shift);
+    if (rem + r >= (1ull << shift)) q += 1;
+    float out = ldexpf((float)q, qexp);
     return copysignf(out, v);
 }
 
 /* One chunk [lo, hi): mode and overflow are compile-time constants in each specialisation.
  * Both ranges are computed for every element and the right one is selected, so the loop has no
- * data-dependent branch and vectorises; only formats whose subnormal grid cannot be scaled to the
- * integers within float32 (2^-qexp > 2^127, nearest rounding) revisit elements one at a time. */
+ * data-dependent branch and vectorises. */
 static inline __attribute__((always_inline)) void chunk(const float *restrict x, float *restrict y, int64_t lo,
                                                         int64_t hi, const fmt_t *p, const int mode,
                                                         const int overflow, uint32_t thr_bits) {
@@ -88,10 +84,9 @@ static inline __attribute__((always_inline)) void chunk(const float *restrict x,
     const int sh = 64 - (d > 0 ? d : 1);
     /* the target's subnormal range: grid step 2^qexp, qexp >= -149 for formats within float32 */
     const int qexp = p->emin - (p->subnormals ? p->man_bits : 0);
-    const int scalable = -qexp <= 127; /* 2^-qexp is a float32: the nearest grid fits in one loop */
-    const float up_scale = scalable ? ldexpf(1.0f, -qexp) : 0.0f;
+    const float magic = ldexpf(1.0f, qexp + 23); /* a normal float32: qexp >= -149 */
     const float down_scale = ldexpf(1.0f, qexp);
-    uint32_t revisit = 0, deep = 0;
+    uint32_t deep = 0;
     for (int64_t i = lo; i < hi; i++) {
         float v = x[i];
         uint32_t b = f2u(v);
@@ -119,10 +114,9 @@ static inline __attribute__((always_inline)) void chunk(const float *restrict x,
         /* below the smallest normal: round on the uniform grid (values the other path gets wrong) */
         uint32_t small_bits;
         if (mode == MODE_NEAREST) {
-            /* |v| / 2^qexp < 2^23, so adding and removing 2^23 rounds it half to even, exactly */
-            float scaled = u2f(mag) * up_scale;
-            float k = (scaled + 8388608.0f) - 8388608.0f;
-            small_bits = f2u(k * down_scale) | sign;
+            /* a < 2^emin <= magic = 2^(qexp + 23), whose ulp is the grid step 2^qexp: adding and
+             * removing it rounds a half to even onto the grid, exactly */
+            small_bits = f2u((u2f(mag) + magic) - magic) | sign;
         } else {
             /* exact SR on the integer significand s * 2^(e - 23): drop `shift` bits, carry iff the
              * dropped bits plus as many random bits (the top ones of rnd) overflow, i.e. with
@@ -149,14 +143,12 @@ static inline __attribute__((always_inline)) void chunk(const float *restrict x,
         t = small ? small_bits : t;
         if (fnuz) t = t == 0x80000000u ? 0u : t; /* no negative zero */
         y[i] = u2f(t);
-        revisit |= small;
     }
-    if ((mode == MODE_NEAREST && !scalable && revisit) || (mode == MODE_STOCHASTIC && deep)) {
+    if (mode == MODE_STOCHASTIC && deep) {
         for (int64_t i = lo; i < hi; i++) {
             uint32_t mag = f2u(x[i]) & 0x7FFFFFFFu;
             if (mag < thr_bits && mag != 0u) {
-                uint64_t rnd = mode == MODE_STOCHASTIC ? mix64(seed, (uint64_t)i) : 0ull;
-                float o = round_small(x[i], p, rnd);
+                float o = round_small(x[i], p, mix64(seed, (uint64_t)i));
                 y[i] = (fnuz && o == 0.0f) ? 0.0f : o;
             }
         }
