@@ -16,6 +16,10 @@ so a row's time is that measure's share of the suite (later ones reuse spans and
    run in a child process so its peak RSS is its own; the baseline's PIP would need two n×n
    float64 matrices (2.6 TB) and is reported as not allocatable.
 
+3. the flop floor: this machine's float64 product rate is measured in the same run, and the suite's
+   unavoidable products (see ``floor_flops``) at that rate give the fastest any exact float64
+   implementation could be, hence the best ratio it could print against this baseline.
+
 Usage: ``python benchmarks/bench_measures.py [--pairs 36] [--skip-big] [--big-baseline] [--device cuda]``
 """
 
@@ -215,6 +219,27 @@ def big_case(queue, device, with_baseline):
     queue.put((rows, peak_gb, pip_alloc))
 
 
+def gemm_rate(n: int = 10_000, k: int = 800, repeat: int = 5) -> float:
+    """This machine's float64 matrix-product rate (FLOP/s): the best of a few n×k by k×k products."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, k)), rng.standard_normal((k, k))
+    a @ b
+    best = min(timed(np.matmul, a, b)[0] for _ in range(repeat))
+    return 2 * n * k * k / best
+
+
+def floor_flops(n: int, d: int, k: int, queries: int) -> float:
+    """Fewest float64 FLOPs of the exact suite: the products no algorithm can skip.
+
+    EIS: each anchor's Gram matrix EᵀE (n·k², symmetric) for tr((EEᵀ)^α) and X, Y against both
+    anchors (4 · 2ndk); semantic displacement, PIP and eigenspace overlap share XᵀX, YᵀY (n·d² each)
+    and XᵀY (2nd²), which also give EIS its spans; k-NN scores each query against every row in both
+    embeddings (2 · 2·q·n·d). Factorisations of k×k and d×d matrices and the top-k are left out, so
+    the floor is optimistic.
+    """
+    return 2 * n * k * k + 8 * n * d * k + 4 * n * d * d + 4 * queries * n * d
+
+
 def fmt(v):
     return "-" if v is None else f"{v:9.3f}"
 
@@ -241,6 +266,17 @@ def main() -> None:
     print(f"{'case':<20} {'measure':<22} {'baseline s':>10} {'embstab s':>10} {'ratio':>8}")
     for case, name, tb, to in rows:
         print(f"{case:<20} {name:<22} {fmt(tb):>10} {fmt(to):>10} {tb / to:8.1f}x")
+    rate = gemm_rate()
+    print(f"\n# float64 product rate of this machine, measured now: {rate / 1e9:.1f} GFLOP/s. The floor is the")
+    print("# suite's unavoidable products at that rate; no float64 implementation can beat its ratio.")
+    print(f"{'case':<20} {'GFLOP':>8} {'floor s':>8} {'embstab s':>10} {'of floor':>9} {'best ratio':>11}")
+    for case, name, tb, to in rows:
+        if name == "full suite":
+            d = int(case.split("d=")[1].split()[0])
+            flops = floor_flops(10_000, d, 800, 1000)
+            print(f"{case:<20} {flops / 1e9:8.1f} {flops / rate:8.3f} {to:10.3f} {to / (flops / rate):8.2f}x "
+                  f"{tb / (flops / rate):10.1f}x")
+    print()
     for d, base, ours_pp in amort:
         print(f"{f'n=10k d={d} amortised':<20} {f'full suite, {args.pairs} pairs':<22} {fmt(base):>10} "
               f"{fmt(ours_pp):>10} {base / ours_pp:8.1f}x   (per pair; baseline recomputes everything)")
