@@ -233,11 +233,12 @@ def floor_flops(n: int, d: int, k: int, queries: int) -> float:
 
     EIS: each anchor's Gram matrix EᵀE (n·k², symmetric) for tr((EEᵀ)^α) and X, Y against both
     anchors (4 · 2ndk); semantic displacement, PIP and eigenspace overlap share XᵀX, YᵀY (n·d² each)
-    and XᵀY (2nd²), which also give EIS its spans; k-NN scores each query against every row in both
-    embeddings (2 · 2·q·n·d). Factorisations of k×k and d×d matrices and the top-k are left out, so
+    and XᵀY (2nd²), which also give EIS its spans; semantic displacement's per-word cosines need the
+    rotated rows XΩ (2nd²); k-NN scores each query against every row in both embeddings
+    (2 · 2·q·n·d). Factorisations of k×k and d×d matrices and the top-k are left out, so
     the floor is optimistic.
     """
-    return 2 * n * k * k + 8 * n * d * k + 4 * n * d * d + 4 * queries * n * d
+    return 2 * n * k * k + 8 * n * d * k + 6 * n * d * d + 4 * queries * n * d
 
 
 def fmt(v):
