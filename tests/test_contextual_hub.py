@@ -140,6 +140,7 @@ def served(tmp_path_factory):
                                          "pytorch_model.bin": b"pickle that must never be fetched"}
     hub.repos["tiny-org/gpt"] = {"config.json": b'{"model_type": "gpt2", "n_layer": 2}',
                                  "model.safetensors": bert["model.safetensors"], "tokenizer.json": tok_json}
+    hub.repos["tiny-org/tf-only"] = {"config.json": bert["config.json"], "tf_model.h5": b"h5", "vocab.txt": _vocab_txt()}
     hub.repos["tiny-org/no-config"] = {"model.safetensors": bert["model.safetensors"], "tokenizer.json": tok_json}
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -213,8 +214,10 @@ def test_a_finished_download_is_reused_without_the_network(served, online, monke
     assert again == first and len(hub.log) == requests
     monkeypatch.setattr(hf.constants, "HF_HUB_OFFLINE", True)
     assert load_model(f"hub:{REPO}").n_layers == 2
-    # an interrupted download (no record yet) is fetched again, and only what is missing is re-read
-    (first / "embstab.json").unlink()
+    # an interrupted download (its record not yet complete) is resumed: only what is missing is fetched
+    record = json.loads((first / "embstab.json").read_text())
+    record["metadata"]["complete"] = False
+    (first / "embstab.json").write_text(json.dumps(record))
     (first / "model.safetensors").unlink()
     monkeypatch.setattr(hf.constants, "HF_HUB_OFFLINE", False)
     with pytest.raises(ModelNotDownloadedError):
@@ -236,7 +239,7 @@ def test_a_repo_with_only_vocab_txt_gets_a_tokenizer_that_splits_like_the_origin
 
 def test_pickle_weights_are_refused_without_fetching_them(online):
     hub, url = online
-    with pytest.raises(UnsafeWeightsError, match=r"has only pytorch_model.bin weights, which embstab refuses"):
+    with pytest.raises(UnsafeWeightsError, match=r"has only pickle weights \(pytorch_model.bin\), which embstab refuses"):
         download_model("tiny-org/pickle-only", endpoint=url, progress=False)
     assert hub.fetched("tiny-org/pickle-only") == set()
     assert not hub_dir(HubModel("tiny-org/pickle-only")).exists()
@@ -246,14 +249,35 @@ def test_pickle_weights_are_refused_without_fetching_them(online):
     ("tiny-org/missing", "no model repository 'tiny-org/missing' on http://127.0.0.1:"),
     ("tiny-org/no-config", "has no config.json: not a transformers model"),
     ("tiny-org/gpt", "'tiny-org/gpt' is a gpt2 model; embstab's contextual models are BERT encoders"),
+    ("tiny-org/tf-only", "'tiny-org/tf-only' on http://127.0.0.1:"),
 ])
 def test_unusable_repositories_give_one_line(online, repo, message):
     hub, url = online
     with pytest.raises(DownloadError) as err:
         download_model(repo, endpoint=url, progress=False)
     assert message in str(err.value) and "\n" not in str(err.value)
+    if repo == "tiny-org/tf-only":
+        assert "has no model.safetensors" in str(err.value) and not isinstance(err.value, UnsafeWeightsError)
     if repo == "tiny-org/gpt":  # the config is read first, so the weights are never fetched
         assert hub.fetched(repo) == {"config.json"}
+    assert not hub_dir(HubModel(repo)).exists()  # a refused repository leaves nothing behind
+
+
+def test_force_and_the_target_folder(online, tmp_path):
+    hub, url = online
+    folder = download_model(REPO, endpoint=url, dest=tmp_path / "a", progress=False)
+    hub.log.clear()
+    assert download_model(REPO, endpoint=url, dest=folder, force=True) == folder  # with progress bars
+    assert hub.fetched(REPO) == WANTED - {"embstab.json"}
+    with pytest.raises(DownloadError, match=r"holds the download of 'tiny-org/bert-tiny'; give another folder"):
+        download_model("tiny-org/vocab-only", endpoint=url, dest=folder, progress=False)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(DownloadError, match=r"the folder is not empty and holds no hub download"):
+        download_model(REPO, endpoint=url, dest=tmp_path / "other", progress=False)
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+    with pytest.raises(DownloadError, match=r"it is a file"):
+        download_model(REPO, endpoint=url, dest=tmp_path / "other" / "notes.txt", progress=False)
 
 
 def test_unknown_revision_offline_mode_and_unreachable_hub(online, monkeypatch):
@@ -298,7 +322,7 @@ def test_cli_download_and_use(online, tmp_path, capsys):
     assert (tmp_path / "w.txt").stat().st_size > 0
     assert main(["contextual", "download", "tiny-org/pickle-only", "--endpoint", url, "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "refuses (loading pickle can run code" in err
+    assert err.count("\n") == 1 and "refuses (reading pickle can run code" in err
     assert main(["contextual", "features", "hub:tiny-org/never", "--corpus", "gensim_lee", "--out", "x.txt"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "run `embstab contextual download tiny-org/never` first" in err

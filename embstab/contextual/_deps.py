@@ -10,7 +10,7 @@ from embstab.errors import OptionalDependencyError
 __all__ = ["require"]
 
 _REQUIREMENTS = {"transformers": "transformers>=5.0", "tokenizers": "tokenizers>=0.22",
-                 "huggingface_hub": "huggingface_hub>=1.0"}
+                 "huggingface_hub": "huggingface_hub>=1.31"}
 
 
 def require(module: str) -> ModuleType:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,12 @@ HUB_PREFIX = "hub:"
 #: The files a BERT folder needs besides the weights; only top-level files are considered.
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 _EXTRA_FILES = ("tokenizer_config.json", "special_tokens_map.json")
-_PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
+# torch.save files (pytorch_model.bin and its shards) are pickles
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # the hub forbids "--" and ".." in repo ids, which keeps the cache folder name "org--name" unambiguous
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
-# the record written last into a downloaded folder: its presence means the download is complete
+# the record in a downloaded folder: written first (this repository's, unfinished), then last with
+# "complete": true, so an interrupted download is never mistaken for a finished one
 _RECORD = "embstab.json"
 
 
@@ -119,8 +122,9 @@ def _record(folder: Path) -> dict[str, Any] | None:
 
 def _complete(folder: Path, model: HubModel) -> bool:
     meta = _record(folder)
-    return (meta is not None and meta.get("repo_id") == model.repo_id and meta.get("revision") == model.revision
-            and all((folder / f).is_file() for f in meta.get("files", ())) and (folder / "tokenizer.json").is_file())
+    return (meta is not None and meta.get("complete") is True and meta.get("repo_id") == model.repo_id
+            and meta.get("revision") == model.revision and (folder / "tokenizer.json").is_file()
+            and all((folder / f).is_file() for f in meta.get("files", ())))
 
 
 def downloaded_dir(name: str | HubModel) -> Path:
@@ -210,11 +214,11 @@ def _select(files: list[str], model: HubModel, where: str) -> list[str]:
     elif "model.safetensors.index.json" in top:  # a sharded checkpoint: the index and every shard
         weights = ["model.safetensors.index.json"] + sorted(f for f in top if f.endswith(".safetensors"))
     else:
-        pickles = sorted(top & set(_PICKLE_WEIGHTS))
+        pickles = sorted(f for f in top if f.endswith(_PICKLE_SUFFIXES))
         if pickles:
-            raise UnsafeWeightsError(f"model repository {model.label!r} on {where} has only {', '.join(pickles)} "
-                                     f"weights, which embstab refuses (loading pickle can run code; only "
-                                     f"model.safetensors is accepted)")
+            raise UnsafeWeightsError(f"model repository {model.label!r} on {where} has only pickle weights "
+                                     f"({', '.join(pickles)}), which embstab refuses (reading pickle can run "
+                                     f"code; only safetensors weights are accepted)")
         raise DownloadError(f"model repository {model.label!r} on {where} has no model.safetensors: it holds no "
                             f"BERT weights embstab can load")
     if "config.json" not in top:
@@ -265,8 +269,9 @@ def download_model(repo_id: str, revision: str = "main", dest: str | os.PathLike
     ``tokenizer_config.json`` / ``special_tokens_map.json`` if present, are fetched. A repository
     whose weights are only pickle files (``pytorch_model.bin``) is refused. When the repository has
     no ``tokenizer.json`` one is built from ``vocab.txt``. The folder gets an ``embstab.json`` record
-    (repository, revision, commit, endpoint) written last, so an interrupted download is resumed by
-    the next call and a finished one is returned without contacting the hub.
+    (repository, revision, commit, endpoint) marked complete last, so an interrupted download is
+    resumed by the next call and a finished one is returned without contacting the hub. A refused
+    repository leaves no folder behind.
 
     Parameters
     ----------
@@ -297,24 +302,31 @@ def download_model(repo_id: str, revision: str = "main", dest: str | os.PathLike
         If the repository's only weights are pickle files.
     DownloadError
         If downloads are switched off (``HF_HUB_OFFLINE``), the hub cannot be reached, the
-        repository or revision does not exist, or it holds no loadable BERT (no safetensors, no
-        ``config.json``, no tokenizer, another ``model_type``).
+        repository or revision does not exist, it holds no loadable BERT (no safetensors, no
+        ``config.json``, no tokenizer, another ``model_type``), or ``dest`` is a file, another
+        repository's download or a non-empty folder of other files.
     """
     model = HubModel(repo_id, revision)
     folder = Path(dest) if dest is not None else hub_dir(model, create=True)
     if not force and _complete(folder, model):
         return folder
+    if dest is not None:  # the cache folder is embstab's own; a given one may hold anything
+        _check_folder(folder, model)
     hf = _hub()
-    if hf.constants.is_offline_mode():
+    offline = getattr(hf.constants, "is_offline_mode", None)  # a function in 2.x, a flag before
+    if offline() if callable(offline) else hf.constants.HF_HUB_OFFLINE:
         raise _offline(model)
     where = (endpoint or hf.constants.ENDPOINT).rstrip("/")
     api = hf.HfApi(endpoint=endpoint)
     tqdm_class = None if progress else _quiet(hf)
+    created = not folder.exists()
     try:
         info = api.model_info(model.repo_id, revision=model.revision)
         if not info.sha:
             raise DownloadError(f"{where} gave no commit for {model.label!r}: not a hub-compatible endpoint")
         wanted = _select([s.rfilename for s in info.siblings or ()], model, where)
+        # marks the folder as this repository's (unfinished) download before any file lands in it
+        _write_record(folder, model, {"commit": info.sha, "endpoint": where, "complete": False})
         common = {"repo_id": model.repo_id, "revision": info.sha, "local_dir": folder, "endpoint": endpoint,
                   "force_download": force}
         # the config first (kilobytes): a non-BERT repository is refused before its weights are fetched
@@ -322,18 +334,40 @@ def download_model(repo_id: str, revision: str = "main", dest: str | os.PathLike
         config = _check_config(folder, model)
         hf.snapshot_download(allow_patterns=wanted, tqdm_class=tqdm_class, max_workers=4, **common)
     except (hf.errors.HfHubHTTPError, hf.errors.OfflineModeIsEnabled, *_transport_errors()) as exc:
-        if isinstance(exc, DownloadError):
-            raise
         raise _fail(hf, exc, model, where) from exc
+    except DownloadError:
+        if created and folder.is_dir():  # a refused repository leaves nothing behind
+            shutil.rmtree(folder)
+        raise
     missing = [f for f in wanted if not (folder / f).is_file()]
     if missing:
         raise DownloadError(f"download of {model.label!r} from {where} is incomplete: {', '.join(missing)} missing")
-    if not (folder / "tokenizer.json").is_file():
+    if "tokenizer.json" not in wanted:
+        # rebuilt every time, so that a new revision's vocab.txt never meets an old tokenizer.json
         _write_tokenizer(folder)
-    record = {"name": model.label, "metadata": {
-        "source": "hub", "repo_id": model.repo_id, "revision": model.revision, "commit": info.sha,
-        "endpoint": where, "files": wanted + ["tokenizer.json"] * ("tokenizer.json" not in wanted),
-        "layers": config.get("num_hidden_layers"), "hidden": config.get("hidden_size")}}
-    with atomic_write(folder / _RECORD, "w") as f:
-        json.dump(record, f, indent=1)
+    _write_record(folder, model, {"commit": info.sha, "endpoint": where, "complete": True,
+                                  "files": wanted + ["tokenizer.json"] * ("tokenizer.json" not in wanted),
+                                  "layers": config.get("num_hidden_layers"), "hidden": config.get("hidden_size")})
     return folder
+
+
+def _write_record(folder: Path, model: HubModel, fields: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"source": "hub", "repo_id": model.repo_id, "revision": model.revision, **fields}
+    with atomic_write(folder / _RECORD, "w") as f:
+        json.dump({"name": model.label, "metadata": meta}, f, indent=1)
+
+
+def _check_folder(folder: Path, model: HubModel) -> None:
+    """Refuse a target that is a file, another repository's download, or a folder of other things."""
+    if folder.exists() and not folder.is_dir():
+        raise DownloadError(f"cannot download {model.label!r} into {folder}: it is a file")
+    if not folder.is_dir():
+        return
+    meta = _record(folder)
+    if meta is not None and meta.get("repo_id") != model.repo_id:
+        raise DownloadError(f"{folder} holds the download of {meta.get('repo_id')!r}; give another folder "
+                            f"for {model.repo_id!r}")
+    if meta is None and any(folder.iterdir()):
+        raise DownloadError(f"cannot download {model.label!r} into {folder}: the folder is not empty and holds "
+                            f"no hub download (give a new or empty folder)")
