@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,11 +57,17 @@ def _vocab_txt() -> bytes:
 
 
 class Hub:
-    """Repositories (name -> files) served at one commit each, and a log of (method, path) requests."""
+    """Repositories (name -> files) served at one commit each, and a log of (method, path) requests.
+
+    As on the real hub, a weights file (an LFS file) is not served by ``/resolve``: that answers a
+    redirect to a storage host (``cdn``, another origin) with the file's ``X-Linked-Etag`` and
+    ``X-Linked-Size``; small files are served directly with ``ETag`` and ``Content-Length``.
+    """
 
     def __init__(self) -> None:
         self.repos: dict[str, dict[str, bytes]] = {}
         self.log: list[tuple[str, str]] = []
+        self.cdn = ""
 
     def sha(self, repo: str) -> str:
         digest = hashlib.sha1(repo.encode())
@@ -68,8 +76,11 @@ class Hub:
         return digest.hexdigest()
 
     def fetched(self, repo: str) -> set[str]:
+        """Files of ``repo`` whose bytes were sent: by ``/resolve`` or, for LFS files, by the CDN."""
         prefix = f"/{repo}/resolve/{self.sha(repo)}/"
-        return {path[len(prefix):] for method, path in self.log if method == "GET" and path.startswith(prefix)}
+        blobs = {f"/cdn/{hashlib.sha256(data).hexdigest()}": name for name, data in self.repos[repo].items()}
+        gets = [path for method, path in self.log if method == "GET"]
+        return {p[len(prefix):] for p in gets if p.startswith(prefix)} | {blobs[p] for p in gets if p in blobs}
 
 
 def _handler(hub: Hub):
@@ -93,6 +104,9 @@ def _handler(hub: Hub):
             path = self.path.split("?")[0]
             hub.log.append((self.command, path))
             parts = path.strip("/").split("/")
+            if parts[0] == "cdn" and len(parts) == 2:  # the storage host: blobs by SHA-256
+                blobs = {hashlib.sha256(d).hexdigest(): d for files in hub.repos.values() for d in files.values()}
+                return self._send(200, blobs[parts[1]]) if parts[1] in blobs else self._send(404)
             if parts[:2] == ["api", "models"] and len(parts) >= 6:
                 repo, action, rev = "/".join(parts[2:4]), parts[4], parts[5]
             elif len(parts) >= 5 and parts[2] == "resolve":
@@ -115,6 +129,11 @@ def _handler(hub: Hub):
             if name not in files:
                 return self._send(404, b"Entry not found", {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": sha})
             data = files[name]
+            if name.endswith(".safetensors"):
+                digest = hashlib.sha256(data).hexdigest()
+                return self._send(302, b"", {"Location": f"{hub.cdn}/cdn/{digest}", "X-Repo-Commit": sha,
+                                             "X-Linked-Etag": f'"{digest}"', "X-Linked-Size": str(len(data)),
+                                             "ETag": f'"{hashlib.sha1(data).hexdigest()}"'})
             self._send(200, data, {"X-Repo-Commit": sha, "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
                                    "Content-Type": "application/octet-stream"})
 
@@ -125,7 +144,7 @@ def _handler(hub: Hub):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """A running local hub with five repositories; yields (hub, url, served weights)."""
+    """A running local hub (and its storage host) with six repositories; yields (hub, url, served weights)."""
     tmp = tmp_path_factory.mktemp("served")
     bert = _tiny_bert_files(tmp)
     tok_json = tiny_tokenizer().to_str().encode()
@@ -142,14 +161,16 @@ def served(tmp_path_factory):
                                  "model.safetensors": bert["model.safetensors"], "tokenizer.json": tok_json}
     hub.repos["tiny-org/tf-only"] = {"config.json": bert["config.json"], "tf_model.h5": b"h5", "vocab.txt": _vocab_txt()}
     hub.repos["tiny-org/no-config"] = {"model.safetensors": bert["model.safetensors"], "tokenizer.json": tok_json}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server, cdn = (ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub)) for _ in range(2))
+    for s in (server, cdn):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
+    hub.cdn = f"http://127.0.0.1:{cdn.server_address[1]}"
     weights = safetensors_torch.load_file(str(tmp / "model.safetensors"))
-    yield hub, url, weights, server
-    server.shutdown()
-    server.server_close()
+    yield hub, url, weights
+    for s in (server, cdn):
+        s.shutdown()
+        s.server_close()
 
 
 @pytest.fixture(autouse=True)
@@ -168,7 +189,7 @@ def local_only(monkeypatch):
 @pytest.fixture
 def online(served, tmp_path, monkeypatch):
     """Downloads switched on, pointed at the local hub; every cache inside ``tmp_path``."""
-    hub, url, _, _ = served
+    hub, url, _ = served
     monkeypatch.setenv("EMBSTAB_DATA", str(tmp_path / "embstab"))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_TOKEN", raising=False)
@@ -184,12 +205,15 @@ def online(served, tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- tests
 def test_download_then_load_gives_the_served_weights_and_fetches_only_what_bert_needs(served, online):
     hub, url = online
-    _, _, weights, _ = served
+    _, _, weights = served
     folder = download_model(REPO, endpoint=url, progress=False)
     assert folder == hub_dir(HubModel(REPO)) and folder.is_relative_to(Path(os.environ["EMBSTAB_DATA"]))
     assert {p.name for p in folder.iterdir() if p.is_file()} == WANTED
     # no pickle, no README, nothing from sub-folders went over the wire
     assert hub.fetched(REPO) == WANTED - {"embstab.json"}
+    # the weights came from the storage host the hub redirected to, as LFS files do on the real hub
+    assert ("GET", f"/{REPO}/resolve/{hub.sha(REPO)}/model.safetensors") not in hub.log
+    assert sum(method == "GET" and path.startswith("/cdn/") for method, path in hub.log) == 1
     record = json.loads((folder / "embstab.json").read_text())["metadata"]
     assert record["commit"] == hub.sha(REPO) and record["endpoint"] == url and record["layers"] == 2
 
@@ -332,3 +356,13 @@ def test_cli_download_help_has_examples(capsys):
     assert main(["contextual", "download", "--help"]) == 0
     text = capsys.readouterr().out
     assert "examples:" in text and "--revision" in text and "--endpoint" in text and "pytorch_model.bin" in text
+
+
+def test_cli_download_in_a_fresh_interpreter(online, tmp_path):
+    """The command on its own, without transformers or the hub library imported beforehand."""
+    hub, url = online
+    env = dict(os.environ, HF_HUB_OFFLINE="0", HF_ENDPOINT=url, PYTHONPATH=str(Path(__file__).parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "embstab", "contextual", "download", REPO, "--endpoint", url,
+                           "--no-progress"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"load it as hub:{REPO}" in proc.stdout and hub.fetched(REPO) == WANTED - {"embstab.json"}

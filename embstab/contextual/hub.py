@@ -12,6 +12,7 @@ can run arbitrary code, and a data file must never run code.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -159,7 +160,11 @@ def downloaded_dir(name: str | HubModel) -> Path:
 def _hub():
     from embstab.contextual._deps import require
 
-    return require("huggingface_hub")
+    hf = require("huggingface_hub")
+    # the package loads its submodules lazily: import the ones used here as attributes
+    for sub in ("constants", "errors", "utils"):
+        importlib.import_module(f"huggingface_hub.{sub}")
+    return hf
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
