@@ -1,4 +1,4 @@
-"""``embstab contextual pretrain|features|disagreement``: contextual (BERT) models as embedding pairs."""
+"""``embstab contextual pretrain|features|disagreement|download``: contextual (BERT) models as embedding pairs."""
 
 from __future__ import annotations
 
@@ -10,15 +10,17 @@ from pathlib import Path
 from embstab.cli.options import positive_float, positive_int, seed, unit_fraction
 from embstab.errors import EmbstabError
 
-__all__ = ["register", "run_pretrain", "run_features", "run_disagreement"]
+__all__ = ["register", "run_pretrain", "run_features", "run_disagreement", "run_download"]
 
-HELP = "pretrain BERT pairs, extract word-type embeddings, measure frozen-feature disagreement"
+HELP = "pretrain BERT pairs, extract word-type embeddings, measure frozen-feature disagreement, download models"
 DESCRIPTION = """\
 Contextual embeddings as a kind of embstab pair. A small BERT is pretrained with masked-LM on two
 versions of an offline corpus (each leaves out a different share of documents), with one
 WordPiece tokenizer and the same seed, plus a seed-only baseline on version A; or the packaged
 MiniLM-L6 (builtin:minilm_l6) is fine-tuned on both versions. Models are folders (config.json,
-model.safetensors, tokenizer.json) that every command takes, as does builtin:minilm_l6.
+model.safetensors, tokenizer.json) that every command takes, as does builtin:minilm_l6, and
+hub:ORG/NAME[@REVISION] once `embstab contextual download` has fetched it (no command downloads
+a model by itself).
 
   pretrain      train the pair (and baseline) into OUT/a, OUT/b, OUT/baseline; print held-out
                 MLM loss and perplexity, seconds per step
@@ -26,7 +28,10 @@ model.safetensors, tokenizer.json) that every command takes, as does builtin:min
                 its occurrences in a corpus or text file; writes any format `embstab compare` reads
   disagreement  the same classifier (linear or mlp) trained on each model's frozen sentence
                 features of a task, or the same tagger (bilstm) on each model's frozen per-word
-                features of brown_pos; percent of test predictions (tags) that differ"""
+                features of brown_pos; percent of test predictions (tags) that differ
+  download      fetch a BERT model (config.json, model.safetensors, tokenizer) from the Hugging
+                Face hub or a mirror into the cache, where hub:ORG/NAME finds it; pickle weights
+                (pytorch_model.bin) are refused"""
 
 EPILOG = """\
 examples:
@@ -39,7 +44,24 @@ examples:
   embstab contextual disagreement runs/bert/a runs/bert/b --task rt_sentiment --classifier mlp
   embstab contextual disagreement builtin:minilm_l6 --quantize-b fp8_e4m3 --task bbc_topic
   embstab contextual disagreement runs/bert/a --seed-baseline --task rt_subjectivity
-  embstab contextual disagreement runs/bert/a runs/bert/b --task brown_pos --limit 2000"""
+  embstab contextual disagreement runs/bert/a runs/bert/b --task brown_pos --limit 2000
+  embstab contextual download sentence-transformers/all-MiniLM-L6-v2
+  embstab contextual features hub:sentence-transformers/all-MiniLM-L6-v2 --corpus gensim_lee --out g.txt"""
+
+DOWNLOAD_EPILOG = """\
+examples:
+  embstab contextual download sentence-transformers/all-MiniLM-L6-v2
+  embstab contextual download google-bert/bert-base-uncased
+  embstab contextual download org/name --revision v1.0         # then use hub:org/name@v1.0
+  embstab contextual download org/name --endpoint https://hf-mirror.example.org
+  embstab contextual download org/name --dest models/name      # then use the folder models/name
+  HF_TOKEN=... embstab contextual download org/private-model
+
+The model lands in the cache (embstab data's folder, $EMBSTAB_DATA or ~/.cache/embstab) under
+hub/ORG--NAME/REVISION, unless --dest is given. Only top-level config.json, safetensors weights,
+tokenizer.json / vocab.txt, tokenizer_config.json and special_tokens_map.json are fetched; a
+repository whose weights are only pickle files (pytorch_model.bin) is refused, since reading
+pickle can run code. A finished download is not fetched again unless --force."""
 
 
 def register(subparsers) -> None:
@@ -76,7 +98,7 @@ def register(subparsers) -> None:
 
     fe = sub.add_parser("features", help="word-type embedding of a model over a corpus or text file",
                         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    fe.add_argument("model", metavar="MODEL", help="model folder or builtin:minilm_l6")
+    fe.add_argument("model", metavar="MODEL", help="model folder, builtin:minilm_l6 or hub:ORG/NAME")
     src = fe.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="offline corpus to average over")
     src.add_argument("--text", metavar="FILE", help="text file, one text per line (no empty lines)")
@@ -93,7 +115,7 @@ def register(subparsers) -> None:
 
     dis = sub.add_parser("disagreement", help="frozen-feature downstream disagreement of two models",
                          description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    dis.add_argument("a", metavar="A", help="first model (folder or builtin:minilm_l6)")
+    dis.add_argument("a", metavar="A", help="first model (folder, builtin:minilm_l6 or hub:ORG/NAME)")
     dis.add_argument("b", metavar="B", nargs="?", help="second model (omit with --seed-baseline or --quantize-b)")
     dis.add_argument("--quantize-b", metavar="FORMAT", help="B = A with weights rounded to this lowprec format")
     dis.add_argument("--seed-baseline", action="store_true", help="A against A, classifier seeds S and S+1000")
@@ -115,13 +137,25 @@ def register(subparsers) -> None:
     dis.add_argument("--output", choices=["table", "json"], default="table")
     dis.add_argument("--progress", action="store_true")
     dis.set_defaults(func=run_disagreement)
+
+    dl = sub.add_parser("download", help="download a BERT model from the Hugging Face hub (or a mirror) into the cache",
+                        description="Download a BERT model (safetensors only) from the Hugging Face hub or a mirror "
+                                    "into embstab's cache, where hub:ORG/NAME[@REVISION] names it.",
+                        epilog=DOWNLOAD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dl.add_argument("repo_id", metavar="REPO_ID", help="repository on the hub, ORG/NAME")
+    dl.add_argument("--revision", default="main", help="branch, tag or commit (default main)")
+    dl.add_argument("--endpoint", metavar="URL", help="hub address (default $HF_ENDPOINT or https://huggingface.co)")
+    dl.add_argument("--dest", metavar="DIR", help="download into this folder instead of the cache")
+    dl.add_argument("--force", action="store_true", help="download again even if a finished copy exists")
+    dl.add_argument("--no-progress", action="store_true", help="no progress bars")
+    dl.set_defaults(func=run_download)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
 def _model(spec: str):
     from embstab.contextual import load_model
 
-    if not spec.startswith("builtin:") and not Path(spec).exists() and ("/" in spec or spec.startswith(".")):
+    if not spec.startswith(("builtin:", "hub:")) and not Path(spec).exists() and ("/" in spec or spec.startswith(".")):
         raise EmbstabError(f"model folder {spec} does not exist")
     return load_model(spec)
 
@@ -273,4 +307,38 @@ def run_disagreement(args: argparse.Namespace) -> int:
     print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
     print(f"accuracy A: {res.quality_a:.2f}%   accuracy B: {res.quality_b:.2f}%"
           + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
+    return 0
+
+
+def run_download(args: argparse.Namespace) -> int:
+    """Handler of ``embstab contextual download``: fetch a BERT model from a hub into the cache (or
+    ``--dest``) and print where it is and the name that loads it.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``contextual download``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        If the repository id is malformed, the hub cannot be reached or downloads are switched off,
+        the repository does not exist, or it holds no loadable safetensors BERT.
+    """
+    from embstab.contextual import download_model
+
+    folder = download_model(args.repo_id, args.revision, dest=args.dest, endpoint=args.endpoint, force=args.force,
+                            progress=not args.no_progress)
+    record = json.loads((folder / "embstab.json").read_text(encoding="utf-8"))["metadata"]
+    size = sum((folder / f).stat().st_size for f in record["files"])
+    label = args.repo_id if args.revision == "main" else f"{args.repo_id}@{args.revision}"
+    use = str(folder) if args.dest else f"hub:{label}"
+    print(f"{label} (commit {record['commit'][:12]}, {record['layers']} layers x {record['hidden']} hidden, "
+          f"{size / 1e6:.1f} MB) -> {folder}")
+    print(f"load it as {use}")
     return 0

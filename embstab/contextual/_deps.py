@@ -9,11 +9,12 @@ from embstab.errors import OptionalDependencyError
 
 __all__ = ["require"]
 
-_REQUIREMENTS = {"transformers": "transformers>=5.0", "tokenizers": "tokenizers>=0.22"}
+_REQUIREMENTS = {"transformers": "transformers>=5.0", "tokenizers": "tokenizers>=0.22",
+                 "huggingface_hub": "huggingface_hub>=1.31"}
 
 
 def require(module: str) -> ModuleType:
-    """Import ``transformers`` or ``tokenizers``; raise :class:`OptionalDependencyError` naming the extra."""
+    """Import ``transformers``, ``tokenizers`` or ``huggingface_hub``; raise :class:`OptionalDependencyError` naming the extra."""
     try:
         return importlib.import_module(module)
     except ImportError:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from embstab.data.errors import DataNotFoundError, DownloadError
 from embstab.errors import EmbstabError, ShapeError
 
-__all__ = ["EmptyTextError", "SequenceLengthError"]
+__all__ = ["EmptyTextError", "HubNameError", "ModelNotDownloadedError", "SequenceLengthError", "UnsafeWeightsError"]
 
 
 class EmptyTextError(EmbstabError, ValueError):
@@ -17,3 +18,30 @@ class EmptyTextError(EmbstabError, ValueError):
 
 class SequenceLengthError(ShapeError):
     """A text has more word pieces than the model's position limit (and truncation was not asked for)."""
+
+
+class HubNameError(EmbstabError, ValueError):
+    """A hub model name that is not ``org/name`` (with an optional ``@revision``)."""
+
+
+class ModelNotDownloadedError(DataNotFoundError):
+    """A hub model asked for by name has no finished download in the cache; nothing is fetched on load.
+
+    The message names the ``embstab contextual download`` command that fetches it.
+
+    Parameters
+    ----------
+    message : str
+        The whole message.
+    name : str
+        The model, ``org/name[@revision]``.
+    """
+
+    def __init__(self, message: str, name: str) -> None:
+        self.name = name
+        # DataNotFoundError words its message for datasets (`embstab data fetch`): skip its __init__
+        super(DataNotFoundError, self).__init__(message)
+
+
+class UnsafeWeightsError(DownloadError):
+    """A model's only weights are pickle files (``pytorch_model.bin``), which can run code when read."""

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from embstab.contextual.hub import HUB_PREFIX, downloaded_dir
 from embstab.contextual.model import ContextualModel, load_model_dir
 from embstab.data.pretrained import pretrained_name
 from embstab.data.sources import SOURCES, source_path
@@ -55,12 +56,17 @@ MODELS: dict[str, Callable[[], ContextualModel]] = {"minilm_l6": minilm_l6}
 
 
 def load_model(name_or_path: str | os.PathLike) -> ContextualModel:
-    """A named pretrained model (:data:`MODELS`) or a model folder saved by :meth:`ContextualModel.save`.
+    """A named pretrained model (:data:`MODELS`), a downloaded hub model, or a model folder.
+
+    Nothing is fetched: a hub model must have been downloaded first with
+    :func:`~embstab.contextual.download_model` (``embstab contextual download``).
 
     Parameters
     ----------
     name_or_path : str or os.PathLike
-        ``"minilm_l6"`` (also ``"builtin:minilm-l6"``), or a folder path.
+        ``"minilm_l6"`` (also ``"builtin:minilm-l6"``); ``"hub:org/name"`` or
+        ``"hub:org/name@revision"``; or a folder path (saved by :meth:`ContextualModel.save`, or
+        written by :func:`~embstab.contextual.download_model`).
 
     Returns
     -------
@@ -70,10 +76,14 @@ def load_model(name_or_path: str | os.PathLike) -> ContextualModel:
     ------
     UnknownNameError
         If it is neither an existing folder nor a known name.
+    ModelNotDownloadedError
+        If a ``hub:`` model has not been downloaded.
     """
     text = os.fspath(name_or_path)
     if os.path.isdir(text):
         return load_model_dir(text)
+    if text.startswith(HUB_PREFIX):
+        return load_model_dir(downloaded_dir(text))
     name = text[len("builtin:"):] if text.startswith("builtin:") else text
     note = "" if text.startswith("builtin:") or not (os.sep in text or text.startswith(".")) \
         else "no such model folder either"

@@ -17,7 +17,7 @@ from embstab.contextual._deps import require
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-__all__ = ["SPECIAL_TOKENS", "train_wordpiece", "load_tokenizer", "plain_tokenizer"]
+__all__ = ["SPECIAL_TOKENS", "train_wordpiece", "load_tokenizer", "plain_tokenizer", "wordpiece_from_vocab"]
 
 #: Special tokens in BERT order; ``[PAD]`` is id 0 for a trained tokenizer, as in BERT's vocabulary.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -80,6 +80,45 @@ def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_f
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                         special_tokens=list(SPECIAL_TOKENS), show_progress=False)
     tok.train_from_iterator((" ".join(d) for d in docs), trainer=trainer)
+    return tok
+
+
+def wordpiece_from_vocab(path: str | os.PathLike, lowercase: bool = True,
+                         strip_accents: bool | None = None) -> Tokenizer:
+    """A BERT WordPiece tokenizer from a ``vocab.txt`` (one piece per line, the line number is its id).
+
+    Built like :func:`train_wordpiece` builds one (BERT normaliser and pre-tokenizer, ``##``
+    continuation pieces), for checkpoints that ship ``vocab.txt`` without a ``tokenizer.json``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``vocab.txt`` file.
+    lowercase : bool, default True
+        Lower-case the text first (``do_lower_case`` of the checkpoint's ``tokenizer_config.json``).
+    strip_accents : bool, optional
+        Strip accents; ``None`` follows ``lowercase``, as BERT's tokenizer does.
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+        Without padding, truncation or post-processing.
+
+    Raises
+    ------
+    ValueError
+        If the file lacks ``[UNK]``.
+    """
+    tk = require("tokenizers")
+    with open(path, encoding="utf-8") as f:
+        # a piece listed twice keeps its later line, as the checkpoints' own BERT tokenizer reads it
+        vocab = {line.rstrip("\n").rstrip("\r"): i for i, line in enumerate(f)}
+    if "[UNK]" not in vocab:
+        raise ValueError(f"{os.fspath(path)}: no [UNK] piece")
+    tok = tk.Tokenizer(tk.models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = tk.normalizers.BertNormalizer(lowercase=lowercase, strip_accents=strip_accents, clean_text=True)
+    tok.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
+    tok.decoder = tk.decoders.WordPiece()
     return tok
 
 
