@@ -366,3 +366,15 @@ def test_cli_download_in_a_fresh_interpreter(online, tmp_path):
                            "--no-progress"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"load it as hub:{REPO}" in proc.stdout and hub.fetched(REPO) == WANTED - {"embstab.json"}
+
+
+def test_a_local_folder_with_only_pickle_weights_is_refused(tmp_path):
+    """Loading never unpickles: a folder whose weights are only pytorch_model.bin is refused by name."""
+    from embstab.contextual import load_model
+    from embstab.contextual.errors import UnsafeWeightsError
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    (tmp_path / "tokenizer.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x04not really")
+    with pytest.raises(UnsafeWeightsError, match="pytorch_model.bin"):
+        load_model(tmp_path)

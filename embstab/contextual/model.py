@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from embstab._fs import atomic_write
+from embstab.contextual.errors import UnsafeWeightsError
 from embstab.contextual.tokenizer import load_tokenizer
 from embstab.errors import EmbstabError, lookup
 
@@ -207,8 +208,9 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
     Parameters
     ----------
     path : str or os.PathLike
-        A folder with ``config.json``, ``model.safetensors`` (or ``pytorch_model.bin``) and
-        ``tokenizer.json``.
+        A folder with ``config.json``, ``model.safetensors`` (or a sharded safetensors index) and
+        ``tokenizer.json``. Pickle weights (``pytorch_model.bin``) are never read: unpickling can run
+        code stored in the file.
     name : str, optional
         Defaults to the saved name, or the folder's name.
 
@@ -220,11 +222,19 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
     ------
     FileNotFoundError
         If the folder or one of its files is missing.
+    UnsafeWeightsError
+        If the folder's only weights are pickle files.
     """
     folder = Path(path)
     for needed in ("config.json", "tokenizer.json"):
         if not (folder / needed).is_file():
             raise FileNotFoundError(2, f"no {needed} in the model folder", str(folder / needed))
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.safetensors.index.json")):
+        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt", ".pkl"))
+        if pickles:
+            raise UnsafeWeightsError(f"model folder {folder} has only pickle weights ({', '.join(pickles)}), which "
+                                     "can run code when read; convert them to model.safetensors with a tool you trust")
+        raise FileNotFoundError(2, "no model.safetensors in the model folder", str(folder / "model.safetensors"))
     tf = _transformers()
     info = {}
     if (folder / "embstab.json").is_file():
@@ -237,7 +247,8 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
         with torch.random.fork_rng(devices=[]):
             # a missing MLM head is initialised; seed it so two loads of one folder are identical
             torch.manual_seed(0)
-            network = tf.BertForMaskedLM.from_pretrained(str(folder), config=config, local_files_only=True)
+            network = tf.BertForMaskedLM.from_pretrained(str(folder), config=config, local_files_only=True,
+                                                          use_safetensors=True)
     finally:
         tf.logging.set_verbosity(verbosity)
         tf.utils.logging.enable_progress_bar()
