@@ -5,7 +5,8 @@ from __future__ import annotations
 from embstab.data.errors import DataNotFoundError, DownloadError
 from embstab.errors import EmbstabError, ShapeError
 
-__all__ = ["EmptyTextError", "HubNameError", "ModelNotDownloadedError", "SequenceLengthError", "UnsafeWeightsError"]
+__all__ = ["EmptyTextError", "HubNameError", "ModelNotDownloadedError", "PICKLE_SUFFIXES", "SequenceLengthError",
+           "UnsafeWeightsError"]
 
 
 class EmptyTextError(EmbstabError, ValueError):
@@ -41,6 +42,10 @@ class ModelNotDownloadedError(DataNotFoundError):
         self.name = name
         # DataNotFoundError words its message for datasets (`embstab data fetch`): skip its __init__
         super(DataNotFoundError, self).__init__(message)
+
+
+#: File suffixes of pickled weights (``torch.save`` files such as ``pytorch_model.bin``), never read.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
 
 class UnsafeWeightsError(DownloadError):

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from embstab._fs import atomic_write
-from embstab.contextual.errors import HubNameError, ModelNotDownloadedError, UnsafeWeightsError
+from embstab.contextual.errors import PICKLE_SUFFIXES, HubNameError, ModelNotDownloadedError, UnsafeWeightsError
 from embstab.data.cache import cache_dir
 from embstab.data.errors import DownloadError
 
@@ -35,8 +35,6 @@ HUB_PREFIX = "hub:"
 #: The files a BERT folder needs besides the weights; only top-level files are considered.
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 _EXTRA_FILES = ("tokenizer_config.json", "special_tokens_map.json")
-# torch.save files (pytorch_model.bin and its shards) are pickles
-_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # the hub forbids "--" and ".." in repo ids, which keeps the cache folder name "org--name" unambiguous
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 # the record in a downloaded folder: written first (this repository's, unfinished), then last with
@@ -219,7 +217,7 @@ def _select(files: list[str], model: HubModel, where: str) -> list[str]:
     elif "model.safetensors.index.json" in top:  # a sharded checkpoint: the index and every shard
         weights = ["model.safetensors.index.json"] + sorted(f for f in top if f.endswith(".safetensors"))
     else:
-        pickles = sorted(f for f in top if f.endswith(_PICKLE_SUFFIXES))
+        pickles = sorted(f for f in top if f.endswith(PICKLE_SUFFIXES))
         if pickles:
             raise UnsafeWeightsError(f"model repository {model.label!r} on {where} has only pickle weights "
                                      f"({', '.join(pickles)}), which embstab refuses (reading pickle can run "

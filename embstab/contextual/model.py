@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from embstab._fs import atomic_write
-from embstab.contextual.errors import UnsafeWeightsError
+from embstab.contextual.errors import PICKLE_SUFFIXES, UnsafeWeightsError
 from embstab.contextual.tokenizer import load_tokenizer
 from embstab.errors import EmbstabError, lookup
 
@@ -230,7 +230,7 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
         if not (folder / needed).is_file():
             raise FileNotFoundError(2, f"no {needed} in the model folder", str(folder / needed))
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.safetensors.index.json")):
-        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt", ".pkl"))
+        pickles = sorted(p.name for p in folder.iterdir() if p.name.endswith(PICKLE_SUFFIXES))
         if pickles:
             raise UnsafeWeightsError(f"model folder {folder} has only pickle weights ({', '.join(pickles)}), which "
                                      "can run code when read; convert them to model.safetensors with a tool you trust")
