@@ -5,7 +5,11 @@ torch's engine runs it on CPU (ready nodes by decreasing sequence number, gradie
 first). Live bytes are the tensors saved for backward that a node still to run holds (each
 storage once, released when its last holder has run), the gradient buffers in flight (one per
 node input, sized from the node's input metadata, freed once the node has run) and the leaf
-gradients produced so far. Memory a backward kernel allocates internally and frees before it
+gradients produced so far. A node returns all its gradients before the engine sums them into the
+waiting buffers, so while it runs its outputs are counted in full beside its inflow and every
+occupied buffer: a gradient summed into a buffer that already holds one is, for that moment, held
+twice (a packed LSTM's per-time-step slices each return a zero-padded gradient the size of the
+whole gate projection, summed into one buffer). Memory a backward kernel allocates internally and frees before it
 returns is not visible in the graph and is not counted.
 
 :func:`measure_peak` measures the same step with the allocator: it runs forward and backward
@@ -102,17 +106,23 @@ def backward_peak(root, skip: set[int] | None = None) -> int:
     while ready:
         _, _, f = heapq.heappop(ready)
         inflow = sum(buffers.pop(f, {}).values())
+        waiting = sum(sum(v.values()) for v in buffers.values())
         if type(f).__name__ == "AccumulateGrad":  # the buffer becomes the leaf's .grad (stolen, not copied)
             leaf_grads += inflow
             continue
+        # the node returns all its gradients at once, while its inflow, its saved tensors and the
+        # buffers already waiting are still held; only then is each one summed into its buffer
+        # (in place), so a gradient reaching an occupied buffer is momentarily there twice
+        outflow = 0
         for nf, idx in f.next_functions:
             if nf is None:
                 continue
             metas = getattr(nf, "_input_metadata", ())
             b = _meta_bytes(metas[idx]) if idx < len(metas) else 0
+            outflow += b
             slot = buffers.setdefault(nf, {})
-            slot[idx] = max(slot.get(idx, 0), b)  # gradients reaching one input are summed in place
-        peak = max(peak, live + inflow + sum(sum(v.values()) for v in buffers.values()) + leaf_grads)
+            slot[idx] = max(slot.get(idx, 0), b)
+        peak = max(peak, live + inflow + waiting + outflow + leaf_grads)
         for ptr in saved[f]:  # the engine releases a node's saved tensors once it has run
             holders[ptr] -= 1
             if holders[ptr] == 0:
