@@ -52,7 +52,12 @@ class MemoryProfile:
     backward_peak : int or None
         Most bytes live at once during the backward pass, replayed on the graph
         (:func:`embstab.recipes.peak.backward_peak`: saved tensors still held, gradients in
-        flight, leaf gradients so far); None for a :class:`LowMemoryModel`.
+        flight, leaf gradients so far). For a :class:`LowMemoryModel` the largest over its
+        micro-batches, each replayed on its own graph with its saved tensors as stored (16-bit
+        when packed) plus the gradients the earlier micro-batches left in ``.grad``; None when
+        it checkpoints a child, whose recomputation in the backward pass the graph does not hold.
+    held_gradients : int
+        Bytes of the ``.grad`` tensors already held when the step begins (the step sums into them).
     """
 
     weights: int
@@ -62,15 +67,16 @@ class MemoryProfile:
     graph_nodes: int
     graph_activations: int | None = None
     backward_peak: int | None = None
+    held_gradients: int = 0
 
     @property
     def peak(self) -> int:
-        """Predicted peak of the step: weights and optimizer state, plus the larger of the saved
-        activations (end of forward) and the backward pass's peak (without a replay: activations
-        plus all gradients)."""
-        moving = self.activations + self.gradients if self.backward_peak is None else \
-            max(self.activations, self.backward_peak)
-        return self.weights + self.optimizer_state + moving
+        """Predicted peak of the step: weights, optimizer state and gradients already held, plus
+        the larger of the saved activations (end of forward) and the backward pass's peak
+        (without a replay: activations plus the gradients not yet held)."""
+        moving = self.activations + max(0, self.gradients - self.held_gradients) if self.backward_peak is None \
+            else max(self.activations, self.backward_peak)
+        return self.weights + self.optimizer_state + self.held_gradients + moving
 
     @property
     def total(self) -> int:
@@ -174,11 +180,13 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
             saved[ptr] = max(saved.get(ptr, 0), _nbytes(t))
         return t
 
+    held = _grad_bytes(model)
     graph = replay = None
     if isinstance(model, LowMemoryModel):
         # micro-batches run one after another: the peak is the largest micro-batch's saved set
-        _, nodes, per_micro = model._profile_step(inputs, target, loss_fn, param_ptrs)
+        _, nodes, per_micro, replays = model._profile_step(inputs, target, loss_fn, param_ptrs, replay=True)
         activations = max(per_micro)
+        replay = max(replays) if replays else None
     else:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = model(*inputs)
@@ -209,7 +217,15 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
                     per_weight = id(p) in sparse and v.shape == p.shape
                     state += int(sparsity.masks[sparse[id(p)]].sum()) * v.element_size() if per_weight \
                         else v.numel() * v.element_size()
-    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay)
+    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay, held)
+
+
+def _grad_bytes(model: nn.Module) -> int:
+    seen: dict[int, int] = {}
+    for p in model.parameters():
+        if p.grad is not None:
+            seen[p.grad.untyped_storage().data_ptr()] = _nbytes(p.grad)
+    return sum(seen.values())
 
 
 class _Checkpointed(nn.Module):
@@ -245,8 +261,10 @@ class LowMemoryModel(nn.Module):
         if self.sparsity is not None:
             self.sparsity.step(optimizer)
 
-    def _hooks(self, record: dict[int, int] | None = None, skip: set[int] | None = None):
+    def _hooks(self, record: dict[int, int] | None = None, skip: set[int] | None = None,
+               probe: list[bool] | None = None):
         dtype = _STORAGE[self.storage]
+        probe = probe if probe is not None else [False]
         skip = skip or set()
         # one 16-bit copy per saved tensor: a tensor two nodes save (a ReLU's output is also the
         # next Linear's input) is converted once; the weak reference proves it is the same object
@@ -272,7 +290,8 @@ class LowMemoryModel(nn.Module):
 
         def unpack(packed):
             orig, t = packed
-            return t if orig is None else t.to(orig)
+            # while the graph is replayed, a node's saved tensor is read as stored (its 16-bit copy)
+            return t if orig is None or probe[0] else t.to(orig)
 
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
@@ -314,27 +333,38 @@ class LowMemoryModel(nn.Module):
         float
             The loss of the whole batch (micro-batch losses weighted by their sizes).
         """
-        loss, _, _ = self._profile_step(list(inputs), target, loss_fn, self._param_ptrs())
+        loss, _, _, _ = self._profile_step(list(inputs), target, loss_fn, self._param_ptrs())
         return loss
 
-    def _profile_step(self, inputs, target, loss_fn, skip):
+    def _profile_step(self, inputs, target, loss_fn, skip, replay: bool = False):
         n = inputs[0].shape[0]
         mb = self.micro_batch or n
-        total, nodes, per_micro = 0.0, 0, []
+        total, nodes, per_micro, replays = 0.0, 0, [], []
+        # a checkpointed child's saved tensors are recomputed when first read: replaying the graph
+        # would run (and consume) the recomputation, and what it allocates is not in the graph
+        replay = replay and not any(isinstance(m, _Checkpointed) for m in self.model.modules())
+        held0 = _grad_bytes(self.model)
         for start in range(0, n, mb):
             sl = slice(start, min(n, start + mb))
             record: dict[int, int] = {}
-            with self._hooks(record, skip):
+            probe = [False]
+            with self._hooks(record, skip, probe):
                 out = self.model(*[x[sl] for x in inputs])
                 if loss_fn is not None:
                     loss = loss_fn(out, target[sl]) * ((sl.stop - sl.start) / n)
                 else:
                     loss = out.float().sum()
             nodes = max(nodes, _count_nodes(loss.grad_fn))
+            if replay:
+                probe[0] = True
+                try:  # gradients an earlier micro-batch created are live beside this one's backward
+                    replays.append(_grad_bytes(self.model) - held0 + backward_peak(loss.grad_fn, skip))
+                finally:
+                    probe[0] = False
             loss.backward()
             total += float(loss.detach())
             per_micro.append(sum(record.values()))
-        return total, nodes, per_micro
+        return total, nodes, per_micro, replays
 
 
 def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: int | None = None,

@@ -5,7 +5,8 @@ torch's engine runs it on CPU (ready nodes by decreasing sequence number, gradie
 first). Live bytes are the tensors saved for backward that a node still to run holds (each
 storage once, released when its last holder has run), the gradient buffers in flight (one per
 node input, sized from the node's input metadata, freed once the node has run) and the leaf
-gradients produced so far. A node returns all its gradients before the engine sums them into the
+gradients produced so far (a leaf that already holds a ``.grad``, as in the second micro-batch
+of gradient accumulation, has the new gradient summed into it and freed). A node returns all its gradients before the engine sums them into the
 waiting buffers, so while it runs its outputs are counted in full beside its inflow and every
 occupied buffer: a gradient summed into a buffer that already holds one is, for that moment, held
 twice (a packed LSTM's per-time-step slices each return a zero-padded gradient the size of the
@@ -73,7 +74,8 @@ def backward_peak(root, skip: set[int] | None = None) -> int:
     Returns
     -------
     int
-        Peak of saved tensors still held + gradient buffers in flight + leaf gradients.
+        Peak of saved tensors still held + gradient buffers in flight + new leaf gradients (the
+        ``.grad`` tensors held before the pass are not included).
     """
     skip = skip or set()
     nodes, stack = [], [root]
@@ -107,8 +109,11 @@ def backward_peak(root, skip: set[int] | None = None) -> int:
         _, _, f = heapq.heappop(ready)
         inflow = sum(buffers.pop(f, {}).values())
         waiting = sum(sum(v.values()) for v in buffers.values())
-        if type(f).__name__ == "AccumulateGrad":  # the buffer becomes the leaf's .grad (stolen, not copied)
-            leaf_grads += inflow
+        if type(f).__name__ == "AccumulateGrad":
+            held = getattr(getattr(f, "variable", None), "grad", None)
+            if held is None:  # the buffer becomes the leaf's .grad (stolen, not copied)
+                leaf_grads += inflow
+            # else it is summed into the .grad already held (in place) and freed
             continue
         # the node returns all its gradients at once, while its inflow, its saved tensors and the
         # buffers already waiting are still held; only then is each one summed into its buffer
