@@ -99,11 +99,14 @@ def test_bilstm_tagger_peak_within_ten_percent(crf):
     assert abs(prof.peak - measured.peak) <= 0.10 * measured.peak, (prof.peak, measured)
 
 
-@pytest.mark.parametrize("kw", [{}, {"micro_batch": 8}, {"storage": "bf16"}, {"micro_batch": 8, "storage": "bf16"}],
-                         ids=["plain", "micro-batch", "bf16", "micro-batch+bf16"])
+@pytest.mark.parametrize("kw", [{}, {"micro_batch": 8}, {"storage": "bf16"}, {"checkpoint": ("lstm",)},
+                                {"checkpoint": ("lstm",), "micro_batch": 8, "storage": "bf16"}],
+                         ids=["plain", "micro-batch", "bf16", "checkpoint", "checkpoint+micro-batch+bf16"])
 def test_low_memory_lstm_classifier_peak_within_ten_percent(kw):
     """A wrapped model is replayed per micro-batch, its saved tensors read as stored (16-bit when
-    packed), beside the gradients the earlier micro-batches left."""
+    packed), beside the gradients the earlier micro-batches left; a checkpointed child's saved
+    tensors come back when its backward begins (recomputed), so checkpointing the whole LSTM
+    saves no peak memory."""
     from embstab.downstream.models import LSTMClassifier
     from embstab.recipes import low_memory
 
@@ -133,3 +136,20 @@ def test_gradients_already_held_count_once():
     assert prof.held_gradients == sum(4 * p.numel() for p in model.parameters())
     measured = measure_peak(model, (x, t), nn.functional.cross_entropy)
     assert abs(prof.peak - measured.peak) <= 0.10 * measured.peak, (prof.peak, measured)
+
+
+def test_checkpointed_blocks_peak_within_ten_percent():
+    """Checkpointed MLP blocks: each block's activations are recomputed when backward reaches it."""
+    from embstab.recipes import low_memory
+
+    torch.manual_seed(0)
+    blocks = nn.Sequential(*[nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU())
+                             for _ in range(4)], nn.Linear(256, 10))
+    model = low_memory(blocks, checkpoint=("0", "1", "2", "3"))
+    x, t = torch.randn(1024, 256), torch.randint(0, 10, (1024,))
+    prof = memory_profile(model, (x, t), nn.functional.cross_entropy)
+    model.zero_grad(set_to_none=True)
+    measured = measure_peak(model, (x, t), nn.functional.cross_entropy)
+    assert abs(prof.peak - measured.peak) <= 0.10 * measured.peak, (prof.peak, measured)
+    # a recomputed block's inner tensors (three of 1024 x 256 floats) are live beside the stored inputs
+    assert prof.backward_peak >= prof.activations + 3 * 1024 * 256 * 4

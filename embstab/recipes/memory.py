@@ -17,8 +17,9 @@ a fixed budget of nonzero weights, pruned by magnitude and regrown periodically)
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
@@ -228,12 +229,45 @@ def _grad_bytes(model: nn.Module) -> int:
     return sum(seen.values())
 
 
+@dataclass
+class _RegionTrace:
+    """Where the checkpointed regions of a forward run without checkpointing saved tensors: what
+    the backward pass recomputes (``groups``: storages saved inside each region) and what the
+    checkpoint keeps from the forward pass (``inputs``: each region's inputs as stored)."""
+
+    storage: torch.dtype | None
+    skip: set[int]
+    active: int | None = None
+    groups: list[set[int]] = field(default_factory=list)
+    inputs: dict[int, int] = field(default_factory=dict)
+    keep: list[torch.Tensor] = field(default_factory=list)  # alive until the replay: addresses stay unique
+
+    @contextmanager
+    def region(self, args: tuple) -> Iterator[None]:
+        for t in args:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.skip:
+                # the checkpoint saves its inputs through the storage hooks (16-bit when packed)
+                kept = t.to(self.storage) if self.storage is not None and t.dtype == torch.float32 else t
+                self.keep.append(kept)
+                self.inputs[kept.untyped_storage().data_ptr()] = _nbytes(kept)
+        self.groups.append(set())
+        self.active = len(self.groups) - 1
+        try:
+            yield
+        finally:
+            self.active = None
+
+
 class _Checkpointed(nn.Module):
     def __init__(self, inner: nn.Module) -> None:
         super().__init__()
         self.inner = inner
+        self.trace: _RegionTrace | None = None  # set while a profile traces the step without checkpointing
 
     def forward(self, *args):
+        if self.trace is not None:
+            with self.trace.region(args):
+                return self.inner(*args)
         return _torch_checkpoint(self.inner, *args, use_reentrant=False)
 
 
@@ -262,7 +296,7 @@ class LowMemoryModel(nn.Module):
             self.sparsity.step(optimizer)
 
     def _hooks(self, record: dict[int, int] | None = None, skip: set[int] | None = None,
-               probe: list[bool] | None = None):
+               probe: list[bool] | None = None, trace: _RegionTrace | None = None):
         dtype = _STORAGE[self.storage]
         probe = probe if probe is not None else [False]
         skip = skip or set()
@@ -271,6 +305,11 @@ class LowMemoryModel(nn.Module):
         copies: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
 
         def pack(t):
+            if trace is not None and trace.active is not None:
+                # inside a checkpointed region the recomputation saves tensors as they are
+                if t.untyped_storage().data_ptr() not in skip:
+                    trace.groups[trace.active].add(t.untyped_storage().data_ptr())
+                return (None, t)
             keep = t
             if (dtype is not None and t.is_floating_point() and t.dtype == torch.float32
                     and t.untyped_storage().data_ptr() not in skip):
@@ -340,9 +379,10 @@ class LowMemoryModel(nn.Module):
         n = inputs[0].shape[0]
         mb = self.micro_batch or n
         total, nodes, per_micro, replays = 0.0, 0, [], []
-        # a checkpointed child's saved tensors are recomputed when first read: replaying the graph
-        # would run (and consume) the recomputation, and what it allocates is not in the graph
-        replay = replay and not any(isinstance(m, _Checkpointed) for m in self.model.modules())
+        # a checkpointed child's saved tensors are recomputed when first read: reading them from
+        # the step's graph would run (and consume) the recomputation, so its backward pass is
+        # replayed on a second graph, of the same forward run without checkpointing
+        checkpointed = [m for m in self.model.modules() if isinstance(m, _Checkpointed)]
         held0 = _grad_bytes(self.model)
         for start in range(0, n, mb):
             sl = slice(start, min(n, start + mb))
@@ -356,15 +396,40 @@ class LowMemoryModel(nn.Module):
                     loss = out.float().sum()
             nodes = max(nodes, _count_nodes(loss.grad_fn))
             if replay:
-                probe[0] = True
-                try:  # gradients an earlier micro-batch created are live beside this one's backward
-                    replays.append(_grad_bytes(self.model) - held0 + backward_peak(loss.grad_fn, skip))
-                finally:
-                    probe[0] = False
+                # gradients an earlier micro-batch created are live beside this one's backward
+                earlier = _grad_bytes(self.model) - held0
+                if checkpointed:
+                    replays.append(earlier + self._traced_peak(inputs, target, loss_fn, sl, n, skip,
+                                                               checkpointed))
+                else:
+                    probe[0] = True
+                    try:
+                        replays.append(earlier + backward_peak(loss.grad_fn, skip))
+                    finally:
+                        probe[0] = False
             loss.backward()
             total += float(loss.detach())
             per_micro.append(sum(record.values()))
         return total, nodes, per_micro, replays
+
+    def _traced_peak(self, inputs, target, loss_fn, sl, n, skip, checkpointed) -> int:
+        """Backward peak of one micro-batch with checkpointed children: the same forward run
+        without checkpointing, each region's saved tensors deferred until its backward begins."""
+        trace = _RegionTrace(_STORAGE[self.storage], skip)
+        probe = [False]
+        with torch.random.fork_rng(devices=[]):  # the traced run must not move the step's dropout seed
+            for m in checkpointed:
+                m.trace = trace
+            try:
+                with self._hooks(None, skip, probe, trace):
+                    out = self.model(*[x[sl] for x in inputs])
+                    loss = (loss_fn(out, target[sl]) * ((sl.stop - sl.start) / n) if loss_fn is not None
+                            else out.float().sum())
+            finally:
+                for m in checkpointed:
+                    m.trace = None
+        probe[0] = True
+        return backward_peak(loss.grad_fn, skip, trace.groups, trace.inputs)
 
 
 def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: int | None = None,

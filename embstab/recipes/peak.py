@@ -61,7 +61,8 @@ def _saved_storages(fn, skip: set[int]) -> dict[int, int]:
     return out
 
 
-def backward_peak(root, skip: set[int] | None = None) -> int:
+def backward_peak(root, skip: set[int] | None = None, deferred: Sequence[set[int]] = (),
+                  held: dict[int, int] | None = None) -> int:
     """Most bytes live at once while the backward pass from ``root`` runs, replayed on the graph.
 
     Parameters
@@ -70,6 +71,15 @@ def backward_peak(root, skip: set[int] | None = None) -> int:
         The loss's ``grad_fn``.
     skip : set of int, optional
         Storage addresses not to count (the parameters: they are weights, not activations).
+    deferred : sequence of sets of int, optional
+        Groups of saved storages that do not exist until the backward pass first reads one of
+        the group (a checkpointed region: the graph given is the region run without
+        checkpointing, and its saved tensors are recomputed together when the first of its
+        nodes runs, then released node by node like any other).
+    held : dict, optional
+        Storage address -> bytes of tensors live throughout the pass besides the saved ones (a
+        checkpointed region's inputs, kept for its recomputation); counted once with any saved
+        tensor of the same storage.
 
     Returns
     -------
@@ -99,7 +109,13 @@ def backward_peak(root, skip: set[int] | None = None) -> int:
         for ptr, b in st.items():
             holders[ptr] = holders.get(ptr, 0) + 1
             size[ptr] = max(size.get(ptr, 0), b)
-    live = sum(size.values())
+    for ptr, b in (held or {}).items():  # one holder more, never released
+        holders[ptr] = holders.get(ptr, 0) + 1
+        size[ptr] = max(size.get(ptr, 0), b)
+    group_of = {ptr: g for g, ptrs in enumerate(deferred) for ptr in ptrs
+                if ptr in size and ptr not in (held or {})}
+    waiting_groups = {g: [p for p, h in group_of.items() if h == g] for g in set(group_of.values())}
+    live = sum(b for ptr, b in size.items() if ptr not in group_of)
     buffers: dict = {}  # node -> {input index: bytes of the gradient waiting there}
     leaf_grads = 0
     peak = live
@@ -115,6 +131,10 @@ def backward_peak(root, skip: set[int] | None = None) -> int:
                 leaf_grads += inflow
             # else it is summed into the .grad already held (in place) and freed
             continue
+        for ptr in saved[f]:  # the first read of a checkpointed region recomputes all of it
+            g = group_of.get(ptr)
+            if g is not None and g in waiting_groups:
+                live += sum(size[p] for p in waiting_groups.pop(g))
         # the node returns all its gradients at once, while its inflow, its saved tensors and the
         # buffers already waiting are still held; only then is each one summed into its buffer
         # (in place), so a gradient reaching an occupied buffer is momentarily there twice
