@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -26,7 +27,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as _torch_checkpoint
 
-from embstab.recipes.peak import backward_peak
+from embstab.recipes.peak import ForwardPeak, backward_peak
 from embstab.recipes.registry import CheckResult, register_recipe
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
 from embstab.recipes.sparse import DynamicSparsity, sparse_candidates
@@ -59,6 +60,11 @@ class MemoryProfile:
         it checkpoints a child, whose recomputation in the backward pass the graph does not hold.
     held_gradients : int
         Bytes of the ``.grad`` tensors already held when the step begins (the step sums into them).
+    forward_peak : int or None
+        Most bytes of new tensors live at once during the forward pass and loss, followed as they
+        run (:class:`embstab.recipes.peak.ForwardPeak`: the saved activations and the transients
+        no node saves); for a :class:`LowMemoryModel` the largest over its micro-batches, plus
+        the gradients earlier micro-batches left.
     """
 
     weights: int
@@ -69,14 +75,15 @@ class MemoryProfile:
     graph_activations: int | None = None
     backward_peak: int | None = None
     held_gradients: int = 0
+    forward_peak: int | None = None
 
     @property
     def peak(self) -> int:
         """Predicted peak of the step: weights, optimizer state and gradients already held, plus
-        the larger of the saved activations (end of forward) and the backward pass's peak
-        (without a replay: activations plus the gradients not yet held)."""
+        the largest of the saved activations (end of forward), the forward pass's peak and the
+        backward pass's peak (without a replay: activations plus the gradients not yet held)."""
         moving = self.activations + max(0, self.gradients - self.held_gradients) if self.backward_peak is None \
-            else max(self.activations, self.backward_peak)
+            else max(self.activations, self.forward_peak or 0, self.backward_peak)
         return self.weights + self.optimizer_state + self.held_gradients + moving
 
     @property
@@ -187,11 +194,13 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
         # micro-batches run one after another: the peak is the largest micro-batch's saved set
         _, nodes, per_micro, replays = model._profile_step(inputs, target, loss_fn, param_ptrs, replay=True)
         activations = max(per_micro)
-        replay = max(replays) if replays else None
+        replay = max(r for r, _ in replays)
+        forward = max(f for _, f in replays)
     else:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with ForwardPeak() as tracked, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = model(*inputs)
             loss = loss_fn(out, target) if loss_fn is not None else out.float().sum()
+        forward = tracked.peak
         nodes = _count_nodes(loss.grad_fn)
         graph = _graph_saved_bytes(loss.grad_fn, param_ptrs)
         replay = backward_peak(loss.grad_fn, param_ptrs)
@@ -218,7 +227,7 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
                     per_weight = id(p) in sparse and v.shape == p.shape
                     state += int(sparsity.masks[sparse[id(p)]].sum()) * v.element_size() if per_weight \
                         else v.numel() * v.element_size()
-    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay, held)
+    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay, held, forward)
 
 
 def _grad_bytes(model: nn.Module) -> int:
@@ -388,7 +397,8 @@ class LowMemoryModel(nn.Module):
             sl = slice(start, min(n, start + mb))
             record: dict[int, int] = {}
             probe = [False]
-            with self._hooks(record, skip, probe):
+            tracked = ForwardPeak() if replay else contextlib.nullcontext()
+            with tracked, self._hooks(record, skip, probe):
                 out = self.model(*[x[sl] for x in inputs])
                 if loss_fn is not None:
                     loss = loss_fn(out, target[sl]) * ((sl.stop - sl.start) / n)
@@ -396,17 +406,17 @@ class LowMemoryModel(nn.Module):
                     loss = out.float().sum()
             nodes = max(nodes, _count_nodes(loss.grad_fn))
             if replay:
-                # gradients an earlier micro-batch created are live beside this one's backward
+                # gradients an earlier micro-batch created are live beside this one's forward and backward
                 earlier = _grad_bytes(self.model) - held0
                 if checkpointed:
-                    replays.append(earlier + self._traced_peak(inputs, target, loss_fn, sl, n, skip,
-                                                               checkpointed))
+                    back = self._traced_peak(inputs, target, loss_fn, sl, n, skip, checkpointed)
                 else:
                     probe[0] = True
                     try:
-                        replays.append(earlier + backward_peak(loss.grad_fn, skip))
+                        back = backward_peak(loss.grad_fn, skip)
                     finally:
                         probe[0] = False
+                replays.append((earlier + back, earlier + tracked.peak))
             loss.backward()
             total += float(loss.detach())
             per_micro.append(sum(record.values()))

@@ -6,12 +6,19 @@ first). Live bytes are the tensors saved for backward that a node still to run h
 storage once, released when its last holder has run), the gradient buffers in flight (one per
 node input, sized from the node's input metadata, freed once the node has run) and the leaf
 gradients produced so far (a leaf that already holds a ``.grad``, as in the second micro-batch
-of gradient accumulation, has the new gradient summed into it and freed). A node returns all its gradients before the engine sums them into the
-waiting buffers, so while it runs its outputs are counted in full beside its inflow and every
-occupied buffer: a gradient summed into a buffer that already holds one is, for that moment, held
-twice (a packed LSTM's per-time-step slices each return a zero-padded gradient the size of the
-whole gate projection, summed into one buffer). Memory a backward kernel allocates internally and frees before it
-returns is not visible in the graph and is not counted.
+of gradient accumulation, has the new gradient summed into it and freed). A node returns all
+its gradients before the engine sums them into the waiting buffers, so while it runs its
+outputs are counted in full beside its inflow and every occupied buffer: a gradient summed into
+a buffer that already holds one is, for that moment, held twice (a packed LSTM's per-time-step
+slices each return a zero-padded gradient the size of the whole gate projection, all summed
+into one buffer). Memory a backward kernel allocates internally and frees before it returns is
+not visible in the graph and is not counted.
+
+:class:`ForwardPeak` follows the forward pass as it runs: tensors no node saves (a layer's
+output once the next layer has used it, an LSTM layer's input projection) are in no graph, yet
+they are live until the forward code drops them, and the forward pass can be the step's peak.
+It counts every storage an op returns from its creation until it is freed; what a kernel
+allocates and frees inside one op is not seen.
 
 :func:`measure_peak` measures the same step with the allocator: it runs forward and backward
 under ``torch.profiler`` with ``profile_memory=True``, which records every allocation and free of
@@ -22,13 +29,16 @@ existing gradients, optimizer state, inputs).
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
-__all__ = ["MeasuredPeak", "backward_peak", "measure_peak"]
+__all__ = ["ForwardPeak", "MeasuredPeak", "backward_peak", "measure_peak"]
 
 _ACCUMULATE_FIRST = 2 ** 64 - 1  # the engine runs gradient accumulation as soon as it is ready
 
@@ -160,6 +170,50 @@ def backward_peak(root, skip: set[int] | None = None, deferred: Sequence[set[int
                 order += 1
                 heapq.heappush(ready, (-_priority(nf), order, nf))
     return peak
+
+
+class ForwardPeak(TorchDispatchMode):
+    """Context manager: most bytes of new storage live at once while the code inside runs.
+
+    Every storage an op returns that none of its arguments already held (views and in-place
+    results are not new) counts from the op until the storage is freed (a finalizer on the
+    storage); ``peak`` is the running total's maximum, ``live`` the total now.
+
+    Parameters
+    ----------
+    None
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._tracked: set[int] = set()
+
+    def _freed(self, ptr: int, nbytes: int) -> None:
+        self._tracked.discard(ptr)
+        self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        held = {_storage_ptr(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+        for t in tree_flatten(out)[0]:
+            ptr = _storage_ptr(t) if isinstance(t, torch.Tensor) else 0
+            if ptr and ptr not in held and ptr not in self._tracked:
+                storage = t.untyped_storage()
+                self._tracked.add(ptr)
+                weakref.finalize(storage, self._freed, ptr, storage.nbytes())
+                self.live += storage.nbytes()
+                self.peak = max(self.peak, self.live)
+        return out
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, nested): not sized
+        return 0
 
 
 def _priority(f) -> int:
