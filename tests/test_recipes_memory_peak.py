@@ -163,3 +163,25 @@ def test_checkpointed_blocks_peak_within_ten_percent():
     assert abs(prof.peak - measured.peak) <= 0.10 * measured.peak, (prof.peak, measured)
     # a recomputed block's inner tensors (three of 1024 x 256 floats) are live beside the stored inputs
     assert prof.backward_peak >= prof.activations + 3 * 1024 * 256 * 4
+
+
+def test_sparse_weights_peak_counts_the_dense_masked_tensors():
+    """Dynamic sparsity: the kinds count CSR / nonzeros, the peak the dense masked tensors held."""
+    from embstab.downstream.models import LSTMClassifier
+    from embstab.recipes import low_memory
+
+    torch.manual_seed(0)
+    model = low_memory(LSTMClassifier(torch.randn(200, 16), 3, hidden=64), sparse=0.9)
+    ids, lengths, g = _sentences(32, 30, 200)
+    y = torch.randint(0, 3, (32,), generator=g)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad])
+    model.backward_step([ids, lengths], y, nn.functional.cross_entropy)
+    model.step(opt)
+    opt.zero_grad(set_to_none=True)
+    prof = memory_profile(model, (ids, lengths, y), nn.functional.cross_entropy, optimizer=opt)
+    dense = sum(p.numel() * 4 for p in model.parameters()) + sum(
+        v.numel() * v.element_size() for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor))
+    assert prof.dense_overhead == dense - prof.weights - prof.optimizer_state > 0
+    opt.zero_grad(set_to_none=True)
+    measured = measure_peak(model, (ids, lengths, y), nn.functional.cross_entropy, opt)
+    assert abs(prof.peak - measured.peak) <= 0.10 * measured.peak, (prof.peak, measured)

@@ -4,7 +4,8 @@
 optimizer state and activations. Activations are the tensors autograd saves for the backward
 pass; they are counted as they are saved (``torch.autograd.graph.saved_tensors_hooks``), each
 storage once, leaving out the parameters themselves. The graph is walked as well to count the
-backward nodes that hold them.
+backward nodes that hold them, and its backward pass is replayed (:mod:`embstab.recipes.peak`)
+for the step's peak, the larger of that and the forward pass's own peak.
 
 :func:`low_memory` wraps a model with the techniques: activation checkpointing of chosen child
 modules (recomputed in the backward pass; numbers unchanged), micro-batching (gradient
@@ -56,8 +57,10 @@ class MemoryProfile:
         (:func:`embstab.recipes.peak.backward_peak`: saved tensors still held, gradients in
         flight, leaf gradients so far). For a :class:`LowMemoryModel` the largest over its
         micro-batches, each replayed on its own graph with its saved tensors as stored (16-bit
-        when packed) plus the gradients the earlier micro-batches left in ``.grad``; None when
-        it checkpoints a child, whose recomputation in the backward pass the graph does not hold.
+        when packed) plus the gradients the earlier micro-batches left in ``.grad``; a
+        checkpointed child is replayed on the same forward run without checkpointing, its saved
+        tensors live from the first of its backward nodes on (the recomputation) and its inputs
+        held throughout.
     held_gradients : int
         Bytes of the ``.grad`` tensors already held when the step begins (the step sums into them).
     forward_peak : int or None
@@ -65,6 +68,11 @@ class MemoryProfile:
         run (:class:`embstab.recipes.peak.ForwardPeak`: the saved activations and the transients
         no node saves); for a :class:`LowMemoryModel` the largest over its micro-batches, plus
         the gradients earlier micro-batches left.
+    dense_overhead : int
+        Bytes the step holds beyond the kinds' accounting: sparse weights and their per-weight
+        optimizer state are counted as CSR / nonzeros, but this implementation keeps them as
+        dense masked tensors (0 without dynamic sparsity). The peak includes them; the kinds and
+        the total do not.
     """
 
     weights: int
@@ -76,15 +84,17 @@ class MemoryProfile:
     backward_peak: int | None = None
     held_gradients: int = 0
     forward_peak: int | None = None
+    dense_overhead: int = 0
 
     @property
     def peak(self) -> int:
-        """Predicted peak of the step: weights, optimizer state and gradients already held, plus
-        the largest of the saved activations (end of forward), the forward pass's peak and the
-        backward pass's peak (without a replay: activations plus the gradients not yet held)."""
+        """Predicted peak of the step as this implementation runs it: weights, optimizer state,
+        gradients already held and the dense overhead of sparse weights, plus the largest of the
+        saved activations (end of forward), the forward pass's peak and the backward pass's peak
+        (without a replay: activations plus the gradients not yet held)."""
         moving = self.activations + max(0, self.gradients - self.held_gradients) if self.backward_peak is None \
             else max(self.activations, self.forward_peak or 0, self.backward_peak)
-        return self.weights + self.optimizer_state + self.held_gradients + moving
+        return self.weights + self.optimizer_state + self.held_gradients + self.dense_overhead + moving
 
     @property
     def total(self) -> int:
@@ -219,7 +229,7 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
 
     weights = sum(stored(p, True) for p in model.parameters())
     gradients = sum(stored(p, False) for p in params)
-    state = 0
+    state = dense_state = 0
     if optimizer is not None:
         for p, st in optimizer.state.items():
             for v in st.values():
@@ -227,7 +237,11 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
                     per_weight = id(p) in sparse and v.shape == p.shape
                     state += int(sparsity.masks[sparse[id(p)]].sum()) * v.element_size() if per_weight \
                         else v.numel() * v.element_size()
-    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay, held, forward)
+                    dense_state += v.numel() * v.element_size()
+    # what the masked dense tensors of this implementation hold beyond the CSR / nonzero counts
+    dense_weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    overhead = dense_weights - weights + dense_state - state
+    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay, held, forward, overhead)
 
 
 def _grad_bytes(model: nn.Module) -> int:
