@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint as _torch_checkpoint
 
 from embstab.recipes.peak import ForwardPeak, backward_peak
@@ -256,23 +257,32 @@ def _grad_bytes(model: nn.Module) -> int:
 class _RegionTrace:
     """Where the checkpointed regions of a forward run without checkpointing saved tensors: what
     the backward pass recomputes (``groups``: storages saved inside each region) and what the
-    checkpoint keeps from the forward pass (``inputs``: each region's inputs as stored)."""
+    checkpoint keeps from the forward pass (``inputs``: each region's inputs as stored;
+    ``nested``: those inside non-tensor arguments such as a ``PackedSequence``, which the
+    checkpoint keeps as they are, out of reach of the saved-tensor hooks)."""
 
     storage: torch.dtype | None
     skip: set[int]
     active: int | None = None
     groups: list[set[int]] = field(default_factory=list)
     inputs: dict[int, int] = field(default_factory=dict)
+    nested: dict[int, int] = field(default_factory=dict)
     keep: list[torch.Tensor] = field(default_factory=list)  # alive until the replay: addresses stay unique
 
     @contextmanager
     def region(self, args: tuple) -> Iterator[None]:
-        for t in args:
-            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.skip:
-                # the checkpoint saves its inputs through the storage hooks (16-bit when packed)
-                kept = t.to(self.storage) if self.storage is not None and t.dtype == torch.float32 else t
-                self.keep.append(kept)
-                self.inputs[kept.untyped_storage().data_ptr()] = _nbytes(kept)
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                if arg.untyped_storage().data_ptr() not in self.skip:
+                    # the checkpoint saves a tensor input through the storage hooks (16-bit when packed)
+                    kept = arg.to(self.storage) if self.storage is not None and arg.dtype == torch.float32 else arg
+                    self.keep.append(kept)
+                    self.inputs[kept.untyped_storage().data_ptr()] = _nbytes(kept)
+                continue
+            for t in tree_flatten(arg)[0]:
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.skip:
+                    self.inputs[t.untyped_storage().data_ptr()] = self.nested[t.untyped_storage().data_ptr()] = \
+                        _nbytes(t)
         self.groups.append(set())
         self.active = len(self.groups) - 1
         try:
@@ -410,7 +420,7 @@ class LowMemoryModel(nn.Module):
         for start in range(0, n, mb):
             sl = slice(start, min(n, start + mb))
             record: dict[int, int] = {}
-            probe = [False]
+            probe, nested = [False], 0
             tracked = ForwardPeak() if replay else contextlib.nullcontext()
             with tracked, self._hooks(record, skip, probe):
                 out = self.model(*[x[sl] for x in inputs])
@@ -423,7 +433,7 @@ class LowMemoryModel(nn.Module):
                 # gradients an earlier micro-batch created are live beside this one's forward and backward
                 earlier = _grad_bytes(self.model) - held0
                 if checkpointed:
-                    back = self._traced_peak(inputs, target, loss_fn, sl, n, skip, checkpointed)
+                    back, nested = self._traced_peak(inputs, target, loss_fn, sl, n, skip, checkpointed)
                 else:
                     probe[0] = True
                     try:
@@ -433,12 +443,13 @@ class LowMemoryModel(nn.Module):
                 replays.append((earlier + back, earlier + tracked.peak))
             loss.backward()
             total += float(loss.detach())
-            per_micro.append(sum(record.values()))
+            per_micro.append(sum(record.values()) + nested)  # nested: region inputs the hooks do not see
         return total, nodes, per_micro, replays
 
-    def _traced_peak(self, inputs, target, loss_fn, sl, n, skip, checkpointed) -> int:
-        """Backward peak of one micro-batch with checkpointed children: the same forward run
-        without checkpointing, each region's saved tensors deferred until its backward begins."""
+    def _traced_peak(self, inputs, target, loss_fn, sl, n, skip, checkpointed) -> tuple[int, int]:
+        """Backward peak of one micro-batch with checkpointed children (the same forward run
+        without checkpointing, each region's saved tensors deferred until its backward begins),
+        and the bytes of region inputs the checkpoint keeps outside the saved-tensor hooks."""
         trace = _RegionTrace(_STORAGE[self.storage], skip)
         probe = [False]
         with torch.random.fork_rng(devices=[]):  # the traced run must not move the step's dropout seed
@@ -453,7 +464,7 @@ class LowMemoryModel(nn.Module):
                 for m in checkpointed:
                     m.trace = None
         probe[0] = True
-        return backward_peak(loss.grad_fn, skip, trace.groups, trace.inputs)
+        return backward_peak(loss.grad_fn, skip, trace.groups, trace.inputs), sum(trace.nested.values())
 
 
 def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: int | None = None,
