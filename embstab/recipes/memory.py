@@ -17,10 +17,9 @@ a fixed budget of nonzero weights, pruned by magnitude and regrown periodically)
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-import contextlib
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -269,7 +268,7 @@ class _RegionTrace:
     nested: dict[int, int] = field(default_factory=dict)
     keep: list[torch.Tensor] = field(default_factory=list)  # alive until the replay: addresses stay unique
 
-    @contextmanager
+    @contextlib.contextmanager
     def region(self, args: tuple) -> Iterator[None]:
         for arg in args:
             if isinstance(arg, torch.Tensor):

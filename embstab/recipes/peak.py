@@ -136,10 +136,10 @@ def backward_peak(root, skip: set[int] | None = None, deferred: Sequence[set[int
         inflow = sum(buffers.pop(f, {}).values())
         waiting = sum(sum(v.values()) for v in buffers.values())
         if type(f).__name__ == "AccumulateGrad":
-            held = getattr(getattr(f, "variable", None), "grad", None)
-            if held is None:  # the buffer becomes the leaf's .grad (stolen, not copied)
+            # the buffer becomes the leaf's new .grad (stolen, not copied), or else it is summed
+            # into the .grad the leaf already holds (in place) and freed
+            if getattr(getattr(f, "variable", None), "grad", None) is None:
                 leaf_grads += inflow
-            # else it is summed into the .grad already held (in place) and freed
             continue
         for ptr in saved[f]:  # the first read of a checkpointed region recomputes all of it
             g = group_of.get(ptr)
@@ -177,11 +177,14 @@ class ForwardPeak(TorchDispatchMode):
 
     Every storage an op returns that none of its arguments already held (views and in-place
     results are not new) counts from the op until the storage is freed (a finalizer on the
-    storage); ``peak`` is the running total's maximum, ``live`` the total now.
+    storage).
 
-    Parameters
+    Attributes
     ----------
-    None
+    peak : int
+        Maximum of the running total so far.
+    live : int
+        Bytes of the counted storages still alive now.
     """
 
     def __init__(self) -> None:
