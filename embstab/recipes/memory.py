@@ -4,7 +4,8 @@
 optimizer state and activations. Activations are the tensors autograd saves for the backward
 pass; they are counted as they are saved (``torch.autograd.graph.saved_tensors_hooks``), each
 storage once, leaving out the parameters themselves. The graph is walked as well to count the
-backward nodes that hold them.
+backward nodes that hold them, and its backward pass is replayed (:mod:`embstab.recipes.peak`)
+for the step's peak, the larger of that and the forward pass's own peak.
 
 :func:`low_memory` wraps a model with the techniques: activation checkpointing of chosen child
 modules (recomputed in the backward pass; numbers unchanged), micro-batching (gradient
@@ -16,16 +17,18 @@ a fixed budget of nonzero weights, pruned by magnitude and regrown periodically)
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint as _torch_checkpoint
 
-from embstab.recipes.peak import backward_peak
+from embstab.recipes.peak import ForwardPeak, backward_peak
 from embstab.recipes.registry import CheckResult, register_recipe
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
 from embstab.recipes.sparse import DynamicSparsity, sparse_candidates
@@ -52,7 +55,24 @@ class MemoryProfile:
     backward_peak : int or None
         Most bytes live at once during the backward pass, replayed on the graph
         (:func:`embstab.recipes.peak.backward_peak`: saved tensors still held, gradients in
-        flight, leaf gradients so far); None for a :class:`LowMemoryModel`.
+        flight, leaf gradients so far). For a :class:`LowMemoryModel` the largest over its
+        micro-batches, each replayed on its own graph with its saved tensors as stored (16-bit
+        when packed) plus the gradients the earlier micro-batches left in ``.grad``; a
+        checkpointed child is replayed on the same forward run without checkpointing, its saved
+        tensors live from the first of its backward nodes on (the recomputation) and its inputs
+        held throughout.
+    held_gradients : int
+        Bytes of the ``.grad`` tensors already held when the step begins (the step sums into them).
+    forward_peak : int or None
+        Most bytes of new tensors live at once during the forward pass and loss, followed as they
+        run (:class:`embstab.recipes.peak.ForwardPeak`: the saved activations and the transients
+        no node saves); for a :class:`LowMemoryModel` the largest over its micro-batches, plus
+        the gradients earlier micro-batches left.
+    dense_overhead : int
+        Bytes the step holds beyond the kinds' accounting: sparse weights and their per-weight
+        optimizer state are counted as CSR / nonzeros, but this implementation keeps them as
+        dense masked tensors (0 without dynamic sparsity). The peak includes them; the kinds and
+        the total do not.
     """
 
     weights: int
@@ -62,15 +82,19 @@ class MemoryProfile:
     graph_nodes: int
     graph_activations: int | None = None
     backward_peak: int | None = None
+    held_gradients: int = 0
+    forward_peak: int | None = None
+    dense_overhead: int = 0
 
     @property
     def peak(self) -> int:
-        """Predicted peak of the step: weights and optimizer state, plus the larger of the saved
-        activations (end of forward) and the backward pass's peak (without a replay: activations
-        plus all gradients)."""
-        moving = self.activations + self.gradients if self.backward_peak is None else \
-            max(self.activations, self.backward_peak)
-        return self.weights + self.optimizer_state + moving
+        """Predicted peak of the step as this implementation runs it: weights, optimizer state,
+        gradients already held and the dense overhead of sparse weights, plus the largest of the
+        saved activations (end of forward), the forward pass's peak and the backward pass's peak
+        (without a replay: activations plus the gradients not yet held)."""
+        moving = self.activations + max(0, self.gradients - self.held_gradients) if self.backward_peak is None \
+            else max(self.activations, self.forward_peak or 0, self.backward_peak)
+        return self.weights + self.optimizer_state + self.held_gradients + self.dense_overhead + moving
 
     @property
     def total(self) -> int:
@@ -174,15 +198,19 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
             saved[ptr] = max(saved.get(ptr, 0), _nbytes(t))
         return t
 
+    held = _grad_bytes(model)
     graph = replay = None
     if isinstance(model, LowMemoryModel):
         # micro-batches run one after another: the peak is the largest micro-batch's saved set
-        _, nodes, per_micro = model._profile_step(inputs, target, loss_fn, param_ptrs)
+        _, nodes, per_micro, replays = model._profile_step(inputs, target, loss_fn, param_ptrs, replay=True)
         activations = max(per_micro)
+        replay = max(r for r, _ in replays)
+        forward = max(f for _, f in replays)
     else:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with ForwardPeak() as tracked, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = model(*inputs)
             loss = loss_fn(out, target) if loss_fn is not None else out.float().sum()
+        forward = tracked.peak
         nodes = _count_nodes(loss.grad_fn)
         graph = _graph_saved_bytes(loss.grad_fn, param_ptrs)
         replay = backward_peak(loss.grad_fn, param_ptrs)
@@ -201,7 +229,7 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
 
     weights = sum(stored(p, True) for p in model.parameters())
     gradients = sum(stored(p, False) for p in params)
-    state = 0
+    state = dense_state = 0
     if optimizer is not None:
         for p, st in optimizer.state.items():
             for v in st.values():
@@ -209,15 +237,69 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
                     per_weight = id(p) in sparse and v.shape == p.shape
                     state += int(sparsity.masks[sparse[id(p)]].sum()) * v.element_size() if per_weight \
                         else v.numel() * v.element_size()
-    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay)
+                    dense_state += v.numel() * v.element_size()
+    # what the masked dense tensors of this implementation hold beyond the CSR / nonzero counts
+    dense_weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    overhead = dense_weights - weights + dense_state - state
+    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay, held, forward, overhead)
+
+
+def _grad_bytes(model: nn.Module) -> int:
+    seen: dict[int, int] = {}
+    for p in model.parameters():
+        if p.grad is not None:
+            seen[p.grad.untyped_storage().data_ptr()] = _nbytes(p.grad)
+    return sum(seen.values())
+
+
+@dataclass
+class _RegionTrace:
+    """Where the checkpointed regions of a forward run without checkpointing saved tensors: what
+    the backward pass recomputes (``groups``: storages saved inside each region) and what the
+    checkpoint keeps from the forward pass (``inputs``: each region's inputs as stored;
+    ``nested``: those inside non-tensor arguments such as a ``PackedSequence``, which the
+    checkpoint keeps as they are, out of reach of the saved-tensor hooks)."""
+
+    storage: torch.dtype | None
+    skip: set[int]
+    active: int | None = None
+    groups: list[set[int]] = field(default_factory=list)
+    inputs: dict[int, int] = field(default_factory=dict)
+    nested: dict[int, int] = field(default_factory=dict)
+    keep: list[torch.Tensor] = field(default_factory=list)  # alive until the replay: addresses stay unique
+
+    @contextlib.contextmanager
+    def region(self, args: tuple) -> Iterator[None]:
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                if arg.untyped_storage().data_ptr() not in self.skip:
+                    # the checkpoint saves a tensor input through the storage hooks (16-bit when packed)
+                    kept = arg.to(self.storage) if self.storage is not None and arg.dtype == torch.float32 else arg
+                    self.keep.append(kept)
+                    self.inputs[kept.untyped_storage().data_ptr()] = _nbytes(kept)
+                continue
+            for t in tree_flatten(arg)[0]:
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.skip:
+                    self.inputs[t.untyped_storage().data_ptr()] = self.nested[t.untyped_storage().data_ptr()] = \
+                        _nbytes(t)
+        self.groups.append(set())
+        self.active = len(self.groups) - 1
+        try:
+            yield
+        finally:
+            self.active = None
 
 
 class _Checkpointed(nn.Module):
     def __init__(self, inner: nn.Module) -> None:
         super().__init__()
         self.inner = inner
+        self.trace: _RegionTrace | None = None  # set while a profile traces the step without checkpointing
 
     def forward(self, *args):
+        if self.trace is not None:
+            with self.trace.region(args):
+                return self.inner(*args)
         return _torch_checkpoint(self.inner, *args, use_reentrant=False)
 
 
@@ -245,14 +327,21 @@ class LowMemoryModel(nn.Module):
         if self.sparsity is not None:
             self.sparsity.step(optimizer)
 
-    def _hooks(self, record: dict[int, int] | None = None, skip: set[int] | None = None):
+    def _hooks(self, record: dict[int, int] | None = None, skip: set[int] | None = None,
+               probe: list[bool] | None = None, trace: _RegionTrace | None = None):
         dtype = _STORAGE[self.storage]
+        probe = probe if probe is not None else [False]
         skip = skip or set()
         # one 16-bit copy per saved tensor: a tensor two nodes save (a ReLU's output is also the
         # next Linear's input) is converted once; the weak reference proves it is the same object
         copies: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
 
         def pack(t):
+            if trace is not None and trace.active is not None:
+                # inside a checkpointed region the recomputation saves tensors as they are
+                if t.untyped_storage().data_ptr() not in skip:
+                    trace.groups[trace.active].add(t.untyped_storage().data_ptr())
+                return (None, t)
             keep = t
             if (dtype is not None and t.is_floating_point() and t.dtype == torch.float32
                     and t.untyped_storage().data_ptr() not in skip):
@@ -272,7 +361,8 @@ class LowMemoryModel(nn.Module):
 
         def unpack(packed):
             orig, t = packed
-            return t if orig is None else t.to(orig)
+            # while the graph is replayed, a node's saved tensor is read as stored (its 16-bit copy)
+            return t if orig is None or probe[0] else t.to(orig)
 
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
@@ -314,27 +404,66 @@ class LowMemoryModel(nn.Module):
         float
             The loss of the whole batch (micro-batch losses weighted by their sizes).
         """
-        loss, _, _ = self._profile_step(list(inputs), target, loss_fn, self._param_ptrs())
+        loss, _, _, _ = self._profile_step(list(inputs), target, loss_fn, self._param_ptrs())
         return loss
 
-    def _profile_step(self, inputs, target, loss_fn, skip):
+    def _profile_step(self, inputs, target, loss_fn, skip, replay: bool = False):
         n = inputs[0].shape[0]
         mb = self.micro_batch or n
-        total, nodes, per_micro = 0.0, 0, []
+        total, nodes, per_micro, replays = 0.0, 0, [], []
+        # a checkpointed child's saved tensors are recomputed when first read: reading them from
+        # the step's graph would run (and consume) the recomputation, so its backward pass is
+        # replayed on a second graph, of the same forward run without checkpointing
+        checkpointed = [m for m in self.model.modules() if isinstance(m, _Checkpointed)]
+        held0 = _grad_bytes(self.model)
         for start in range(0, n, mb):
             sl = slice(start, min(n, start + mb))
             record: dict[int, int] = {}
-            with self._hooks(record, skip):
+            probe, nested = [False], 0
+            tracked = ForwardPeak() if replay else contextlib.nullcontext()
+            with tracked, self._hooks(record, skip, probe):
                 out = self.model(*[x[sl] for x in inputs])
                 if loss_fn is not None:
                     loss = loss_fn(out, target[sl]) * ((sl.stop - sl.start) / n)
                 else:
                     loss = out.float().sum()
             nodes = max(nodes, _count_nodes(loss.grad_fn))
+            if replay:
+                # gradients an earlier micro-batch created are live beside this one's forward and backward
+                earlier = _grad_bytes(self.model) - held0
+                if checkpointed:
+                    back, nested = self._traced_peak(inputs, target, loss_fn, sl, n, skip, checkpointed)
+                else:
+                    probe[0] = True
+                    try:
+                        back = backward_peak(loss.grad_fn, skip)
+                    finally:
+                        probe[0] = False
+                replays.append((earlier + back, earlier + tracked.peak))
             loss.backward()
             total += float(loss.detach())
-            per_micro.append(sum(record.values()))
-        return total, nodes, per_micro
+            per_micro.append(sum(record.values()) + nested)  # nested: region inputs the hooks do not see
+        return total, nodes, per_micro, replays
+
+    def _traced_peak(self, inputs, target, loss_fn, sl, n, skip, checkpointed) -> tuple[int, int]:
+        """Backward peak of one micro-batch with checkpointed children (the same forward run
+        without checkpointing, each region's saved tensors deferred until its backward begins),
+        and the bytes of region inputs the checkpoint keeps outside the saved-tensor hooks."""
+        trace = _RegionTrace(_STORAGE[self.storage], skip)
+        probe = [False]
+        with torch.random.fork_rng(devices=[]):  # the traced run must not move the step's dropout seed
+            for m in checkpointed:
+                m.trace = trace
+            try:
+                with self._hooks(None, skip, probe, trace):
+                    out = self.model(*[x[sl] for x in inputs])
+                    loss = (loss_fn(out, target[sl]) * ((sl.stop - sl.start) / n) if loss_fn is not None
+                            else out.float().sum())
+            finally:
+                for m in checkpointed:
+                    m.trace = None
+        probe[0] = True
+        return backward_peak(loss.grad_fn, skip, trace.groups, trace.inputs), sum(trace.nested.values())
 
 
 def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: int | None = None,
