@@ -9,7 +9,9 @@ casts for nearest rounding, the eager path for the compiled one), so a fast wron
 appear in the table. QPyTorch (``pip install qtorch``; JIT-compiles a C++ extension on import)
 is a benchmark-only extra and its rows are skipped when it is missing.
 
-The "like-for-like" column divides by ``x.to(torch.bfloat16).float()`` (a float32 result, as
+The ``x.clone()`` row is the memory floor of any float32-to-float32 operation (read 4 bytes and
+write 4 bytes per element): at 4M elements a kernel near that row is bound by memory bandwidth,
+not arithmetic. The "like-for-like" column divides by ``x.to(torch.bfloat16).float()`` (a float32 result, as
 ``quantize`` returns). Targets (2 CPU cores): the default call >= 0.8x like-for-like for nearest
 rounding and >= 0.3x for stochastic, first call in a fresh process <= 2 s (printed at the end).
 """
@@ -85,6 +87,9 @@ def main() -> None:
     rows.append(("torch native", "x.to(bfloat16).float()", lambda: x.to(torch.bfloat16).float()))
     rows.append(("torch native", "x.to(float8_e4m3fn).float()",
                  lambda: x.to(torch.float8_e4m3fn).float()))
+    # any float32 -> new float32 tensor reads and writes 2 x 4 bytes per element: a copy is the
+    # memory floor of such an operation
+    rows.append(("memory floor", "x.clone()", lambda: x.clone()))
 
     e4m3_sat = FloatFormat(4, 3, "fn", "saturate", name="e4m3fn saturate (torch's fp8)")
     for mode in ("nearest", "stochastic"):

@@ -188,8 +188,9 @@ def test_environment_variable_disables_the_kernel():
 
 def test_a_forked_child_rounds_with_threads_of_its_own():
     """A child forked after the parent used the kernel's thread pool must not wait on the parent's
-    threads. Run in a fresh interpreter: forking this test process, whose torch has run parallel
-    regions, can hang the child inside torch's own thread pool, which is not what is tested here."""
+    threads. Run in a fresh interpreter with the module's own pool (``EMBSTAB_NATIVE_THREADS=pool``):
+    once a parent has run an OpenMP region, torch's own parallel ops hang in a forked child
+    (GNU OpenMP does not survive fork), which is not what is tested here."""
     code = textwrap.dedent("""
         import multiprocessing as mp, torch
         from embstab.lowprec import FP8_E4M3FN, quantize
@@ -199,6 +200,61 @@ def test_a_forked_child_rounds_with_threads_of_its_own():
             got = pool.apply_async(quantize, (x, FP8_E4M3FN)).get(timeout=60)
         print(torch.equal(got.view(torch.int32), ref.view(torch.int32)))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                         env={**os.environ, "EMBSTAB_NATIVE_THREADS": "pool"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "True"
+
+
+def test_a_forked_single_thread_child_rounds_after_the_parent_used_openmp():
+    """The DataLoader pattern: the parent rounds on torch's OpenMP team, a forked worker sets one
+    thread (as DataLoader workers do) and rounds without touching OpenMP, so it does not hang."""
+    code = textwrap.dedent("""
+        import multiprocessing as mp, torch
+        from embstab.lowprec import FP8_E4M3FN, native, quantize
+        torch.set_num_threads(2)
+        x = torch.randn(300_000)
+        ref = native.quantize_float32(x, FP8_E4M3FN, "stochastic", 3)  # two parts on the OpenMP team
+        def child(x):
+            torch.set_num_threads(1)
+            return native.quantize_float32(x, FP8_E4M3FN, "stochastic", 3)
+        with mp.get_context("fork").Pool(1) as pool:
+            got = pool.apply_async(child, (x,)).get(timeout=60)
+        print(native._gomp_parallel() is not None, torch.equal(got.view(torch.int32), ref.view(torch.int32)))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "True True"
+
+
+def test_openmp_team_and_thread_pool_give_the_same_bits(tmp_path):
+    """Who rounds which block never changes a result: torch's OpenMP team, the module's pool and
+    one thread agree bit for bit (nearest and stochastic)."""
+    code = textwrap.dedent("""
+        import os, torch
+        from embstab.lowprec import FloatFormat, native
+        torch.set_num_threads(2)
+        x = torch.randn(1_000_003, generator=torch.Generator().manual_seed(0))
+        fmt = FloatFormat(4, 3, "finite")
+        out = [native.quantize_float32(x, fmt, m, 11).view(torch.int32) for m in ("nearest", "stochastic")]
+        print(native._gomp_parallel() is not None if os.environ.get("EMBSTAB_NATIVE_THREADS") != "pool" else "pool")
+        torch.save(out, os.environ["OUT"])
+    """)
+    results = {}
+    for mode, env in (("openmp", {}), ("pool", {"EMBSTAB_NATIVE_THREADS": "pool"})):
+        path = str(tmp_path / f"{mode}.pt")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                             env={**os.environ, **env, "OUT": path})
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip() == ("True" if mode == "openmp" else "pool")
+        results[mode] = torch.load(path)
+    x = torch.randn(1_000_003, generator=torch.Generator().manual_seed(0))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = [native.quantize_float32(x, FloatFormat(4, 3, "finite"), m, 11).view(torch.int32)
+               for m in ("nearest", "stochastic")]
+    finally:
+        torch.set_num_threads(threads)
+    for a, b, c in zip(results["openmp"], results["pool"], one):
+        assert torch.equal(a, b) and torch.equal(a, c)

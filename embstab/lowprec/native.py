@@ -11,6 +11,12 @@ from a counter-based stream, splitmix64 of a seed and each element's index, the 
 CUDA kernel: a seed gives the same result on CPU and GPU and for any number of threads. The seed
 is one draw from the caller's generator, so ``generator=`` keeps results reproducible.
 
+Large tensors are split into blocks that several threads take from a shared counter. The threads
+are torch's own OpenMP team where torch runs one (GNU OpenMP on Linux): right after a torch op its
+workers keep spinning for work, and a thread of ours would share a core with one of them. Elsewhere,
+in a forked child (where OpenMP cannot be used again), or with ``EMBSTAB_NATIVE_THREADS=pool``, a
+thread pool of this module does the same. Either way ``torch.get_num_threads()`` threads at most.
+
 The kernel is built when embstab is installed (a C compiler is needed; without one, or with
 ``EMBSTAB_NATIVE=0`` in the environment, everything runs on torch).
 """
@@ -22,7 +28,7 @@ import ctypes
 import importlib.util
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from functools import lru_cache
@@ -37,6 +43,8 @@ _MODE = {"nearest": 0, "stochastic": 1}
 _OVERFLOW = {"saturate": 0, "inf": 1, "nan": 2}
 #: Below this many elements one thread does the work (a thread hand-off costs more than it saves).
 _PARALLEL_MIN = 1 << 16
+#: Work is handed out in blocks of at least this many elements (a multiple of the kernel's chunk).
+_BLOCK = 1 << 15
 _ENABLED: ContextVar[bool] = ContextVar("embstab_native_enabled", default=True)
 
 
@@ -51,11 +59,16 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
         lib = ctypes.CDLL(spec.origin)
     except OSError as exc:
         return None, f"the compiled kernel at {spec.origin} cannot be loaded: {exc}"
-    fn = lib.embstab_quantize_float32
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
-                   ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                   ctypes.c_uint64]
+    fmt_args = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                ctypes.c_int, ctypes.c_uint64]
+    try:
+        fn, shared = lib.embstab_quantize_float32, lib.embstab_quantize_float32_shared
+    except AttributeError:  # a kernel built from older sources
+        return None, f"the compiled kernel at {spec.origin} is out of date (reinstall embstab)"
+    fn.restype = shared.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + fmt_args
+    shared.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                       ctypes.POINTER(ctypes.c_int64)] + fmt_args
     return lib, None
 
 
@@ -121,6 +134,63 @@ def applies(x: torch.Tensor, fmt: object, rounding: str) -> bool:
             and x.device.type == "cpu" and fmt.within_float32 and available())
 
 
+class _Job(ctypes.Structure):
+    # mirrors embstab_job_t in csrc/quantize_cpu.c
+    _fields_ = [("x", ctypes.c_void_p), ("y", ctypes.c_void_p), ("n", ctypes.c_int64), ("block", ctypes.c_int64),
+                ("next", ctypes.c_int64), ("man_bits", ctypes.c_int), ("emin", ctypes.c_int),
+                ("subnormals", ctypes.c_int), ("vmax", ctypes.c_float), ("overflow", ctypes.c_int),
+                ("has_inf", ctypes.c_int), ("fnuz", ctypes.c_int), ("mode", ctypes.c_int), ("seed", ctypes.c_uint64),
+                ("status", ctypes.c_int)]
+
+
+def _openmp_runtime() -> str | None:
+    # the GNU OpenMP runtime torch loaded (Linux): its worker threads are the ones that keep
+    # spinning after every parallel torch op
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                path = line.rsplit(None, 1)[-1]
+                if os.path.basename(path).startswith("libgomp") and ".so" in path:
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+_FORKED_CHILD = False
+
+
+def _after_fork_in_child() -> None:
+    # GNU OpenMP does not survive fork: a child inherits the parent's team bookkeeping without its
+    # threads, and a parallel region there waits forever. Children use a thread pool of their own.
+    global _FORKED_CHILD
+    _FORKED_CHILD = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _gomp_parallel() -> Callable | None:
+    if _FORKED_CHILD or os.environ.get("EMBSTAB_NATIVE_THREADS") == "pool":
+        return None
+    return _load_gomp_parallel()
+
+
+@lru_cache(maxsize=1)
+def _load_gomp_parallel() -> Callable | None:
+    torch.ones(2).sum()  # torch loads its OpenMP runtime lazily with its first op
+    path = _openmp_runtime()
+    if path is None:
+        return None
+    try:
+        fn = ctypes.CDLL(path).GOMP_parallel  # the ABI of `#pragma omp parallel` (GCC >= 4.9)
+    except (OSError, AttributeError):
+        return None
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
+    return fn
+
+
 _POOL: dict[int, ThreadPoolExecutor] = {}
 
 
@@ -175,20 +245,33 @@ def quantize_float32(x: torch.Tensor, fmt: FloatFormat, rounding: str, seed: int
             int(fmt.has_inf), int(fmt.specials == "fnuz"), _MODE[rounding], int(seed) % 2**64)
     src, dst = x.data_ptr(), y.data_ptr()
 
-    def run(lo: int, hi: int) -> None:
-        # ctypes releases the GIL for the call, so the parts run in parallel
-        if lib.embstab_quantize_float32(src, dst, lo, hi, *args) != 0:
-            raise ValueError("the compiled rounding kernel rejected its arguments")
-
     parts = max(1, min(torch.get_num_threads(), math.ceil(n / _PARALLEL_MIN)))
     if parts == 1:
-        run(0, n)
+        if lib.embstab_quantize_float32(src, dst, 0, n, *args) != 0:
+            raise ValueError("the compiled rounding kernel rejected its arguments")
         return y
-    step = -(-n // parts)
-    step += -step % 4096  # whole kernel chunks per part (results depend on element indices only)
-    # the calling thread takes the first part itself: one hand-off fewer per call
-    futures = [_pool().submit(run, lo, min(n, lo + step)) for lo in range(step, n, step)]
-    run(0, min(n, step))
-    for f in futures:
-        f.result()
+    # the parts take blocks from one shared counter: a thread slowed by a busy core takes fewer
+    # blocks instead of holding up the call
+    block = max(_BLOCK, -(-n // (8 * parts)) // _BLOCK * _BLOCK)
+    omp = _gomp_parallel()
+    if omp is not None:
+        # torch's OpenMP workers spin for a while after each torch op: a thread of our own would
+        # share a core with one of them and run at half speed (measured: no overlap at all in
+        # most calls right after a torch op), so the job runs on that same team instead
+        job = _Job(src, dst, n, block, 0, *args, 0)
+        omp(ctypes.cast(lib.embstab_quantize_job, ctypes.c_void_p), ctypes.byref(job), parts, 0)
+        if job.status != 0:
+            raise ValueError("the compiled rounding kernel rejected its arguments")
+        return y
+    counter = ctypes.c_int64(0)
+
+    def run() -> int:
+        # ctypes releases the GIL for the call, so the parts run in parallel
+        return lib.embstab_quantize_float32_shared(src, dst, n, block, ctypes.byref(counter), *args)
+
+    # the calling thread works too: one hand-off fewer per call
+    futures = [_pool().submit(run) for _ in range(parts - 1)]
+    codes = [run()] + [f.result() for f in futures]
+    if any(codes):
+        raise ValueError("the compiled rounding kernel rejected its arguments")
     return y

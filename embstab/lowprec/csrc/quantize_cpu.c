@@ -198,6 +198,47 @@ int embstab_quantize_float32(const float *x, float *y, int64_t lo, int64_t hi, i
     return 0;
 }
 
+/* Round x[0:n] into y[0:n] together with other threads calling this with the same `next`: each
+ * caller takes blocks of `block` elements (a multiple of CHUNK) from the shared counter until none
+ * is left. A thread that shares its core with another busy thread (torch's OpenMP workers spin for
+ * a while after each parallel op) then takes fewer blocks instead of holding everyone up, as a
+ * fixed split would. Results depend on element indices only, never on who rounded what.
+ * Returns 0, or -1 for an unknown mode/overflow code. */
+int embstab_quantize_float32_shared(const float *x, float *y, int64_t n, int64_t block, int64_t *next,
+                                    int man_bits, int emin, int subnormals, float vmax, int overflow,
+                                    int has_inf, int fnuz, int mode, uint64_t seed) {
+    for (;;) {
+        int64_t lo = __atomic_fetch_add(next, block, __ATOMIC_RELAXED);
+        if (lo >= n) return 0;
+        int64_t hi = lo + block < n ? lo + block : n;
+        if (embstab_quantize_float32(x, y, lo, hi, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz,
+                                     mode, seed) != 0)
+            return -1;
+    }
+}
+
+/* One rounding job for a team of threads: the body of an OpenMP parallel region. native.py hands
+ * it to the OpenMP runtime torch already runs (GOMP_parallel), so the job uses torch's own worker
+ * threads, which are idle or spinning for work right after a torch op, instead of competing with
+ * them for the cores. The layout is mirrored by a ctypes.Structure in native.py. */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t n, block, next;
+    int man_bits, emin, subnormals;
+    float vmax;
+    int overflow, has_inf, fnuz, mode;
+    uint64_t seed;
+    int status;
+} embstab_job_t;
+
+void embstab_quantize_job(void *data) {
+    embstab_job_t *j = (embstab_job_t *)data;
+    if (embstab_quantize_float32_shared(j->x, j->y, j->n, j->block, &j->next, j->man_bits, j->emin, j->subnormals,
+                                        j->vmax, j->overflow, j->has_inf, j->fnuz, j->mode, j->seed) != 0)
+        __atomic_store_n(&j->status, -1, __ATOMIC_RELAXED);
+}
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_quantize_cpu",
                                     "CPU rounding kernel (called through ctypes).", -1, NULL};
 
