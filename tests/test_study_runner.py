@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pandas as pd
@@ -246,6 +247,28 @@ def test_threaded_workers_never_pause_for_the_callers_memory():
         finally:
             client.close()
             cluster.close()
+
+
+def _malloc_env() -> tuple:
+    # the environment the process started with: glibc reads its malloc settings only then
+    with open("/proc/self/environ", "rb") as f:
+        env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+    return (env.get(b"MALLOC_MMAP_THRESHOLD_", b"").decode(), env.get(b"MALLOC_TRIM_THRESHOLD_", b"").decode())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/environ (Linux)")
+def test_local_worker_processes_keep_large_blocks_on_the_heap():
+    """Dask's MALLOC_TRIM_THRESHOLD_ alone pins glibc's mmap threshold at 128 KiB, so every large
+    temporary is mapped and faulted in afresh; local workers get a 32 MiB threshold beside it."""
+    from embstab.study.executors import WORKER_MMAP_THRESHOLD, make_client
+
+    client, cluster = make_client("local", workers=1)
+    try:
+        envs = list(client.run(_malloc_env).values())
+    finally:
+        client.close()
+        cluster.close()
+    assert envs and all(mmap == str(WORKER_MMAP_THRESHOLD) for mmap, _ in envs), envs
 
 
 def test_separate_process_cluster_gives_the_same_results(finished, tmp_path):

@@ -19,6 +19,10 @@ from embstab.study.steps import StudyTaskError
 
 __all__ = ["Outcome", "run_synchronous", "run_distributed", "make_client", "default_workers", "check_scheduler"]
 
+#: glibc's mmap threshold in local worker processes (its largest value, 32 MiB): allocations below
+#: it reuse heap memory instead of fresh, zero-filled pages.
+WORKER_MMAP_THRESHOLD = 32 * 2**20
+
 #: Scheduler names besides addresses: in-process, a LocalCluster of processes, or of threads.
 SCHEDULER_NAMES = ("synchronous", "sync", "local", "threads")
 
@@ -208,9 +212,18 @@ def make_client(scheduler: str, workers: int | None = None) -> tuple[Any, Any]:
         # Threads share this process, whose resident memory (the caller's arrays included) Dask
         # would compare against each worker's share of RAM, pausing every worker for good once it
         # passed 80%: a silent hang. The memory is the caller's to manage, so no limit there.
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=not in_process,
-                               memory_limit=0 if in_process else "auto", dashboard_address=None,
-                               silence_logs=40)
+        # Dask starts worker processes with MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's
+        # mmap threshold at 128 KiB: every large temporary of a trainer is then mapped, faulted in
+        # page by page and unmapped again (measured: a third of a training run's time in the
+        # kernel). Larger blocks come from the heap instead; Dask's trimming stays.
+        # (glibc reads it once, at process start: it goes in the environment the nanny spawns with)
+        import dask  # noqa: PLC0415
+
+        spawn_env = {"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": str(WORKER_MMAP_THRESHOLD)}
+        with dask.config.set(spawn_env):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=not in_process,
+                                   memory_limit=0 if in_process else "auto", dashboard_address=None,
+                                   silence_logs=40)
         return Client(cluster), cluster
     check_scheduler(scheduler)
     try:
