@@ -63,6 +63,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
                 ctypes.c_int, ctypes.c_uint64]
     try:
         fn, shared = lib.embstab_quantize_float32, lib.embstab_quantize_float32_shared
+        lib.embstab_quantize_job  # noqa: B018 - the OpenMP entry point must exist too
     except AttributeError:  # a kernel built from older sources
         return None, f"the compiled kernel at {spec.origin} is out of date (reinstall embstab)"
     fn.restype = shared.restype = ctypes.c_int
@@ -145,16 +146,18 @@ class _Job(ctypes.Structure):
 
 def _openmp_runtime() -> str | None:
     # the GNU OpenMP runtime torch loaded (Linux): its worker threads are the ones that keep
-    # spinning after every parallel torch op
+    # spinning after every parallel torch op; other wheels may bundle a copy of their own
+    found: list[str] = []
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             for line in maps:
                 path = line.rsplit(None, 1)[-1]
-                if os.path.basename(path).startswith("libgomp") and ".so" in path:
-                    return path
+                if os.path.basename(path).startswith("libgomp") and ".so" in path and path not in found:
+                    found.append(path)
     except OSError:
-        pass
-    return None
+        return None
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    return next((p for p in found if p.startswith(torch_dir)), found[0] if found else None)
 
 
 _FORKED_CHILD = False
