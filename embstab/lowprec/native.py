@@ -62,14 +62,13 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     fmt_args = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                 ctypes.c_int, ctypes.c_uint64]
     try:
-        fn, shared = lib.embstab_quantize_float32, lib.embstab_quantize_float32_shared
-        lib.embstab_quantize_job  # noqa: B018 - the OpenMP entry point must exist too
+        fn, job = lib.embstab_quantize_float32, lib.embstab_quantize_job
     except AttributeError:  # a kernel built from older sources
         return None, f"the compiled kernel at {spec.origin} is out of date (reinstall embstab)"
-    fn.restype = shared.restype = ctypes.c_int
+    fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + fmt_args
-    shared.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                       ctypes.POINTER(ctypes.c_int64)] + fmt_args
+    job.restype = None
+    job.argtypes = [ctypes.c_void_p]
     return lib, None
 
 
@@ -181,8 +180,7 @@ def _gomp_parallel() -> Callable | None:
 
 @lru_cache(maxsize=1)
 def _load_gomp_parallel() -> Callable | None:
-    torch.ones(2).sum()  # torch loads its OpenMP runtime lazily with its first op
-    path = _openmp_runtime()
+    path = _openmp_runtime()  # libtorch links it: mapped once torch is imported
     if path is None:
         return None
     try:
@@ -256,25 +254,19 @@ def quantize_float32(x: torch.Tensor, fmt: FloatFormat, rounding: str, seed: int
     # the parts take blocks from one shared counter: a thread slowed by a busy core takes fewer
     # blocks instead of holding up the call
     block = max(_BLOCK, -(-n // (8 * parts)) // _BLOCK * _BLOCK)
+    job = _Job(src, dst, n, block, 0, *args, 0)
     omp = _gomp_parallel()
     if omp is not None:
         # torch's OpenMP workers spin for a while after each torch op: a thread of our own would
         # share a core with one of them and run at half speed (measured: no overlap at all in
         # most calls right after a torch op), so the job runs on that same team instead
-        job = _Job(src, dst, n, block, 0, *args, 0)
         omp(ctypes.cast(lib.embstab_quantize_job, ctypes.c_void_p), ctypes.byref(job), parts, 0)
-        if job.status != 0:
-            raise ValueError("the compiled rounding kernel rejected its arguments")
-        return y
-    counter = ctypes.c_int64(0)
-
-    def run() -> int:
-        # ctypes releases the GIL for the call, so the parts run in parallel
-        return lib.embstab_quantize_float32_shared(src, dst, n, block, ctypes.byref(counter), *args)
-
-    # the calling thread works too: one hand-off fewer per call
-    futures = [_pool().submit(run) for _ in range(parts - 1)]
-    codes = [run()] + [f.result() for f in futures]
-    if any(codes):
+    else:
+        # ctypes releases the GIL for each call, so the pool's threads and this one run together
+        futures = [_pool().submit(lib.embstab_quantize_job, ctypes.byref(job)) for _ in range(parts - 1)]
+        lib.embstab_quantize_job(ctypes.byref(job))
+        for f in futures:
+            f.result()
+    if job.status != 0:
         raise ValueError("the compiled rounding kernel rejected its arguments")
     return y

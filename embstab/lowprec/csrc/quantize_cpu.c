@@ -204,9 +204,9 @@ int embstab_quantize_float32(const float *x, float *y, int64_t lo, int64_t hi, i
  * a while after each parallel op) then takes fewer blocks instead of holding everyone up, as a
  * fixed split would. Results depend on element indices only, never on who rounded what.
  * Returns 0, or -1 for an unknown mode/overflow code. */
-int embstab_quantize_float32_shared(const float *x, float *y, int64_t n, int64_t block, int64_t *next,
-                                    int man_bits, int emin, int subnormals, float vmax, int overflow,
-                                    int has_inf, int fnuz, int mode, uint64_t seed) {
+static int quantize_shared(const float *x, float *y, int64_t n, int64_t block, int64_t *next, int man_bits,
+                           int emin, int subnormals, float vmax, int overflow, int has_inf, int fnuz, int mode,
+                           uint64_t seed) {
     for (;;) {
         int64_t lo = __atomic_fetch_add(next, block, __ATOMIC_RELAXED);
         if (lo >= n) return 0;
@@ -217,10 +217,11 @@ int embstab_quantize_float32_shared(const float *x, float *y, int64_t n, int64_t
     }
 }
 
-/* One rounding job for a team of threads: the body of an OpenMP parallel region. native.py hands
- * it to the OpenMP runtime torch already runs (GOMP_parallel), so the job uses torch's own worker
- * threads, which are idle or spinning for work right after a torch op, instead of competing with
- * them for the cores. The layout is mirrored by a ctypes.Structure in native.py. */
+/* One rounding job shared by a team of threads, each calling this with the same job: the body of
+ * an OpenMP parallel region when native.py hands it to the OpenMP runtime torch already runs
+ * (GOMP_parallel, so torch's own worker threads, idle or spinning for work right after a torch op,
+ * do it instead of competing with threads of ours), or of each thread of native.py's own pool.
+ * The layout is mirrored by a ctypes.Structure in native.py. */
 typedef struct {
     const float *x;
     float *y;
@@ -234,8 +235,8 @@ typedef struct {
 
 void embstab_quantize_job(void *data) {
     embstab_job_t *j = (embstab_job_t *)data;
-    if (embstab_quantize_float32_shared(j->x, j->y, j->n, j->block, &j->next, j->man_bits, j->emin, j->subnormals,
-                                        j->vmax, j->overflow, j->has_inf, j->fnuz, j->mode, j->seed) != 0)
+    if (quantize_shared(j->x, j->y, j->n, j->block, &j->next, j->man_bits, j->emin, j->subnormals, j->vmax,
+                        j->overflow, j->has_inf, j->fnuz, j->mode, j->seed) != 0)
         __atomic_store_n(&j->status, -1, __ATOMIC_RELAXED);
 }
 
