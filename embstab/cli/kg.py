@@ -80,7 +80,8 @@ def register(subparsers) -> None:
     gr.set_defaults(func=run_graphs)
     fe = sub.add_parser("fetch", help="download a standard graph (wn18rr, fb15k237) into the cache")
     fe.add_argument("name", metavar="NAME")
-    fe.add_argument("--url", help="download from this address instead of the original one")
+    fe.add_argument("--url", help="download from a mirror: the original host, or this machine (localhost)")
+    fe.add_argument("--sha256", metavar="HEX", help="the archive's SHA-256, for a graph embstab ships no digest for")
     fe.add_argument("--force", action="store_true", help="download again even if cached")
     fe.set_defaults(func=run_fetch)
     p.set_defaults(func=lambda args: p.print_help() or 2)
@@ -173,5 +174,5 @@ def run_fetch(args: argparse.Namespace) -> int:
     """
     from embstab.kg import download_graph
 
-    print(download_graph(args.name, url=args.url, force=args.force))
+    print(download_graph(args.name, url=args.url, sha256=args.sha256, force=args.force))
     return 0

@@ -25,6 +25,7 @@ from urllib.parse import quote
 from embstab._fs import atomic_write
 from embstab.contextual.errors import PICKLE_SUFFIXES, HubNameError, ModelNotDownloadedError, UnsafeWeightsError
 from embstab.data.cache import cache_dir
+from embstab.data.download import check_source_url
 from embstab.data.errors import DownloadError
 
 __all__ = ["HUB_PREFIX", "HubModel", "download_model", "hub_dir", "parse_hub_name", "downloaded_dir"]
@@ -303,6 +304,8 @@ def download_model(repo_id: str, revision: str = "main", dest: str | os.PathLike
         If ``repo_id`` or ``revision`` is malformed.
     UnsafeWeightsError
         If the repository's only weights are pickle files.
+    UntrustedSourceError
+        If ``endpoint`` is not an https address, or an http one on this machine (loopback).
     DownloadError
         If downloads are switched off (``HF_HUB_OFFLINE``), the hub cannot be reached, the
         repository or revision does not exist, it holds no loadable BERT (no safetensors, no
@@ -310,6 +313,8 @@ def download_model(repo_id: str, revision: str = "main", dest: str | os.PathLike
         repository's download or a non-empty folder of other files.
     """
     model = HubModel(repo_id, revision)
+    if endpoint is not None:
+        check_source_url(endpoint, None, "--endpoint")  # a local file or an ftp: address is no hub
     folder = Path(dest) if dest is not None else hub_dir(model, create=True)
     if not force and _complete(folder, model):
         return folder

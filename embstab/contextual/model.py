@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from embstab._fs import atomic_write
-from embstab.contextual.errors import PICKLE_SUFFIXES, UnsafeWeightsError
+from embstab.contextual.weights import WeightSet, layers_held, load_tensors, match_to_network, read_json_file, read_weight_set
+from embstab.data.errors import DataFormatError
 from embstab.contextual.tokenizer import load_tokenizer
 from embstab.errors import EmbstabError, lookup
 
@@ -200,17 +201,60 @@ def build_model(size: str | ModelSize, tokenizer: Tokenizer, seed: int = 0, *, m
                             "init_seed": int(seed), "max_length": max_length})
 
 
+#: BERT configuration fields that size the network, with transformers' defaults for an absent field.
+_SIZE_FIELDS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2}
+# (field, tensor, axis): the weights fix these sizes, so a configuration cannot ask for more than they hold
+_SIZE_TENSORS = [("vocab_size", "embeddings.word_embeddings.weight", 0),
+                 ("hidden_size", "embeddings.word_embeddings.weight", 1),
+                 ("max_position_embeddings", "embeddings.position_embeddings.weight", 0),
+                 ("type_vocab_size", "embeddings.token_type_embeddings.weight", 0),
+                 ("intermediate_size", "encoder.layer.0.intermediate.dense.weight", 0)]
+
+
+def _check_config(settings: object, path: Path, weights: WeightSet) -> None:
+    # every size a configuration gives must be one the weights hold: a small config.json cannot make
+    # the loader build (and allocate) a network larger than the files beside it
+    if not isinstance(settings, dict):
+        raise DataFormatError(path, "model configuration is not a JSON object")
+    kind = settings.get("model_type", "bert")
+    if kind != "bert":
+        raise DataFormatError(path, f"model_type is {kind!r}; embstab reads BERT encoders (model_type 'bert') only")
+    sizes = {}
+    for key, default in _SIZE_FIELDS.items():
+        value = settings.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DataFormatError(path, f"{key} must be a positive integer, got {value!r}")
+        sizes[key] = value
+    if sizes["hidden_size"] % sizes["num_attention_heads"]:
+        raise DataFormatError(path, f"hidden_size {sizes['hidden_size']} is not a multiple of num_attention_heads "
+                                    f"{sizes['num_attention_heads']}")
+    shapes = {(n if n.startswith("bert.") else "bert." + n): e.shape for n, e in weights.tensors.items()}
+    held = layers_held(shapes, "bert.")
+    if sizes["num_hidden_layers"] != held:
+        raise DataFormatError(path, f"num_hidden_layers is {sizes['num_hidden_layers']} but the weights hold {held} "
+                                    "layers; the configuration and the weights do not match")
+    for key, tensor, axis in _SIZE_TENSORS:
+        shape = shapes.get("bert." + tensor)
+        if shape is not None and (len(shape) != 2 or shape[axis] != sizes[key]):
+            raise DataFormatError(path, f"{key} is {sizes[key]} but the weights' {tensor} has shape {shape}; the "
+                                        "configuration and the weights do not match")
+
+
 def load_model_dir(path: str | os.PathLike, name: str | None = None) -> ContextualModel:
     """Load a model folder (written by :meth:`ContextualModel.save`, or any BERT checkpoint folder).
 
-    Only local files are read (``local_files_only``): nothing is fetched.
+    Only files inside the folder are read and nothing is fetched. The weights are the folder's
+    safetensors files, each header checked before a tensor is read, and the configuration must
+    describe exactly the network the weights hold: every encoder tensor present with the
+    configuration's shape. Only a missing masked-LM head is initialised (seeded).
 
     Parameters
     ----------
     path : str or os.PathLike
-        A folder with ``config.json``, ``model.safetensors`` (or a sharded safetensors index) and
-        ``tokenizer.json``. Pickle weights (``pytorch_model.bin``) are never read: unpickling can run
-        code stored in the file.
+        A folder with ``config.json``, ``model.safetensors`` (or ``model.safetensors.index.json``
+        and its shards) and ``tokenizer.json``. Pickle weights (``pytorch_model.bin``) are never
+        read: unpickling can run code stored in the file.
     name : str, optional
         Defaults to the saved name, or the folder's name.
 
@@ -223,35 +267,41 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
     FileNotFoundError
         If the folder or one of its files is missing.
     UnsafeWeightsError
-        If the folder's only weights are pickle files.
+        If the folder's only weights are pickle files, or a shard is not a safetensors file inside
+        the folder.
+    DataFormatError
+        If a file is malformed, the configuration is not BERT's, or the weights are incomplete or
+        do not match the configuration.
     """
     folder = Path(path)
     for needed in ("config.json", "tokenizer.json"):
-        if not (folder / needed).is_file():
+        if not os.path.lexists(folder / needed):
             raise FileNotFoundError(2, f"no {needed} in the model folder", str(folder / needed))
-    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.safetensors.index.json")):
-        pickles = sorted(p.name for p in folder.iterdir() if p.name.endswith(PICKLE_SUFFIXES))
-        if pickles:
-            raise UnsafeWeightsError(f"model folder {folder} has only pickle weights ({', '.join(pickles)}), which "
-                                     "can run code when read; convert them to model.safetensors with a tool you trust")
-        raise FileNotFoundError(2, "no model.safetensors in the model folder", str(folder / "model.safetensors"))
-    tf = _transformers()
+    weights = read_weight_set(folder)  # refuses pickles, paths out of the folder, malformed headers
+    config_path = folder / "config.json"
+    settings = read_json_file(config_path, "model configuration")
+    _check_config(settings, config_path, weights)
     info = {}
-    if (folder / "embstab.json").is_file():
-        info = json.loads((folder / "embstab.json").read_text(encoding="utf-8"))
-    config = tf.BertConfig.from_pretrained(str(folder), local_files_only=True)
+    if os.path.lexists(folder / "embstab.json"):
+        info = read_json_file(folder / "embstab.json", "embstab model record")
+        if not isinstance(info, dict):
+            info = {}
+    tf = _transformers()
     verbosity = tf.logging.get_verbosity()
-    tf.logging.set_verbosity_error()  # a checkpoint without an MLM head gets a fresh one: expected, not news
-    tf.utils.logging.disable_progress_bar()
+    tf.logging.set_verbosity_error()  # library chatter about the configuration is not news to the user
     try:
+        config = tf.BertConfig.from_dict(settings)
+        with torch.device("meta"):  # shapes only: a configuration is checked before memory is spent on it
+            shapes = {k: tuple(v.shape) for k, v in tf.BertForMaskedLM(config).state_dict().items()}
+        names = match_to_network(weights, shapes, "bert.", config_path)
         with torch.random.fork_rng(devices=[]):
             # a missing MLM head is initialised; seed it so two loads of one folder are identical
             torch.manual_seed(0)
-            network = tf.BertForMaskedLM.from_pretrained(str(folder), config=config, local_files_only=True,
-                                                          use_safetensors=True)
+            network = tf.BertForMaskedLM(config)
     finally:
         tf.logging.set_verbosity(verbosity)
-        tf.utils.logging.enable_progress_bar()
+    network.load_state_dict(load_tensors(weights, names), strict=False)
+    network.tie_weights()
     network.eval()
     return ContextualModel(network, load_tokenizer(folder), name or info.get("name") or folder.name,
                            dict(info.get("metadata", {}), path=str(folder)))

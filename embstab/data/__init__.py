@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from embstab.data.cache import cache_dir
 from embstab.data.corpora import corpus_names, load_corpus, load_texts, make_corpus_pair
-from embstab.data.errors import ChecksumError, DataFormatError, DataNotFoundError, DownloadError, UnknownDatasetError
+from embstab.data.errors import (ChecksumError, DataFormatError, DataNotFoundError, DownloadError, UnknownDatasetError,
+                                 UntrustedSourceError)
 from embstab.data.fetch import fetch
 from embstab.data.pretrained import PRETRAINED, load_pretrained
 from embstab.data.registry import DATASETS, list_datasets
@@ -20,6 +21,6 @@ from embstab.data.tokenize import tokenize
 
 __all__ = [
     "DATASETS", "PRETRAINED", "ChecksumError", "ClassificationData", "DataFormatError", "DataNotFoundError", "DownloadError",
-    "TaggingData", "UnknownDatasetError", "cache_dir", "corpus_names", "fetch", "list_datasets", "load_classification",
+    "TaggingData", "UnknownDatasetError", "UntrustedSourceError", "cache_dir", "corpus_names", "fetch", "list_datasets", "load_classification",
     "load_corpus", "load_pretrained", "load_tagging", "load_texts", "make_corpus_pair", "tokenize",
 ]

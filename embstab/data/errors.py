@@ -10,11 +10,11 @@ __all__ = ["DataNotFoundError", "DataFormatError", "DownloadError", "ChecksumErr
 class DataNotFoundError(EmbstabError, FileNotFoundError):
     """A dataset's files are not present locally; the message names the command that fetches them."""
 
-    def __init__(self, name: str, detail: str = "") -> None:
+    def __init__(self, name: str, detail: str = "", command: str | None = None) -> None:
         self.name = name
         extra = f" ({detail})" if detail else ""
         super().__init__(f"dataset {name!r} is not available locally{extra}; "
-                         f"run `embstab data fetch {name}` first")
+                         f"run `{command or f'embstab data fetch {name}'}` first")
 
     def __str__(self) -> str:  # FileNotFoundError would otherwise format (errno, strerror)
         return str(self.args[0])
@@ -27,6 +27,10 @@ UnknownDatasetError = UnknownNameError
 
 class DownloadError(EmbstabError, OSError):
     """A download or a package-manager fetch failed."""
+
+
+class UntrustedSourceError(DownloadError):
+    """A fetch from an address embstab does not document, or of a file whose digest nobody gave."""
 
 
 class ChecksumError(DownloadError):

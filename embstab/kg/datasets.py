@@ -6,8 +6,9 @@
 holding ``train.txt``, ``valid.txt`` and ``test.txt``.
 
 The standard sets (WN18RR, FB15k-237) are not in any package; :func:`download_graph` fetches
-their archive from the original address (or a mirror) into ``cache_dir()/kg`` with a SHA-256 check
-(pinned, or recorded on first use) and the parser reads the three split files out of it.
+their archive from the original address (or a mirror on the same host or this machine) into
+``cache_dir()/kg``, checked against the SHA-256 digest that ships here (for a set with none, the
+user gives one), and the parser reads the three split files out of it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embstab.data.cache import cache_dir
-from embstab.data.download import download, verify
+from embstab.data.download import fetch_verified, verify
 from embstab.data.errors import DataFormatError, DataNotFoundError
 from embstab.errors import OptionalDependencyError, UnknownNameError, lookup
 from embstab.kg._pykeen import INSTALL_HINT
@@ -54,7 +55,10 @@ class StandardGraph:
         Name of the cached archive.
     description : str
     sha256 : str, optional
-        Pinned digest; when absent the first download's digest is recorded and enforced later.
+        The archive's digest, as published beside the address by a dataset library (TensorFlow
+        Datasets' checksum lists). Where none is published the user must give one to fetch it.
+    size : int, optional
+        The archive's size in bytes, where published.
     """
 
     name: str
@@ -62,11 +66,13 @@ class StandardGraph:
     filename: str
     description: str
     sha256: str | None = None
+    size: int | None = None
 
 
 STANDARD_GRAPHS: dict[str, StandardGraph] = {g.name: g for g in [
     StandardGraph("wn18rr", "https://github.com/TimDettmers/ConvE/raw/master/WN18RR.tar.gz", "WN18RR.tar.gz",
-                  "WN18RR (Dettmers et al. 2018): 40,943 WordNet synsets, 11 relations"),
+                  "WN18RR (Dettmers et al. 2018): 40,943 WordNet synsets, 11 relations",
+                  "1eb9152f804c140d163462c0d49f65e5a0b30ab5fbb375c5e3353c11a6249060", 892861),
     StandardGraph("fb15k237",
                   "https://download.microsoft.com/download/8/7/0/8700516A-AB3D-4850-B4BB-805C515AECE1/FB15K-237.2.zip",
                   "FB15K-237.2.zip", "FB15k-237 (Toutanova & Chen 2015): 14,541 Freebase entities, 237 relations"),
@@ -140,9 +146,10 @@ def download_graph(name: str, url: str | None = None, sha256: str | None = None,
     name : str
         A key of :data:`STANDARD_GRAPHS`.
     url : str, optional
-        Download from here instead (a mirror, or a local test server).
+        Download from here instead: the documented host, or a mirror on this machine (loopback).
     sha256 : str, optional
-        Expected digest; overrides the pinned or recorded one.
+        The digest, for a graph whose digest embstab does not ship (it must equal the shipped one
+        otherwise).
     force : bool
         Download even when the archive is cached.
     progress : bool
@@ -157,15 +164,14 @@ def download_graph(name: str, url: str | None = None, sha256: str | None = None,
     ------
     UnknownNameError
         If ``name`` is not a standard graph.
+    UntrustedSourceError
+        For an undocumented address, or a graph with no shipped digest fetched without ``sha256``.
     DownloadError
         On a network or HTTP error. :class:`~embstab.data.ChecksumError` on a digest mismatch.
     """
     src = lookup(STANDARD_GRAPHS, name, "standard graph")
-    dest = _folder() / src.filename
-    if force or not dest.exists():
-        download(url or src.url, dest, sha256=sha256 or src.sha256, progress=progress)
-    verify(dest, sha256 or src.sha256, _folder() / "SHA256SUMS.json")
-    return dest
+    return fetch_verified(src.url, _folder() / src.filename, pinned=src.sha256, size=src.size, url=url,
+                          sha256=sha256, force=force, progress=progress)
 
 
 def _pykeen_graph(name: str) -> KnowledgeGraph:
@@ -215,8 +221,8 @@ def load_graph(name: str, **kwargs) -> KnowledgeGraph:
     if name in STANDARD_GRAPHS:
         archive = cache_dir(create=False) / "kg" / STANDARD_GRAPHS[name].filename
         if not archive.exists():
-            raise DataNotFoundError(name, "a standard graph downloads from its original site; "
-                                          "Python: embstab.kg.download_graph")
+            raise DataNotFoundError(name, "a standard graph downloads from its original site",
+                                    command=f"embstab kg fetch {name}")
         verify(archive, STANDARD_GRAPHS[name].sha256, archive.parent / "SHA256SUMS.json")
         return parse_graph_archive(archive, name)
     folder = Path(name)
