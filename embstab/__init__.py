@@ -8,11 +8,35 @@ The data path, top-down: :func:`load` an :class:`Embedding` → compress it
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbeddingFormatError, EmbstabError, ShapeError, VocabularyError
-from embstab.io import load, save
-from embstab.measures import compare, compare_many
-from embstab.selection import Recommendation, recommend
+from embstab.io import load, save  # also registers the writer that Embedding.save uses
+
+if TYPE_CHECKING:
+    from embstab.measures import compare, compare_many
+    from embstab.selection import Recommendation, recommend
+
+# compare and recommend are imported on first use (PEP 562): they pull pandas and scipy, which
+# `embstab --help` and the light commands do not need
+_HOMES = {"compare": "embstab.measures", "compare_many": "embstab.measures",
+          "Recommendation": "embstab.selection", "recommend": "embstab.selection"}
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'embstab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __version__ = "0.1.0"
 

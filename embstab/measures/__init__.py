@@ -17,8 +17,23 @@ from embstab.measures.registry import DEFAULT_MEASURES, REGISTRY, MeasureInfo, g
 from embstab.measures.hyperbolic import (DistanceInstability, distortion_avg, distortion_worst,
                                          embedding_instability, hyperbolic_knn, hyperbolic_map)
 from embstab.measures.similarity import fro_distance, linear_cka, procrustes_distance
-from embstab.measures.compare import Anchors, aligned_matrices, compare, compare_many
 from embstab.measures.knn import nearest_neighbors
+
+# compare() builds pandas tables: imported on first use, so the registry (and `embstab --help`,
+# which lists its names) does not pay for pandas
+_COMPARE = ("Anchors", "aligned_matrices", "compare", "compare_many")
+
+
+def __getattr__(name: str):
+    if name in _COMPARE:
+        import importlib
+
+        # import_module, not `from embstab.measures import compare`: that would look the name up here again
+        value = getattr(importlib.import_module("embstab.measures.compare"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'embstab.measures' has no attribute {name!r}")
+
 
 __all__ = [
     "AnchorFactors", "Anchors", "DEFAULT_MEASURES", "DistanceInstability", "aligned_matrices", "compare",
