@@ -14,8 +14,8 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # What each folder of ../shared/data holds, for the skip reasons.
 WHAT = {
-    "graphs": "the hyperbolic-embedding papers' edge lists",
-    "anchor_stability": "the published anchor-stability results table",
+    "graphs": "a test graph of the hyperbolic-embedding paper, Sala et al. 2018",
+    "anchor_stability": "the published word2vec CBOW results of the anchor-stability paper",
 }
 
 

@@ -13,10 +13,10 @@ from _shared import shared_file
 def test_a_missing_shared_file_skips_naming_the_file_and_what_it_is(monkeypatch, tmp_path):
     monkeypatch.setattr(_shared, "SHARED_DATA", tmp_path / "shared" / "data")
     with pytest.raises(pytest.skip.Exception,
-                       match=r"needs \.\./shared/data/graphs/phylo_tree\.edges \(the hyperbolic"):
+                       match=r"needs \.\./shared/data/graphs/phylo_tree\.edges \(a test graph of the hyperbolic"):
         graph_path("phylo_tree")
     with pytest.raises(pytest.skip.Exception,
-                       match=r"needs \.\./shared/data/anchor_stability/x\.csv \(the published"):
+                       match=r"needs \.\./shared/data/anchor_stability/x\.csv \(the published word2vec"):
         shared_file("anchor_stability/x.csv")
 
 
