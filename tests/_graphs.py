@@ -1,17 +1,45 @@
-"""The test graphs of ../shared/data/graphs (tests only; the package never reads ../shared)."""
+"""The test graphs: tests/data/graphs when the repository carries a copy, else ../shared/data/graphs."""
+
+from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from embstab.hyperbolic import load_edgelist
 
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
+from _shared import shared_file
+
+# Graphs small and free enough to ship with the tests (smalltree: the balanced tree, branching 3,
+# depth 3); the others are only in ../shared.
+LOCAL_GRAPHS = Path(__file__).resolve().parent / "data" / "graphs"
 
 
-def shared_graph(name: str):
-    """Load ``name``.edges, skipping the test when ../shared is not beside the repository."""
-    path = GRAPHS / f"{name}.edges"
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
-    return load_edgelist(path)
+def graph_path(name: str) -> Path:
+    """The file of the test graph ``name``: the in-repository copy, else ../shared's.
+
+    Parameters
+    ----------
+    name : str
+        Graph name without the ``.edges`` suffix, e.g. ``"smalltree"``.
+
+    Returns
+    -------
+    pathlib.Path
+        An existing edge-list file; the calling test skips, naming the file, when neither exists.
+    """
+    local = LOCAL_GRAPHS / f"{name}.edges"
+    return local if local.is_file() else shared_file(f"graphs/{name}.edges")
+
+
+def load_graph(name: str):
+    """Load the test graph ``name`` (see :func:`graph_path`).
+
+    Parameters
+    ----------
+    name : str
+        Graph name without the ``.edges`` suffix.
+
+    Returns
+    -------
+    embstab.hyperbolic.Graph
+    """
+    return load_edgelist(graph_path(name))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +11,7 @@ from embstab.cli import hyperbolic as cli
 from embstab.errors import EmbstabError
 from embstab.hyperbolic import load_embedding
 
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
+from _graphs import graph_path
 
 
 def _run(argv):
@@ -25,9 +24,7 @@ def _run(argv):
 @pytest.fixture()
 def tree(tmp_path):
     p = tmp_path / "t.edges"
-    src = GRAPHS / "smalltree.edges"
-    p.write_text(src.read_text() if src.exists() else
-                 "".join(f"{(i - 1) // 3} {i}\n" for i in range(1, 40)))
+    p.write_text(graph_path("smalltree").read_text())
     return p
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from embstab.hyperbolic import embed_combinatorial, evaluate
 
-from _graphs import shared_graph as _graph
+from _graphs import load_graph as _graph
 
 
 def _check(res, map_, d_avg, d_wc, map_tol=5e-5):

@@ -11,7 +11,7 @@ from embstab.hyperbolic import HyperbolicError, PrecisionError, evaluate
 from embstab.hyperbolic.geometry import hyperboloid_distance
 from embstab.hyperbolic.hmds import hmds, karcher_mean, pga_refine
 
-from _graphs import shared_graph as _graph
+from _graphs import load_graph as _graph
 
 
 def _random_hyperboloid(rng, n, r, spread=1.0):

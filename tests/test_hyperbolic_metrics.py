@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from embstab.errors import UnknownNameError
 
 from embstab.hyperbolic import (Graph, GraphError, HyperbolicEmbedding, embed_combinatorial,
-                                evaluate, load_edgelist)
+                                evaluate)
 from embstab.hyperbolic.geometry import poincare_distance
 from embstab.hyperbolic.metrics import average_precision
 
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
+from _graphs import load_graph
 
 
 def _naive(graph, coords, scale):
@@ -46,10 +44,7 @@ def _naive(graph, coords, scale):
 
 
 def test_evaluate_matches_literal_reference():
-    path = GRAPHS / "smalltree.edges"
-    if not path.exists():
-        pytest.skip("shared data missing")
-    g = load_edgelist(path)
+    g = load_graph("smalltree")
     emb = embed_combinatorial(g, tau=0.3, precision_bits=64).astype_float64()
     ref = _naive(g, emb.coords, emb.scale)
     got = evaluate(g, emb, progress=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,13 +16,12 @@ from embstab.hyperbolic import (
     evaluate,
     fit_product_sgd,
     fit_sgd,
-    load_edgelist,
     load_embedding,
     save_embedding,
 )
 from embstab.hyperbolic.product import parse_factors
 
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
+from _graphs import load_graph
 
 
 def _cycle(n: int) -> Graph:
@@ -70,7 +68,7 @@ def test_product_distances_match_literal_formulas(combine):
 
 
 def test_single_poincare_factor_is_exactly_fit_sgd():
-    g = load_edgelist(GRAPHS / "smalltree.edges")
+    g = load_graph("smalltree")
     kw = {"epochs": 15, "seed": 3, "learn_scale": True, "weighting": "exp", "progress": False}
     ball = fit_sgd(g, 2, **kw)
     prod = fit_product_sgd(g, "H2", **kw)

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from embstab.hyperbolic import HyperbolicError, evaluate, load_edgelist
+from embstab.hyperbolic import HyperbolicError, evaluate
 from embstab.hyperbolic.hmds import hmds
 from embstab.hyperbolic.sgd import LOSSES, fit_sgd, pair_loss
 
-GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "graphs"
+from _graphs import load_graph
 
 
 @pytest.fixture(scope="module")
 def smalltree():
-    path = GRAPHS / "smalltree.edges"
-    if not path.exists():
-        pytest.skip("shared data missing")
-    return load_edgelist(path)
+    return load_graph("smalltree")
 
 
 @pytest.mark.parametrize("manifold", ["poincare", "lorentz"])

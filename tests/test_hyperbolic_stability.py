@@ -12,7 +12,7 @@ from embstab.hyperbolic.stability import (bits_sweep, embedding_instability, for
                                           perturb_graph, quantize_coordinates, stability_study)
 from embstab.measures.hyperbolic import hyperbolic_knn
 
-from _graphs import shared_graph as _graph
+from _graphs import load_graph as _graph
 
 
 def test_perturb_graph_keeps_connectivity_and_is_seeded():

@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 import pytest
-from _graphs import shared_graph
+from _graphs import load_graph
 
 from embstab.cli import hyperbolic as cli
 from embstab.hyperbolic import (
@@ -135,7 +135,7 @@ def _check_structure(g, st):
 @pytest.mark.parametrize("root", ["max_degree", "first", "center"])
 @pytest.mark.parametrize("name", ["smalltree", "phylo_tree"])
 def test_tree_graph_metric_is_reproduced_exactly(name, root):
-    g = shared_graph(name)
+    g = load_graph(name)
     st = steiner_tree(g, root)
     assert st.n_steiner == 0  # tree metrics are 0-hyperbolic: every centre is a graph node
     dt = _check_structure(g, st)
@@ -186,7 +186,7 @@ def test_matches_plain_python_reference(make, root):
 
 
 def test_diseasome_structure_and_reference():
-    g = shared_graph("bio-diseasome")
+    g = load_graph("bio-diseasome")
     st = steiner_tree(g)
     assert st.n_steiner > 0
     dt = _check_structure(g, st)
@@ -261,7 +261,7 @@ def test_steiner_embedding_decodes_the_tree_metric():
 
 
 def test_bfs_default_unchanged():
-    g = shared_graph("smalltree")
+    g = load_graph("smalltree")
     a = embed_combinatorial(g, bits=256, precision_bits=256)
     b = embed_combinatorial(g, bits=256, precision_bits=256, tree="bfs")
     assert a.metadata == b.metadata and a.metadata["tree"] == "bfs"

@@ -6,7 +6,7 @@ import pytest
 
 from embstab.hyperbolic import PrecisionError, embed_combinatorial, tree_from_graph
 from embstab.hyperbolic.tau import bits_needed, check_precision, choose_tau, tau_for_bits, tau_for_eps
-from _graphs import shared_graph as _graph
+from _graphs import load_graph as _graph
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ repository, and its command line runs."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,30 @@ print("OK", study)
 """
 
 
+def _share_this_interpreters_packages(python: Path) -> None:
+    """Let the fresh venv of ``python`` import the dependencies this interpreter imports.
+
+    ``venv --system-site-packages`` is not enough: run from inside a virtual environment, it
+    exposes the *base* interpreter's site-packages, not the environment the dependencies were
+    installed into. A ``.pth`` file listing this interpreter's ``sys.path`` works from both. Its
+    entries come after the venv's own site-packages, so the installed wheel still shadows any other
+    embstab, and plain paths in a ``.pth`` load no further ``.pth`` files (an editable install's
+    import hook stays out). The checkout itself is left out.
+    """
+    def query(code: str) -> str:
+        return subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True).stdout
+
+    own = {os.path.realpath(p) for p in query("import sys; print('\\n'.join(sys.path))").splitlines() if p}
+    purelib = Path(query("import sysconfig; print(sysconfig.get_path('purelib'))").strip())
+    extra = []
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if (real and os.path.isdir(real) and real not in own and real not in extra
+                and not Path(real).is_relative_to(REPO)):
+            extra.append(real)
+    (purelib / "embstab_test_dependencies.pth").write_text("".join(f"{p}\n" for p in extra))
+
+
 def test_wheel_installs_with_bundled_pipelines_and_kernels(tmp_path):
     src = tmp_path / "src"
     # build from a copy: an in-tree build would leave build/ and egg-info in the checkout
@@ -40,9 +65,11 @@ def test_wheel_installs_with_bundled_pipelines_and_kernels(tmp_path):
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(src))
     wheel = next(wheels.glob("embstab-*.whl"))
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", "--system-site-packages", str(venv))
+    run(sys.executable, "-m", "venv", str(venv))
     python = venv / "bin" / "python"
     run(str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel))
+    # after the install: pip in the venv must not see (and refuse to replace) an embstab outside it
+    _share_this_interpreters_packages(python)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}

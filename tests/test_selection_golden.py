@@ -17,8 +17,10 @@ from embstab.selection import (
     wide,
 )
 
-SHARED_CSV = (Path(__file__).resolve().parents[1].parent / "shared" / "data" / "anchor_stability"
-              / "w2v_cbow_optimal_no_emb_norm_top_10000.csv")
+from _shared import shared_file
+
+# The repository's copy of ../shared/data/anchor_stability/w2v_cbow_optimal_no_emb_norm_top_10000.csv,
+# so that the golden tables are checked on a fresh clone too.
 REPO_CSV = Path(__file__).resolve().parent / "data" / "w2v_cbow_published.csv"
 TASKS = ["sst", "mr", "subj", "mpqa", "ner"]
 MEASURES = ["eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap"]
@@ -26,9 +28,7 @@ MEASURES = ["eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overl
 
 @pytest.fixture(scope="module")
 def cbow() -> pd.DataFrame:
-    if not SHARED_CSV.exists():
-        pytest.skip(f"shared fixture missing: {SHARED_CSV}")
-    return from_published_csv(SHARED_CSV)
+    return from_published_csv(REPO_CSV)
 
 
 def _table(rows: list[list[float]], index: list[str]) -> pd.DataFrame:
@@ -43,10 +43,9 @@ def _assert_printed(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 
 def test_repo_copy_is_the_shared_fixture():
-    # The notebooks use the in-repo copy; it must be the same published file.
-    if not SHARED_CSV.exists():
-        pytest.skip("shared fixture missing")
-    assert REPO_CSV.read_bytes() == SHARED_CSV.read_bytes()
+    # The notebooks and the golden tests use the in-repo copy; it must be the same published file.
+    shared = shared_file("anchor_stability/w2v_cbow_optimal_no_emb_norm_top_10000.csv")
+    assert REPO_CSV.read_bytes() == shared.read_bytes()
 
 
 def test_spearman_table_matches_spec(cbow):
