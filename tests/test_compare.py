@@ -24,7 +24,7 @@ def pair(n=300, d=10, seed=0):
 def test_compare_matches_measures_on_aligned_rows():
     a, b, ea, eb = pair()
     df = embstab.compare(a, b, anchors=(ea, eb), top_n=200)
-    assert list(df.columns) == ["measure", "value", "distance", "direction"]
+    assert list(df.columns) == ["measure", "value", "distance", "direction", "null", "signal"]
     assert list(df.measure) == list(measures.DEFAULT_MEASURES)
     words = a.words[:200]  # rank_by="a": a's frequency order
     x, y = a.subset(words).vectors, b.subset(words).vectors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import warnings
 import sys
 
@@ -29,7 +30,11 @@ embedding trained on the same data as A (--anchor-a) and as B (--anchor-b). With
 serve as their own anchors.
 
 Reading the output: 'value' is the raw measure; 'distance' turns it into "larger = less stable"
-(1 - overlap for k-NN and eigenspace overlap), so rows can be read the same way."""
+(1 - overlap for k-NN and eigenspace overlap), so rows can be read the same way. 'null' is the
+value for an unrelated partner (B's rows shuffled among its words, with B's anchor): a measure
+shows 'signal' only when the pair is clearly apart from it (at least twice as far from the
+uninformative end, and beyond the shuffles' noise). A value without signal says nothing about
+this pair's stability."""
 
 # word-embedding files: the measures of that geometry (the hyperbolic ones compare graph embeddings)
 WORD_MEASURES = measures_for("euclidean")
@@ -64,6 +69,9 @@ def register(subparsers) -> None:
                    help="whose frequency order picks the top words (default a)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
                    help="compute with torch on this device (default: numpy on the CPU)")
+    p.add_argument("--null-samples", type=non_negative_int, default=3, metavar="K",
+                   help="unrelated partners (B's rows shuffled) each measure is also computed on, for its null "
+                        "level and signal (default 3; 0 = skip)")
     p.add_argument("--output", choices=["table", "json", "csv"], default="table", help="output format")
     p.add_argument("--duplicates", choices=["error", "first"], default="error",
                    help="a word repeated in a file is an error (default) or keeps its first occurrence")
@@ -120,13 +128,16 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         df = compare(a, b, anchors=anchors, measures=args.measures, top_n=top_n or None, rank_by=args.rank_by,
-                     device=args.device)
+                     device=args.device, null_samples=args.null_samples)
     for w in caught:  # a caveat about this comparison: one line, in the CLI's voice
         print(f"embstab compare: warning: {w.message}", file=sys.stderr)
     n = df.attrs["n_words"]
     if args.output == "json":
+        records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+                   for r in df.to_dict(orient="records")]  # JSON has no NaN: a skipped null is null
         json.dump({"a": a.name, "b": b.name, "n_words": n, "anchors": "self" if anchors == "self" else
-                   [anchors[0].name, anchors[1].name], "measures": df.to_dict(orient="records")}, sys.stdout, indent=2)
+                   [anchors[0].name, anchors[1].name], "null_samples": args.null_samples, "measures": records},
+                  sys.stdout, indent=2)
         print()
     elif args.output == "csv":
         df.to_csv(sys.stdout, index=False)
@@ -136,4 +147,9 @@ def run(args: argparse.Namespace) -> int:
         if anchors == "self":
             print("EIS anchors: the pair itself (pass --anchor-a/--anchor-b for dedicated anchors)")
         print(df.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+        silent = df.loc[df["signal"].eq(False), "measure"].tolist()
+        if silent:
+            one = len(silent) == 1
+            print(f"no signal: {', '.join(silent)} {'is' if one else 'are'} at the level of an unrelated partner "
+                  f"(null), so {'its value says' if one else 'their values say'} nothing about this pair's stability")
     return 0

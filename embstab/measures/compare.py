@@ -8,9 +8,10 @@ spans and cross products between the measures and calls each through
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,12 @@ from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
 from embstab.measures.eis import anchor_factors
+from embstab.measures.null import has_signal, permutation_null, shuffled_rows
 from embstab.measures.registry import DEFAULT_MEASURES, get_measure, measures_for
 
 __all__ = ["Anchors", "compare", "compare_many", "aligned_matrices", "MIN_ANCHOR_COVERAGE"]
 
-COLUMNS = ["measure", "value", "distance", "direction"]
+COLUMNS = ["measure", "value", "distance", "direction", "null", "signal"]
 #: Warn when the anchors hold less than this share of the words the pair shares: the comparison
 #: then shrinks to what the anchors know.
 MIN_ANCHOR_COVERAGE = 0.5
@@ -157,8 +159,10 @@ def compare(
     *,
     device: str | None = None,
     params: dict[str, dict[str, Any]] | None = None,
+    null_samples: int = 3,
+    null_seed: int = 0,
 ) -> pd.DataFrame:
-    """Compare two embeddings with several stability measures.
+    """Compare two embeddings with several stability measures, each beside its null.
 
     Parameters
     ----------
@@ -186,13 +190,20 @@ def compare(
         ``"cpu"`` or ``"cuda"`` to compute on torch tensors there; default: numpy.
     params : dict, optional
         Parameters per measure, overriding the registry's defaults, e.g. ``{"knn": {"k": 10}}``.
+    null_samples : int, default 3
+        Unrelated partners (b's rows shuffled, with b's anchor) each measure is also computed on;
+        their mean is the ``null`` column. 0 skips the null (``null`` is NaN, ``signal`` None).
+    null_seed : int, default 0
+        Seed of the shuffles.
 
     Returns
     -------
     pandas.DataFrame
         One row per measure: ``measure``, ``value`` (raw), ``distance`` (larger is less stable,
-        e.g. 1 − overlap) and ``direction``; ``attrs`` records the number of words compared and
-        the anchors used.
+        e.g. 1 − overlap), ``direction``, ``null`` (the value for an unrelated partner, see
+        :mod:`embstab.measures.null`) and ``signal`` (whether the pair is clearly apart from its
+        null; a value without signal says nothing about this pair's stability); ``attrs``
+        records the number of words compared and the anchors used.
 
     Warns
     -----
@@ -229,7 +240,7 @@ def compare(
                       stacklevel=2)
     need = any(i.needs_anchors for i in infos)
     x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
-    rows = []
+    rows, pairs, kwargs_of = [], [], []
     with shared_products():  # spans and cross products of x and y are shared by the measures
         for info in infos:
             kwargs = dict((params or {}).get(info.name, {}))
@@ -238,11 +249,27 @@ def compare(
                 pair = anchors.factors(anchor_arrays, words, kwargs.get("alpha", info.defaults.get("alpha", 3.0)))
             value = info.evaluate(x, y, anchors=pair, **kwargs)
             rows.append({"measure": info.name, "value": value, "distance": float(info.to_distance(value)),
-                         "direction": info.direction})
+                         "direction": info.direction, "null": math.nan, "signal": None})
+            pairs.append(pair)
+            kwargs_of.append(kwargs)
+        if null_samples:
+            levels = permutation_null(infos, x, y, samples=null_samples, seed=null_seed,
+                                      anchors=[_shuffled_anchors(p) for p in pairs], params=kwargs_of)
+            for row, info, level in zip(rows, infos, levels):
+                row.update(null=level.value, signal=has_signal(info, row["value"], level))
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs.update({"n_words": len(words), "a": a.name, "b": b.name, "rank_by": rank_by,
-                      "anchors": anchor_label})
+                      "anchors": anchor_label, "null_samples": null_samples})
     return out
+
+
+def _shuffled_anchors(pair):
+    # side b's anchor is shuffled with b: an unrelated partner comes with its own anchor. The k×k
+    # factor of an anchor does not depend on its row order, so only the rows are permuted.
+    if pair is None:
+        return None
+    fa, fb = pair
+    return lambda order: (fa, replace(fb, anchor=shuffled_rows(fb.anchor, order)))
 
 
 def _pair_geometry(a: Any, b: Any) -> str:
@@ -275,8 +302,9 @@ def _compare_by_distances(a: Any, b: Any, geometry: str, measures: Iterable[str]
     with shared_products():  # the measures share one row-by-row pass over the pair
         for info in infos:
             value = info.evaluate(a, b, **dict((params or {}).get(info.name, {})))
+            # decoded-distance measures have no shuffled partner yet: no null is claimed for them
             rows.append({"measure": info.name, "value": value, "distance": float(info.to_distance(value)),
-                         "direction": info.direction})
+                         "direction": info.direction, "null": math.nan, "signal": None})
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs.update({"n_nodes": len(a), "geometry": geometry, "anchors": "none"})
     return out

@@ -122,7 +122,8 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
     anchor_words = set(anchor_new.words) & set(anchor_old.words)
     available = sum(1 for w in shared_vocabulary(new, old, top_n=None, rank_by="a") if w in anchor_words)
     df = compare(new, old, anchors=(anchor_new, anchor_old), measures=list(config["names"]),
-                 top_n=min(int(config["top_n"]), available), rank_by="a", params=dict(config.get("params") or {}))
+                 top_n=min(int(config["top_n"]), available), rank_by="a", params=dict(config.get("params") or {}),
+                 null_samples=0)  # study rows hold the values only; their nulls are not computed here yet
     out: dict[str, float] = {"n_words": float(df.attrs["n_words"])}
     out.update({row.measure: float(row.value) for row in df.itertuples()})
     return out
