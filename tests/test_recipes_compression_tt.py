@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from embstab.compress.transforms import transform_quantize_pair
 from embstab.embedding import Embedding
 from embstab.errors import EmbstabError, UnknownNameError
 from embstab.recipes import RECIPES
@@ -52,6 +53,62 @@ def test_tt_svd_recovers_exact_tt_table():
     fit = tt_decompose(W, s)
     assert np.abs(tt_full(fit) - W).max() < 1e-9 * np.abs(W).max()
     assert fit.num_parameters <= s.num_parameters
+
+
+# Exact TT tables whose row count leaves padding rows in the grid (and a few that fill it, whole
+# first-digit slabs or whole (i1, i2) blocks): (row factors, column factors, ranks, row counts).
+EXACT_PADDED = [
+    ((20, 20, 25), (4, 4, 4), (8, 8), (10_000, 9_500, 9_973, 8_476, 7_001, 501)),
+    ((4, 5, 6), (2, 2, 4), (3, 5), (120, 90, 84, 115, 85, 37, 7, 1)),
+    ((5, 6, 7), (2, 3, 2), (4, 6), (210, 168, 163, 121, 43, 6)),
+    ((3, 4, 5), (2, 2, 2), (2, 4), (60, 56, 40, 21, 3)),
+    ((6, 5, 4), (1, 2, 3), (2, 3), (120, 119, 100, 33, 4)),
+]
+
+
+def _exact_tt_table(p, q, ranks, seed):
+    s = TTShape(p, q, ranks)
+    return s, tt_full([np.random.default_rng(seed).standard_normal(c) for c in s.core_shapes])
+
+
+@pytest.mark.parametrize("seed", [7301, 7302])
+@pytest.mark.parametrize("p, q, ranks, counts", EXACT_PADDED, ids=lambda v: "x".join(map(str, v)))
+def test_tt_fit_recovers_exact_tt_table_for_any_row_count(p, q, ranks, counts, seed):
+    s, W = _exact_tt_table(p, q, ranks, seed)
+    for n in counts:
+        X = W[:n]
+        fit = tt_decompose(X, s)
+        err = np.linalg.norm(tt_full(fit, n) - X) / np.linalg.norm(X)
+        assert err <= 1e-10, (n, err)
+        assert fit.shape.ranks[0] <= ranks[0] and fit.shape.ranks[1] <= ranks[1]
+        assert fit.num_parameters <= s.num_parameters
+
+
+def _exact_on_suggested_grid(n, d, rank, seed):
+    s = suggest_tt_shape(n, d, ranks=rank)
+    assert s.num_rows > n  # the suggested grid pads this table
+    return _exact_tt_table(s.p, s.q, s.ranks, seed)[1][:n]
+
+
+def test_tt_compress_embedding_exact_on_suggested_padded_grid():
+    W = _exact_on_suggested_grid(997, 16, 4, 7303)
+    out = tt_compress_embedding(Embedding([f"w{i}" for i in range(997)], W), ranks=4)
+    assert np.linalg.norm(out.vectors - W) <= 1e-10 * np.linalg.norm(W)
+
+
+def test_tt_transform_keeps_exact_tt_pair_at_full_precision():
+    A, B = _exact_on_suggested_grid(701, 16, 3, 7304), _exact_on_suggested_grid(653, 16, 3, 7305)
+    out = transform_quantize_pair(A, B, 32, "tt:3")  # 32 bits: cores kept as fitted
+    for ref, got in ((A, out.old), (B, out.new)):
+        assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()  # float32 rounding only
+
+
+def test_tt_fit_on_degenerate_tables():
+    s = TTShape((3, 4, 5), (2, 2, 2), (2, 2))
+    fit = tt_decompose(np.zeros((37, 8)), s)  # all zero: well-formed cores, zero rows
+    assert min(fit.shape.ranks) >= 1 and not tt_full(fit, 37).any()
+    row = np.random.default_rng(7306).standard_normal((1, 8))
+    assert np.allclose(tt_full(tt_decompose(row, s), 1), row, rtol=0, atol=1e-12)
 
 
 def test_rows_match_reconstruction_and_backward():
