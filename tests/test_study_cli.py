@@ -72,7 +72,7 @@ def test_quick_study_end_to_end(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "24/24 rows done" in done.stdout
     assert "ship w2v_cbow" in done.stdout
-    assert "Spearman correlation" in done.stdout
+    assert "Spearman ρ of each measure" in done.stdout
     assert (tmp_path / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
     status = subprocess.run([*cmd[:2], "status", "--store", str(store)], capture_output=True, text=True)
     assert status.returncode == 0 and "quick" in status.stdout

@@ -31,7 +31,7 @@ def test_quick_pipeline_runs_from_the_cli(name, kind, unit, tasks, tmp_path, cap
     assert set(results["kind"]) == {kind} and set(results["task"]) == tasks
     assert results["disagreement"].notna().all() and results["eis"].notna().all()
     # the correlation table and a recommendation in the kind's memory unit are printed
-    assert "Spearman correlation of each measure" in out and "eis" in out
+    assert "Spearman ρ of each measure" in out and "[95 % bootstrap interval" in out and "eis" in out
     assert "Under a budget of" in out and unit in out
     html = (tmp_path / "store" / f"{name}.html").read_text()
     assert f'id="kind-{kind}"' in html

@@ -235,17 +235,33 @@ def _report(results: Any, path: str) -> None:
 
 
 def _correlations(results: Any) -> None:
-    """Print the paper's correlation table: Spearman ρ of each measure (as a distance) vs disagreement."""
-    from embstab.selection import spearman_table, wide  # noqa: PLC0415
+    """Print Spearman ρ of each measure (as a distance) vs disagreement, with bootstrap intervals:
+    pooled, within each dimension and within each bit width, and a best measure only where the
+    intervals separate."""
+    from embstab.selection import best_measures, spearman_table, with_intervals  # noqa: PLC0415
 
     try:
-        table = wide(spearman_table(results), "spearman")
+        pooled = spearman_table(results)
     except EmbstabError as exc:
         print(f"no correlation table: {exc}", file=sys.stderr)
         return
     print()
-    print("Spearman correlation of each measure (as a distance) with the disagreement (higher is better):")
-    print(table.round(2).to_string())
+    print("Spearman ρ of each measure (as a distance) with the disagreement, [95 % bootstrap interval over "
+          "pairs] (higher is better):")
+    print(with_intervals(pooled).to_string())
+    for column, label in (("dim", "dimension"), ("bits", "bit width")):
+        if column in results.columns and results[column].nunique() > 1:
+            inside = spearman_table(results, within=column)
+            print()
+            print(f"within each {label} (a pooled ρ can follow the {label} instead of the instability):")
+            print(inside.assign(rho=inside.apply(lambda r: f"{r['spearman']:.2f} [{r['ci_low']:.2f}, "
+                                                          f"{r['ci_high']:.2f}]", axis=1))
+                  .pivot_table(index=["measure", column], columns="task", values="rho", aggfunc="first", sort=False)
+                  .to_string())
+    print()
+    for row in best_measures(pooled).itertuples():
+        where = f"{row.task}" if results["algo"].nunique() == 1 else f"{row.algo} / {row.task}"
+        print(f"{where}: {'best measure ' + row.best + ' — ' if row.best else ''}{row.note}")
 
 
 def _recommend(results: Any, budgets: tuple[int, ...]) -> None:

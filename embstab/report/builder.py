@@ -19,11 +19,13 @@ from embstab.selection import (
     BudgetError,
     ResultsError,
     as_results,
+    best_measures,
     fit_trend,
     measure_columns,
     oracle_gap,
     selection_error,
     spearman_table,
+    with_intervals,
     wide,
 )
 from embstab.selection.results import kind_label, kinds_of, ordered_tasks
@@ -302,11 +304,11 @@ def _kind_sections(df: pd.DataFrame, kinds: list[str], threshold) -> list[H.Sect
                             "distance) and the disagreement, over the rows of each algorithm pooled (higher "
                             f"is better), and the disagreement against memory in {label.unit}."))
         rho = spearman_table(part)
-        sec.add(H.table(wide(rho, "spearman"), digits=2))
-        mean = rho.groupby("measure", sort=False)["spearman"].mean().dropna()
-        if not mean.empty:  # the question a reader brings: which measure ranks this kind's pairs best?
-            ranked = ", ".join(f"{m} {v:.2f}" for m, v in mean.sort_values(ascending=False).items())
-            sec.add(H.paragraph(f"Mean ρ over algorithms and tasks, best first: {ranked}."))
+        sec.add(H.table(with_intervals(rho)))
+        # the question a reader brings: which measure ranks this kind's pairs best? Only where the
+        # intervals separate is one named
+        for row in best_measures(rho).itertuples():
+            sec.add(H.paragraph(f"{row.algo} / {row.task}: {row.note}."))
         try:
             trend = fit_trend(part, "memory", threshold=threshold)
         except ResultsError:
@@ -320,9 +322,14 @@ def _kind_sections(df: pd.DataFrame, kinds: list[str], threshold) -> list[H.Sect
 def _correlation_section(rho: pd.DataFrame) -> H.Section:
     sec = H.Section("Correlation with downstream disagreement", "correlation")
     sec.add(H.paragraph("Spearman ρ between each measure (as a distance: 1 − value for k-NN and "
-                        "the overlaps) and the disagreement, over all rows pooled. Higher is "
-                        "better; a negative ρ means the measure ranks stability backwards."))
-    return sec.add(H.table(wide(rho, "spearman"), digits=2))
+                        "the overlaps) and the disagreement, over all rows pooled, with its 95 % "
+                        "bootstrap interval over the pairs. Higher is better; a negative ρ means the "
+                        "measure ranks stability backwards, and an interval that holds 0 shows no "
+                        "relation at all."))
+    sec.add(H.table(with_intervals(rho)))
+    for row in best_measures(rho).itertuples():
+        sec.add(H.paragraph(f"{row.algo} / {row.task}: {row.note}."))
+    return sec
 
 
 def _selection_section(sel) -> H.Section:

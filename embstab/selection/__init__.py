@@ -16,7 +16,7 @@ format from CSV or Parquet; :func:`wide` lays a tidy table out as measure × tas
 
 from __future__ import annotations
 
-from embstab.selection.correlation import spearman_table
+from embstab.selection.correlation import best_measures, bootstrap_interval, spearman_table, with_intervals
 from embstab.selection.errors import BudgetError, ResultsError
 from embstab.selection.oracle import BASELINES, oracle_decisions, oracle_gap
 from embstab.selection.pairwise import pairwise_votes, selection_error
@@ -56,6 +56,9 @@ __all__ = [
     "read_results",
     "selection_error",
     "spearman_table",
+    "best_measures",
+    "bootstrap_interval",
+    "with_intervals",
     "validate_results",
     "wide",
 ]
