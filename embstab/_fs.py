@@ -10,9 +10,12 @@ tables) goes through :func:`atomic_write`, so the rules below hold everywhere:
   replace the device node or the pipe, and nothing would reach its reader;
 * a symlink to a regular file keeps being a symlink: the file it points to is replaced.
 
-:func:`check_outputs` refuses an output that is one of the command's inputs (same file after
-resolving symlinks, or another hard link of it). :func:`to_json` is the one JSON encoding (sorted
-keys, compact, numpy values as numbers) used for configuration hashes and file metadata.
+:func:`check_outputs` refuses an output that would land on one of the command's inputs: the same
+file or folder (after resolving symlinks, or another hard link of it), a folder that contains an
+input, or a path inside an input folder. :func:`check_inputs` refuses inputs that are devices, named
+pipes or sockets (a read of ``/dev/zero`` never ends, one of a FIFO without a writer never starts).
+Every command runs both before any work. :func:`to_json` is the one JSON encoding (sorted keys,
+compact, numpy values as numbers) used for configuration hashes and file metadata.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from typing import IO, Any
 
 from embstab.errors import EmbstabError
 
-__all__ = ["atomic_write", "is_temp_name", "temp_path_for", "TEMP_SUFFIX", "is_special", "check_outputs", "check_writable", "OutputClashError", "to_json",
-           "json_safe", "publish"]
+__all__ = ["atomic_write", "is_temp_name", "temp_path_for", "TEMP_SUFFIX", "is_special", "check_outputs",
+           "check_inputs", "check_writable", "OutputClashError", "to_json", "json_safe", "publish"]
 
 
 class OutputClashError(EmbstabError, ValueError):
@@ -169,7 +172,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | N
 
 
 def check_writable(path: str | os.PathLike, label: str, *, create_parents: bool = False,
-                   no_clobber: bool = False) -> None:
+                   no_clobber: bool = False, folder: bool = False) -> None:
     """Refuse, before any work, an output that is a directory or whose directory does not exist.
 
     Parameters
@@ -182,6 +185,9 @@ def check_writable(path: str | os.PathLike, label: str, *, create_parents: bool 
         The writer creates missing directories itself (then only a file in the way is an error).
     no_clobber : bool
         Also refuse an existing regular file (``--no-clobber``); devices and pipes stay writable.
+    folder : bool
+        The output is a folder the command fills (a model folder): it must be a directory or not
+        exist yet, and missing parents are created by the writer.
 
     Raises
     ------
@@ -189,7 +195,11 @@ def check_writable(path: str | os.PathLike, label: str, *, create_parents: bool 
         Naming the flag and the path.
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if folder:
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise OutputClashError(f"{label} {path} exists and is not a folder")
+        create_parents = True
+    elif os.path.isdir(path):
         raise OutputClashError(f"{label} {path} is a directory; give a file name")
     if no_clobber and os.path.lexists(path) and not is_special(path):
         raise OutputClashError(f"{label} {path} exists and --no-clobber is set; remove it or drop --no-clobber")
@@ -210,16 +220,43 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _under(child: str, parent: str) -> bool:
+    """Whether the normalised absolute path ``child`` lies strictly below ``parent``."""
+    return child != parent and os.path.commonpath([child, parent]) == parent
+
+
+def _spellings(path: str) -> set[str]:
+    # as typed and with symlinks resolved: a folder reached through a link is still that folder,
+    # and a link inside an output folder is written through onto what it points at
+    return {os.path.abspath(path), os.path.realpath(path)}
+
+
+def _clash(out: str, inp: str) -> str | None:
+    """How writing ``out`` would land on the existing input ``inp``, in words (None: it would not)."""
+    if _same_file(out, inp):
+        return f"is the same {'folder' if os.path.isdir(inp) else 'file'} as the input"
+    outs, ins = _spellings(out), _spellings(inp)
+    if any(_under(i, o) for i in ins for o in outs):
+        return "contains the input"
+    if os.path.isdir(inp) and any(_under(o, i) for i in ins for o in outs):
+        return "is inside the input folder"
+    return None
+
+
 def check_outputs(outputs: Iterable[tuple[str, str | os.PathLike]],
                   inputs: Iterable[tuple[str, str | os.PathLike]] = ()) -> None:
-    """Refuse an output that is one of the inputs, or that is given twice.
+    """Refuse an output that would land on one of the inputs, or that is given twice.
+
+    An output clashes with an input when it is the same file or folder (through symlinks and hard
+    links), when it is a folder that contains the input (``--out X`` with ``--base X/a``), or
+    when it lies inside an input folder (``--out MODEL/tokenizer.json``).
 
     Parameters
     ----------
     outputs, inputs : iterable of (label, path)
         ``label`` is what the user typed the path as (``"OUT"``, ``"--like"``); it appears in
-        the message. Inputs that are not existing files (``builtin:NAME``, dataset names) and
-        special files (``/dev/null``) are ignored.
+        the message. Inputs that do not exist (``builtin:NAME``, dataset and graph names) and
+        outputs that are special files (``/dev/null``, ``/dev/stdout``) are ignored.
 
     Raises
     ------
@@ -227,17 +264,72 @@ def check_outputs(outputs: Iterable[tuple[str, str | os.PathLike]],
         Naming both arguments.
     """
     outs = [(label, os.fspath(p)) for label, p in outputs if p is not None]
-    ins = [(label, os.fspath(p)) for label, p in inputs if p is not None and os.path.isfile(os.fspath(p))]
+    ins = [(label, os.fspath(p)) for label, p in inputs if p is not None and os.path.exists(os.fspath(p))]
     for i, (olabel, out) in enumerate(outs):
         if is_special(out):
             continue
         for ilabel, inp in ins:
-            if _same_file(out, inp):
-                raise OutputClashError(f"{olabel} {out} is the same file as the input {ilabel} {inp}; "
+            how = _clash(out, inp)
+            if how is not None:
+                raise OutputClashError(f"{olabel} {out} {how} {ilabel} {inp}; "
                                        "refusing to overwrite an input, write to another path")
         for olabel2, out2 in outs[:i]:
             if _same_file(out, out2):
                 raise OutputClashError(f"{olabel} {out} and {olabel2} {out2} are the same file; give distinct outputs")
+
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+
+
+def _special_kind(path: str) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder (None otherwise)."""
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks: a link to /dev/zero reads /dev/zero
+    except OSError:
+        return None  # missing (or a dangling link): the reader reports it in its own words
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    if os.path.islink(path):
+        return f"a symlink to the {kind.partition(' ')[2]} {os.path.realpath(path)}"
+    return kind
+
+
+def check_inputs(inputs: Iterable[tuple[str, str | os.PathLike]]) -> None:
+    """Refuse, before any work, inputs that are devices, named pipes or sockets.
+
+    Reading ``/dev/zero`` never ends, opening a FIFO without a writer never returns, and the
+    readers open their files more than once; an input must be a regular file (or a folder). A folder
+    input is read file by file, so every entry directly inside it must not be one either.
+
+    Parameters
+    ----------
+    inputs : iterable of (label, path)
+        ``label`` is what the user typed the path as (``"--text"``, ``"GRAPH"``). Paths that do not
+        exist (``builtin:NAME``, dataset and graph names, a file the reader reports missing) are
+        ignored.
+
+    Raises
+    ------
+    embstab.data.errors.DataFormatError
+        Naming the path, the flag and what the path is.
+    """
+    from embstab.data.errors import DataFormatError  # noqa: PLC0415 (keep this module cheap to import)
+
+    for label, p in inputs:
+        if p is None:
+            continue
+        path = os.fspath(p)
+        found = [(path, _special_kind(path))]
+        if os.path.isdir(path):
+            with os.scandir(path) as entries:
+                found += [(e.path, _special_kind(e.path)) for e in sorted(entries, key=lambda e: e.name)]
+        for where, kind in found:
+            if kind is not None:
+                inside = "" if where == path else f" inside {path}"
+                raise DataFormatError(where, f"not a regular file ({kind}{inside}, given as {label}); give a "
+                                             "regular file (copy a stream into one first)")
 
 
 # ------------------------------------------------------------------------------------------ JSON

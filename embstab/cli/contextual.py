@@ -152,6 +152,25 @@ def register(subparsers) -> None:
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
+def _model_folder(spec: str | None) -> str | None:
+    """The folder a model argument reads, for the input/output guard (None for a packaged model).
+
+    A ``hub:`` name reads its copy in the cache, which an output must not land in either; a
+    malformed hub name is left for the loader to report.
+    """
+    if spec is None or spec.startswith("builtin:"):
+        return None
+    if spec.startswith("hub:"):
+        from embstab.contextual.errors import HubNameError
+        from embstab.contextual.hub import hub_dir, parse_hub_name
+
+        try:
+            return str(hub_dir(parse_hub_name(spec)))
+        except HubNameError:
+            return None
+    return spec
+
+
 def _model(spec: str):
     from embstab.contextual import load_model
 
@@ -178,19 +197,23 @@ def run_pretrain(args: argparse.Namespace) -> int:
     Raises
     ------
     EmbstabError
-        If the model size is unknown, the ``--base`` folder does not exist, or ``--out`` is a file.
+        If the model size is unknown, the ``--base`` folder does not exist or holds a device or pipe,
+        or ``--out`` is a file, the base folder, a folder holding it or a folder inside it.
     """
-    from embstab._fs import atomic_write
+    from embstab._fs import atomic_write, check_inputs, check_outputs, check_writable
     from embstab.contextual import SIZES, pretrain_pair
     from embstab.data import load_corpus
     from embstab.errors import lookup
 
     if args.base is None:
         lookup(SIZES, args.size, "model size")
+    # before loading anything: --out must not be, hold or lie inside the base model's folder
+    inputs = [("--base", _model_folder(args.base))]
+    check_inputs(inputs)
+    check_outputs([("--out", args.out)], inputs)
+    check_writable(args.out, "--out", folder=True)
     base = _model(args.base) if args.base else None
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise EmbstabError(f"--out {out} exists and is not a folder")
     pair = pretrain_pair(load_corpus(args.corpus), args.size, args.steps, args.seed, baseline_seed=args.baseline_seed,
                          base=base, fraction=args.fraction, pair_seed=args.pair_seed, vocab_size=args.vocab_size,
                          max_length=args.max_length, baseline=not args.no_baseline, progress=args.progress,
@@ -239,12 +262,23 @@ def run_features(args: argparse.Namespace) -> int:
     Raises
     ------
     EmbstabError
-        If the model folder does not exist or the text file is empty or has an empty line.
+        If the model folder does not exist, the text file is empty, has an empty line or is a device
+        or pipe, or ``--out`` would overwrite the text or a file of the model folder.
     """
+    from embstab._fs import check_inputs, check_outputs, check_writable
     from embstab.contextual import word_type_embedding
     from embstab.data import load_corpus
     from embstab.io import save
+    from embstab.io.arrays import vocab_path_for
 
+    inputs = [("MODEL", _model_folder(args.model)), ("--text", args.text)]
+    outputs = [("--out", args.out)]
+    if args.out.lower().endswith(".npy"):  # a .npy matrix writes its words to X.vocab beside it
+        outputs.append(("--out's vocabulary", vocab_path_for(args.out)))
+    check_inputs(inputs)
+    check_outputs(outputs, inputs)
+    for label, out in outputs:
+        check_writable(out, label)
     model = _model(args.model)
     docs = _read_lines(args.text) if args.text else load_corpus(args.corpus)
     if args.max_docs:
@@ -277,13 +311,15 @@ def run_disagreement(args: argparse.Namespace) -> int:
     ------
     EmbstabError
         If not exactly one of B, ``--quantize-b`` and ``--seed-baseline`` is given, or a model folder
-        does not exist.
+        does not exist or holds a device or pipe.
     """
+    from embstab._fs import check_inputs
     from embstab.contextual import contextual_disagreement, quantize_weights
 
     given = sum(x is not None and x is not False for x in (args.b, args.quantize_b, args.seed_baseline or None))
     if given != 1:
         raise EmbstabError("give a second model B, or one of --quantize-b FORMAT / --seed-baseline")
+    check_inputs([("A", _model_folder(args.a)), ("B", _model_folder(args.b))])
     a = _model(args.a)
     b = a if args.seed_baseline else quantize_weights(a, args.quantize_b) if args.quantize_b else _model(args.b)
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
@@ -328,9 +364,14 @@ def run_download(args: argparse.Namespace) -> int:
     ------
     EmbstabError
         If the repository id is malformed, the hub cannot be reached or downloads are switched off,
-        the repository does not exist, or it holds no loadable safetensors BERT.
+        the repository does not exist, or it holds no loadable safetensors BERT; or ``--dest`` exists
+        and is not a folder.
     """
+    from embstab._fs import check_writable
     from embstab.contextual import download_model
+
+    if args.dest is not None:
+        check_writable(args.dest, "--dest", folder=True)  # before the first request
 
     folder = download_model(args.repo_id, args.revision, dest=args.dest, endpoint=args.endpoint, force=args.force,
                             progress=not args.no_progress)

@@ -107,9 +107,17 @@ def run_embed(args: argparse.Namespace) -> int:
     HyperbolicError
         For option combinations the methods refuse (e.g. ``--tree steiner --forest`` on a
         disconnected graph, ``--init`` with a product manifold), and any error of the embedding.
+    EmbstabError
+        GRAPH is a device or pipe, or ``-o`` is GRAPH (or a link to it), a directory, or in a
+        missing directory.
     """
+    from embstab._fs import check_inputs, check_outputs, check_writable
     from embstab.hyperbolic import HyperbolicError, embed, load_edgelist, save_embedding
 
+    inputs = [("GRAPH", args.graph)]
+    check_inputs(inputs)
+    check_outputs([("-o", args.output)], inputs)
+    check_writable(args.output, "-o")
     graph = load_edgelist(args.graph)
     t0 = time.perf_counter()
     progress = not args.quiet
@@ -163,9 +171,16 @@ def run_eval(args: argparse.Namespace) -> int:
     -------
     int
         The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        GRAPH or EMBEDDING is a device or pipe, or either does not parse.
     """
+    from embstab._fs import check_inputs
     from embstab.hyperbolic import evaluate, load_edgelist, load_embedding
 
+    check_inputs([("GRAPH", args.graph), ("EMBEDDING", args.embedding)])
     graph = load_edgelist(args.graph)
     emb = load_embedding(args.embedding)
     res = evaluate(graph, emb, rows=args.rows, seed=args.seed, progress=not args.quiet)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from embstab.cli.options import bits, open_fraction, positive_float, positive_int, seed
 
@@ -87,6 +88,15 @@ def register(subparsers) -> None:
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
+def _graph_folder(name: str) -> str | None:
+    """The folder a ``--graph`` argument reads its splits from, for the input/output guard.
+
+    Graph names (``umls``, ``wn18rr``) are not paths; an existing folder is guarded even when a
+    name of the same spelling wins, which only errs on the safe side.
+    """
+    return name if os.path.isdir(name) else None
+
+
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``embstab kg train``: train a model on the graph (or on a version of it), print its
     filtered test metrics and write its folder.
@@ -100,9 +110,21 @@ def run_train(args: argparse.Namespace) -> int:
     -------
     int
         The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        Besides the errors of loading and training: a graph folder holding a device or pipe, or
+        ``-o`` that is a file, the graph folder, a folder holding it or a folder inside it.
     """
+    from embstab._fs import check_inputs, check_outputs, check_writable
     from embstab.kg import load_graph, train, version_pair
 
+    # before any training: the model folder must not land on (or in) the graph's folder
+    inputs = [("--graph", _graph_folder(args.graph))]
+    check_inputs(inputs)
+    check_outputs([("-o", args.output)], inputs)
+    check_writable(args.output, "-o", folder=True)
     graph = load_graph(args.graph)
     if args.version:
         pair = version_pair(graph, args.version, args.share, args.pair_seed, lost=args.lost)
@@ -133,9 +155,16 @@ def run_downstream(args: argparse.Namespace) -> int:
     -------
     int
         The exit code, 0.
+
+    Raises
+    ------
+    EmbstabError
+        Besides the errors of the comparison: a model or graph folder holding a device or pipe.
     """
+    from embstab._fs import check_inputs
     from embstab.cli.downstream import run_kg
 
+    check_inputs([("A", args.a), ("B", args.b), ("--graph", _graph_folder(args.graph))])
     return run_kg(args.a, args.b, args.task, args.graph, bits=args.bits, seed=args.seed, output=args.output)
 
 

@@ -140,8 +140,9 @@ def handle(args: argparse.Namespace) -> int:
     Raises
     ------
     EmbstabError
-        For a missing study file, both STUDY.yaml and ``--quick``, an unknown scheduler or an
-        unwritable report path.
+        For a missing study file, both STUDY.yaml and ``--quick``, an unknown scheduler, an
+        unwritable report path, a study file or ``--db`` that is a device or pipe, or a ``--db``
+        that is the study file or a directory.
     """
     from embstab.study import DEFAULT_STORE, ArtifactStore  # noqa: PLC0415
 
@@ -154,6 +155,8 @@ def handle(args: argparse.Namespace) -> int:
     check_scheduler(args.scheduler)
     if args.study and args.quick:
         raise EmbstabError("give either a STUDY.yaml or --quick, not both")
+    from embstab._fs import check_inputs, check_outputs, check_writable  # noqa: PLC0415
+
     path = Path(args.study) if args.study else find_study_file(QUICK_STUDY if args.quick else DEFAULT_STUDY)
     if not path.is_file() and args.study and os.sep not in args.study and "/" not in args.study:
         # a bare name is a bundled study: `embstab study kg_quick`
@@ -161,17 +164,21 @@ def handle(args: argparse.Namespace) -> int:
             path = find_study_file(args.study if args.study.endswith(".yaml") else f"{args.study}.yaml")
         except EmbstabError:
             pass  # reported below as a missing file
+    check_inputs([("STUDY.yaml", path)])
     if not path.is_file():
         raise EmbstabError(f"study file not found: {path}")
     spec = load_study(path)
     root = _local_root(store_url)
     # the same default as default_db_path(store), without creating the store before the checks
     db_path = args.db or os.path.join(root if root is not None else DEFAULT_STORE, "results.sqlite")
+    # the database is read and written: a regular file (or a new one), never the study file
+    db_label = "--db" if args.db else "the results database"
+    check_inputs([(db_label, db_path)])
+    check_outputs([(db_label, db_path)], [("STUDY.yaml", path)])
+    check_writable(db_path, db_label, create_parents=True)
     report_path = None
     if not args.no_report:
         report_path = args.output or os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.html")
-        from embstab._fs import check_outputs, check_writable  # noqa: PLC0415
-
         check_outputs([("-o", report_path)], [("STUDY.yaml", path), ("--db", db_path)])
         check_writable(report_path, "-o", create_parents=True)
     store = ArtifactStore(store_url)
@@ -208,13 +215,18 @@ def handle(args: argparse.Namespace) -> int:
 def _status(store_url: str, db: str | None) -> int:
     from embstab.study import DEFAULT_STORE, format_status, study_status  # noqa: PLC0415
 
+    given = db is not None
     if db is None:
         # no ArtifactStore here: opening one creates its directory, and a mistyped --store must not
         root = _local_root(store_url)
         if root is not None and not os.path.isdir(root):
             raise EmbstabError(f"no study store at {root} (check --store; `embstab study` creates it)")
         db = os.path.join(root if root is not None else DEFAULT_STORE, "results.sqlite")
-    summary, failures = study_status(db)
+    from embstab._fs import check_inputs  # noqa: PLC0415
+
+    # SQLite would leave a journal beside a device (/dev/zero-journal)
+    check_inputs([("--db" if given else "the results database", db)])
+    summary, failures = study_status(db)  # opens the database read-only: creates nothing
     print(f"results database: {db}")
     print(format_status(summary, failures))
     return 0

@@ -11,12 +11,13 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
 
-from embstab._fs import atomic_write
+from embstab._fs import atomic_write, check_inputs
 from embstab.errors import EmbstabError
 
 __all__ = ["ResultDB", "ResultDBError", "ROW_COLUMNS"]
@@ -59,28 +60,65 @@ class ResultDB:
     path : path-like
         The database file (created with its tables if missing). Must be on a local disk: SQLite's
         locking is unreliable on network filesystems, which is why the artifact store may be remote
-        but the database is not.
+        but the database is not. A device, pipe or socket (or a symlink to one) is refused.
     timeout : float
         Seconds to wait for another writer's lock before failing.
+    readonly : bool
+        Only read an existing database: nothing is created, migrated or written (not even a journal
+        beside it); a file without the result tables is refused.
+
+    Raises
+    ------
+    ResultDBError
+        The file is a directory, not SQLite, or (read-only) not a results database.
+    embstab.data.errors.DataFormatError
+        The path is a device, pipe or socket.
+    FileNotFoundError
+        Read-only, and the file does not exist.
     """
 
-    def __init__(self, path: str | os.PathLike, timeout: float = 60.0) -> None:
+    def __init__(self, path: str | os.PathLike, timeout: float = 60.0, *, readonly: bool = False) -> None:
         self.path = os.fspath(path)
-        parent = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(parent, exist_ok=True)
+        self.readonly = readonly
         if os.path.isdir(self.path):
             raise ResultDBError(f"results database {self.path} is a directory, not a file")
+        # SQLite puts its journal beside the file: beside /dev/zero that is /dev/zero-journal
+        check_inputs([("the results database", self.path)])
         try:
-            self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL is durable against process kills (SIGKILL) in WAL mode; only a power cut can
-            # lose the last transactions, which a restart then recomputes.
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
-            self._add_missing_columns()
+            if readonly:
+                self._conn = self._connect_readonly(timeout)
+            else:
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+                self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                # NORMAL is durable against process kills (SIGKILL) in WAL mode; only a power cut can
+                # lose the last transactions, which a restart then recomputes.
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(_SCHEMA)
+                self._add_missing_columns()
         except sqlite3.DatabaseError as exc:
             raise ResultDBError(f"results database {self.path} cannot be used ({exc}); move it away or pass "
                                 "another --db") from None
+
+    def _connect_readonly(self, timeout: float) -> sqlite3.Connection:
+        """Open an existing database without writing or creating anything (``embstab study status``)."""
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(2, "no study results database (run `embstab study` first, or pass --store/--db)",
+                                    self.path)
+        # A read-only connection to a WAL database creates -wal and -shm files when they are missing
+        # and cannot remove them. They exist while a study writes (then read through them and see
+        # its latest rows); when they do not, nobody is writing and the file alone is the database (a
+        # study that starts meanwhile writes into its own new -wal, not into the file).
+        live = os.path.exists(self.path + "-wal")
+        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro" + ("" if live else "&immutable=1")
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)
+        have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = sorted({"studies", "plan", "results", "failures"} - have)
+        if missing:
+            conn.close()
+            raise ResultDBError(f"results database {self.path} is not a study results database (no table "
+                                f"{', '.join(missing)}); check --db")
+        return conn
 
     def _add_missing_columns(self) -> None:
         # a database written before an axis existed gains its column, older rows holding the default

@@ -36,7 +36,7 @@ def study_status(db_path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame
     if not os.path.exists(db_path):
         raise FileNotFoundError(2, "no study results database (run `embstab study` first, or pass --store/--db)",
                                 db_path)
-    with ResultDB(db_path) as rdb:
+    with ResultDB(db_path, readonly=True) as rdb:
         studies = rdb.studies()
         done = rdb.finished_ids()
         fails = rdb.failures()
