@@ -114,8 +114,12 @@ def test_sentence_features_do_not_depend_on_batching():
             h, _ = _states(model, t, model.n_layers)
             ref = h.mean(0) if pooling == "mean" else h[0]
             np.testing.assert_allclose(batched[i], ref, rtol=1e-4, atol=1e-5)
-    strings = sentence_features(model, [" ".join(t).upper() + "!" for t in texts[:3]])
+    shouted = [" ".join(t).upper() + "!" for t in texts[:3]]
+    # split="words" reads a string as embstab's word tokenizer does (lower case, no punctuation) ...
+    strings = sentence_features(model, shouted, split="words")
     np.testing.assert_allclose(strings, sentence_features(model, texts[:3]), rtol=1e-5, atol=1e-6)
+    # ... the default gives the model's tokenizer the raw text, where "!" is a piece of its own
+    assert not np.allclose(sentence_features(model, shouted), strings, atol=1e-4)
 
 
 def test_bad_text_gets_one_clear_error_each():
@@ -133,8 +137,8 @@ def test_bad_text_gets_one_clear_error_each():
         word_type_embedding(model, sentences(3), min_count=99)
     with pytest.raises(ValueError, match="layer must be an integer in -3..2"):
         sentence_features(model, ["a"], layer=5)
-    with pytest.raises(ValueError, match="pooling must be one of mean, cls"):
-        sentence_features(model, ["a"], pooling="max")
+    with pytest.raises(ValueError, match="pooling must be one of mean, cls, max, mean_sqrt_len"):
+        sentence_features(model, ["a"], pooling="median")
 
 
 def test_feature_compression_follows_the_pair_protocol():

@@ -74,8 +74,11 @@ def task_features(model: ContextualModel, task: str | ClassificationData = "rt_s
     numpy.ndarray of shape (n_train + n_dev + n_test, hidden), float32
     """
     data = _classification(task, split_seed, limit)
-    return sentence_features(model, _texts(data), layer=layer, pooling=pooling, batch_size=batch_size,
-                             truncate=True, allow_empty=True, threads=threads, progress=progress)
+    # task examples are token lists; the vectors stay unnormalised whatever the model's own pipeline,
+    # as the contextual study has always read them, so its stored rows keep their meaning
+    return sentence_features(model, _texts(data), layer=layer, pooling=pooling, normalize=False,
+                             batch_size=batch_size, truncate=True, allow_empty=True, threads=threads,
+                             progress=progress)
 
 
 def features_as_task(data: ClassificationData, features: np.ndarray, label: str = "features"

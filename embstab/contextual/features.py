@@ -19,14 +19,14 @@ from tqdm.auto import tqdm
 from embstab._threads import torch_threads
 from embstab.contextual.encoding import WordPieces, as_word_lists, check_length, pad_inputs
 from embstab.contextual.model import ContextualModel
-from embstab.contextual.errors import SequenceLengthError
+from embstab.contextual.pipeline import POOLINGS, SentencePipeline
+from embstab.contextual.errors import EmptyTextError, SequenceLengthError
 from embstab.embedding import Embedding
 from embstab.errors import VocabularyError
 
-__all__ = ["POOLINGS", "SUBWORDS", "hidden_states", "sentence_features", "token_features", "word_type_embedding",
+__all__ = ["POOLINGS", "SPLITS", "SUBWORDS", "hidden_states", "sentence_features", "token_features", "word_type_embedding",
            "word_windows"]
 
-POOLINGS = ("mean", "cls")
 SUBWORDS = ("first", "mean")
 
 
@@ -96,23 +96,70 @@ def hidden_states(model: ContextualModel, rows: Sequence[np.ndarray], layer: int
             bar.update(int(mask.sum()))
 
 
+#: How :func:`sentence_features` splits a string: the model's own tokenizer on the raw text (as the
+#: model's users get it), or embstab's word tokenizer first and then each word into pieces.
+SPLITS = ("model", "words")
+
+
+def _pieces_of(model: ContextualModel, texts, split: str, allow_empty: bool) -> list[np.ndarray]:
+    if split == "model" and all(isinstance(t, str) for t in texts):
+        rows = []
+        for i, text in enumerate(texts):
+            ids = np.asarray(model.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
+            if not len(ids) and not allow_empty:
+                raise EmptyTextError(f"text {i + 1} (line {i + 1}) is empty: remove empty lines, or pass "
+                                     "allow_empty=True to give it the features of an empty input")
+            rows.append(ids)
+        return rows
+    words = as_word_lists(texts, allow_empty=allow_empty)
+    pieces = WordPieces(model.tokenizer)
+    pieces.add(w for ws in words for w in ws)
+    return [pieces.encode(ws)[0] for ws in words]
+
+
+def _pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    if pooling == "cls":
+        return states[:, 0]
+    m = mask.unsqueeze(-1).to(states.dtype)
+    if pooling == "max":
+        return states.masked_fill(m == 0, float("-inf")).amax(1)
+    total = (states * m).sum(1)
+    return total / (m.sum(1) if pooling == "mean" else m.sum(1).sqrt())
+
+
 def sentence_features(model: ContextualModel, texts: Sequence[str] | Sequence[Sequence[str]], *, layer: int = -1,
-                      pooling: str = "mean", batch_size: int = 32, truncate: bool = False,
-                      allow_empty: bool = False, threads: int | None = 1, progress: bool = False) -> np.ndarray:
-    """One vector per text: the mean of its pieces' states (``[CLS]``/``[SEP]`` included) or ``[CLS]``'s.
+                      pooling: str | None = None, normalize: bool | None = None, truncate: bool | None = None,
+                      split: str = "model", batch_size: int = 32, allow_empty: bool = False,
+                      threads: int | None = 1, progress: bool = False) -> np.ndarray:
+    """One vector per text, the way the model's own pipeline makes it.
+
+    A sentence-transformers model folder declares its pipeline (:mod:`embstab.contextual.pipeline`):
+    by default the text goes through the model's tokenizer as it is (punctuation included), is
+    truncated to the declared length, pooled and normalised as declared, so the vectors are those
+    of ``SentenceTransformer.encode()``. A model without such a declaration is mean-pooled, not
+    normalised, and a text longer than its position limit is an error. Each choice can be
+    overridden.
 
     Parameters
     ----------
     model : ContextualModel
     texts : sequence of str or of token lists
-        Strings are split into words with :func:`embstab.data.tokenize`.
+        Strings are split as ``split`` says; token lists are taken as words.
     layer : int
         Hidden state to read: 0 = input embeddings, ``n_layers`` (or −1) = last layer.
-    pooling : {"mean", "cls"}
-        Mean over the non-padding positions (as sentence-transformers does), or the ``[CLS]`` vector.
+    pooling : {"mean", "cls", "max", "mean_sqrt_len"}, optional
+        Default: the model's. ``mean`` averages the non-padding positions (``[CLS]`` and ``[SEP]``
+        included, as sentence-transformers does).
+    normalize : bool, optional
+        Scale each vector to unit length. Default: whether the model declares a Normalize module.
+    truncate : bool, optional
+        Keep the first pieces of a text longer than the limit instead of raising. Default: true
+        for a model that declares a length limit (its users' texts are cut there), else false.
+    split : {"model", "words"}, default "model"
+        ``model``: the model's tokenizer on the raw string. ``words``: embstab's word tokenizer
+        (:func:`embstab.data.tokenize`, which drops punctuation) and then each word into pieces,
+        as for word-type embeddings.
     batch_size : int
-    truncate : bool
-        Cut texts longer than the model's limit instead of raising.
     allow_empty : bool
         Accept empty texts (they read ``[CLS] [SEP]``) instead of raising.
     threads : int or None
@@ -132,23 +179,23 @@ def sentence_features(model: ContextualModel, texts: Sequence[str] | Sequence[Se
     SequenceLengthError
         A text does not fit the model (and ``truncate`` is false).
     """
-    _check_choice(pooling, POOLINGS, "pooling")
-    words = as_word_lists(texts, allow_empty=allow_empty)
-    pieces = WordPieces(model.tokenizer)
-    pieces.add(w for ws in words for w in ws)
-    rows = []
-    for i, ws in enumerate(words):
-        ids, _ = pieces.encode(ws)
-        rows.append(ids[:check_length(len(ids), model.max_length, i, truncate)])
+    declared = model.sentence_pipeline
+    pipeline = SentencePipeline(pooling if pooling is not None else declared.pooling,
+                                declared.normalize if normalize is None else bool(normalize),
+                                declared.max_length, declared.source)
+    _check_choice(split, SPLITS, "split")
+    if truncate is None:
+        truncate = declared.max_length is not None
+    limit = min(model.max_length, pipeline.max_length or model.max_length)
+    rows = [ids[:check_length(len(ids), limit, i, truncate)]
+            for i, ids in enumerate(_pieces_of(model, texts, split, allow_empty))]
     out = np.zeros((len(rows), model.hidden_size), dtype=np.float32)
     if not rows:
         return out
     for idx, states, mask in hidden_states(model, rows, layer, batch_size, threads, progress, "sentence features"):
-        if pooling == "cls":
-            pooled = states[:, 0]
-        else:
-            m = mask.unsqueeze(-1).to(states.dtype)
-            pooled = (states * m).sum(1) / m.sum(1)
+        pooled = _pool(states, mask, pipeline.pooling)
+        if pipeline.normalize:
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
         out[idx] = pooled.float().numpy()
     return out
 

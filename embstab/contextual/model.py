@@ -19,6 +19,7 @@ import torch
 from embstab._fs import atomic_write
 from embstab.contextual.weights import WeightSet, layers_held, load_tensors, match_to_network, read_json_file, read_weight_set
 from embstab.data.errors import DataFormatError
+from embstab.contextual.pipeline import SentencePipeline, read_sentence_pipeline
 from embstab.contextual.tokenizer import load_tokenizer
 from embstab.errors import EmbstabError, lookup
 
@@ -91,6 +92,13 @@ class ContextualModel:
         if vocab > self.network.config.vocab_size:
             raise EmbstabError(f"tokenizer of model {self.name!r} has {vocab} pieces but the network only "
                                f"{self.network.config.vocab_size} embedding rows")
+
+    @property
+    def sentence_pipeline(self) -> SentencePipeline:
+        """How this model turns a text into one vector: the pipeline its folder declared (kept in
+        ``metadata["sentence_pipeline"]``), or mean pooling without normalisation."""
+        declared = self.metadata.get("sentence_pipeline")
+        return SentencePipeline(**declared) if isinstance(declared, dict) else SentencePipeline()
 
     @property
     def max_length(self) -> int:
@@ -303,5 +311,8 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
     network.load_state_dict(load_tensors(weights, names), strict=False)
     network.tie_weights()
     network.eval()
-    return ContextualModel(network, load_tokenizer(folder), name or info.get("name") or folder.name,
-                           dict(info.get("metadata", {}), path=str(folder)))
+    metadata = dict(info.get("metadata", {}), path=str(folder))
+    pipeline = read_sentence_pipeline(folder)  # a sentence-transformers folder's own modules win
+    if pipeline is not None:
+        metadata["sentence_pipeline"] = pipeline.to_dict()
+    return ContextualModel(network, load_tokenizer(folder), name or info.get("name") or folder.name, metadata)
