@@ -133,3 +133,17 @@ def test_thread_count_does_not_change_the_reproducibility_contract(nations):
     a = train(nations, "DistMult", 4, 2, 3, progress=False, evaluate_on=None, threads=1)
     b = train(nations, "DistMult", 4, 2, 3, progress=False, evaluate_on=None, threads=1)
     assert np.array_equal(a.entities.vectors, b.entities.vectors) and a.settings["torch_threads"] == 1
+
+
+def test_one_model_has_one_mrr_whichever_version_of_its_graph_scores_it():
+    """`kg train` on a version used to filter with the version's triples and `downstream` with the
+    full graph's: the left-out triples are still facts, so every version filters with all of them."""
+    from embstab.kg import evaluate, load_graph, train, version_pair
+
+    graph = load_graph("nations")
+    pair = version_pair(graph, "remove", 0.1, seed=3, lost="protect")
+    assert len(pair.b.train) < len(graph.train)
+    np.testing.assert_array_equal(pair.b.known_triples(), graph.known_triples())
+    model = train(pair.b, "DistMult", 8, 3, seed=1, evaluate_on=None, progress=False).model
+    on_version, on_full = evaluate(model, pair.b), evaluate(model, graph)
+    assert on_version.mrr == on_full.mrr and on_version.hits_at_10 == on_full.hits_at_10

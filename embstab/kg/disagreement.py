@@ -2,7 +2,7 @@
 
 **Link prediction.** Each test triple ``(h, r, t)`` asks two queries, ``(h, r, ?)`` and ``(?, r, t)``.
 A model's answer is its best-scoring entity after filtering (every known true answer except the
-target is removed; ties go to the lower entity id). Disagreement is the percentage of queries whose
+target is removed; equal float32 scores go to the lower entity id). Disagreement is the percentage of queries whose
 answers differ between the two models; the top-k overlap is the mean share of each query's ``k``
 best answers that both models list (over ``min(k, candidates)`` when a query has fewer).
 

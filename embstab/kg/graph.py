@@ -201,14 +201,19 @@ class KnowledgeGraph:
         return getattr(self, name)
 
     def known_triples(self) -> np.ndarray:
-        """All triples of the three splits, deduplicated: the filter of filtered ranking.
+        """Every triple known to be true: the filter of filtered ranking.
+
+        The three splits, plus the triples a version of a graph left out of its training split
+        (``metadata["also_known"]``, set by :func:`embstab.kg.version_pair`): they are still facts,
+        so every version of a graph ranks against the same filter and one model has one MRR.
 
         Returns
         -------
         numpy.ndarray
-            int64 array of shape (n, 3), rows sorted.
+            int64 array of shape (n, 3), deduplicated, rows sorted.
         """
-        return np.unique(np.concatenate([self.train, self.valid, self.test]), axis=0)
+        extra = np.asarray(self.metadata.get("also_known", np.empty((0, 3))), dtype=np.int64).reshape(-1, 3)
+        return np.unique(np.concatenate([self.train, self.valid, self.test, extra]), axis=0)
 
     def degree(self, split: str = "train") -> np.ndarray:
         """Number of triples of ``split`` each entity takes part in (as head or tail).

@@ -172,8 +172,10 @@ def score_triples(model: Any, triples: np.ndarray, batch_size: int = 4096) -> np
 def top_k(scores: np.ndarray, filtered: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` best candidates of each row, best first; filtered entries excluded.
 
-    Ties go to the lower entity id (a stable sort), so the answer is deterministic even for
-    quantized models whose scores tie. Rows with fewer than ``k`` candidates are padded with -1.
+    Candidates whose scores are equal as computed (in the model's float32) go to the lower entity
+    id (a stable sort), so the answer is deterministic even for quantized models whose scores tie;
+    scores that would tie in exact arithmetic but differ in their float32 rounding are ordered by
+    that rounding. Rows with fewer than ``k`` candidates are padded with -1.
 
     Parameters
     ----------

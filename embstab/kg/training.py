@@ -293,7 +293,9 @@ def evaluate(model: Any, graph: KnowledgeGraph, split: str = "test", batch_size:
              threads: int | None = 1) -> LinkPredictionMetrics:
     """Filtered link-prediction quality of ``model`` on one split of ``graph`` (PyKEEN's evaluator).
 
-    Known triples of all three splits are filtered out of the ranking except the target; ranks are
+    Every known triple (:meth:`KnowledgeGraph.known_triples`: the three splits, and for a version
+    of a graph the triples it left out of training) is filtered out of the ranking except the
+    target, so one model has one MRR whichever version of its graph scores it; ranks are
     realistic (the expected rank under random tie-breaking); head and tail queries both count.
 
     Parameters
@@ -317,7 +319,11 @@ def evaluate(model: Any, graph: KnowledgeGraph, split: str = "test", batch_size:
     from pykeen.evaluation import RankBasedEvaluator
 
     check_model_fits(model, graph)
-    others = [torch.as_tensor(graph.split(s).copy()) for s in ("train", "valid", "test") if s != split]
+    ranked = graph.split(split)
+    known = graph.known_triples()
+    # every other known triple (the left-out triples of a graph version included) is filtered
+    is_ranked = {tuple(t) for t in ranked.tolist()}
+    others = [torch.as_tensor(known[[tuple(t) not in is_ranked for t in known.tolist()]].copy())]
     model.eval()
     with quiet(), torch_threads(threads):
         res = RankBasedEvaluator().evaluate(model, torch.as_tensor(graph.split(split).copy()),

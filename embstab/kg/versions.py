@@ -14,7 +14,7 @@ least one training triple, ``"drop"`` removes such entities and relations from b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -113,7 +113,7 @@ def _drop(graph: KnowledgeGraph, ent_bad: np.ndarray, rel_bad: np.ndarray, train
             if len(splits[s]) == 0:
                 raise ShapeError(f"dropping the untrained entities leaves split {s!r} of {graph.name!r} empty")
         out.append(KnowledgeGraph(f"{graph.name}{suffix}", ents, rels, splits["train"], splits["valid"],
-                                  splits["test"], dict(graph.metadata)))
+                                  splits["test"], dict(graph.metadata, also_known=keep(graph.known_triples()))))
     dropped_e = tuple(e for e, bad in zip(graph.entities, ent_bad) if bad)
     dropped_r = tuple(r for r, bad in zip(graph.relations, rel_bad) if bad)
     return out, dropped_e, dropped_r
@@ -175,8 +175,11 @@ def version_pair(graph: KnowledgeGraph, change: str = "remove", share: float = 0
                 "(remove them from both versions)")
         (a, b), dropped_e, dropped_r = _drop(graph, ent_bad, rel_bad, trains, suffixes)
     else:
-        a = graph.with_splits(name=graph.name + suffixes.split("|")[0], train=trains[0])
-        b = graph.with_splits(name=graph.name + suffixes.split("|")[1], train=trains[1])
+        # both versions filter their rankings with every triple of the full graph (the left-out ones
+        # are still facts), so a model's MRR is the same whichever version or full graph scores it
+        known = dict(graph.metadata, also_known=graph.known_triples())
+        a = replace(graph.with_splits(name=graph.name + suffixes.split("|")[0], train=trains[0]), metadata=known)
+        b = replace(graph.with_splits(name=graph.name + suffixes.split("|")[1], train=trains[1]), metadata=known)
     return GraphPair(a, b, change, float(share), int(seed), int(count), dropped_e, dropped_r,
                      {"lost": lost, "graph": graph.name})
 
