@@ -294,7 +294,6 @@ class _RegionTrace:
     non-tensor arguments such as a ``PackedSequence`` (``nested``), which the checkpoint keeps as
     they are, out of reach of the saved-tensor hooks."""
 
-    storage: torch.dtype | None
     skip: set[int]
     forward: ForwardPeak | None = None
     active: Recomputed | None = None
@@ -302,6 +301,7 @@ class _RegionTrace:
     nested: dict[int, int] = field(default_factory=dict)
     keep: list[torch.Tensor] = field(default_factory=list)  # alive until the replay: addresses stay unique
     base: int = 0
+    pack: Callable | None = None  # the model's pack hook: the checkpoint saves its inputs through it
 
     def saved(self) -> None:
         """A tensor was saved inside the active region: the recomputation reaches at least this
@@ -311,25 +311,31 @@ class _RegionTrace:
 
     def run(self, inner: nn.Module, args: tuple):
         """Run one checkpointed region without checkpointing, recording it."""
-        self.active = region = Recomputed(set())
+        region = Recomputed(set())
+        widened = 0
         for arg in args:
             if isinstance(arg, torch.Tensor):
                 if arg.untyped_storage().data_ptr() not in self.skip:
-                    # the checkpoint saves a tensor input through the storage hooks (16-bit when packed)
-                    kept = arg.to(self.storage) if self.storage is not None and arg.dtype == torch.float32 else arg
+                    # the checkpoint saves a tensor input through the storage hooks (16-bit when
+                    # packed: the same copy as any node outside that saves the same tensor)
+                    kept = self.pack(arg)[1] if self.pack is not None else arg
                     self.keep.append(kept)
                     region.inputs[kept.untyped_storage().data_ptr()] = _nbytes(kept)
+                    if kept is not arg:  # the recomputation runs on the copy widened again
+                        widened += _nbytes(arg)
                 continue
             for t in tree_flatten(arg)[0]:
                 if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.skip:
                     region.inputs[t.untyped_storage().data_ptr()] = self.nested[t.untyped_storage().data_ptr()] = \
                         _nbytes(t)
         self.regions.append(region)
+        self.active = region
         self.base = self.forward.open_window() if self.forward is not None else 0
         try:
             out = inner(*args)
         finally:
             self.active = None
+        region.height += widened
         # the region's nodes: reached from its outputs without passing the nodes that made its inputs
         outside = {t.grad_fn for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None}
         stack = [t.grad_fn for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
@@ -418,6 +424,8 @@ class LowMemoryModel(nn.Module):
             # while the graph is replayed, a node's saved tensor is read as stored (its 16-bit copy)
             return t if orig is None or probe[0] else t.to(orig)
 
+        if trace is not None:
+            trace.pack = pack
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
     def forward(self, *args):
@@ -512,7 +520,7 @@ class LowMemoryModel(nn.Module):
         inputs the checkpoint keeps outside the saved-tensor hooks."""
         probe = [False]
         traced = KernelMemory(calling=functools.partial(_reading, probe, False))
-        trace = _RegionTrace(_STORAGE[self.storage], skip)
+        trace = _RegionTrace(skip)
         with torch.random.fork_rng(devices=[]):  # the traced run must not move the step's dropout seed
             for m in checkpointed:
                 m.trace = trace
