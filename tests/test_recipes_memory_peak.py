@@ -107,6 +107,9 @@ def test_bilstm_tagger_peak_within_ten_percent(crf):
     prof, measured = _profile_and_measure(_TaggerLoss(tagger),
                                           (ids, lengths, torch.randint(0, 5, (16, 20), generator=g)), None)
     assert abs(prof.peak - measured.peak) <= 0.10 * measured.peak, (prof.peak, measured)
+    # every node could be called: a bias's gradient comes back broadcast and is summed down to the
+    # bias's shape before the next node sees it
+    assert not prof.peak_is_bound, prof.unmeasured
 
 
 @pytest.mark.parametrize("kw", [{}, {"micro_batch": 8}, {"storage": "bf16"}, {"checkpoint": ("lstm",)},

@@ -73,6 +73,17 @@ def _meta_bytes(meta) -> int:
     return n * dtype.itemsize
 
 
+def _fits(layout, f, idx: int) -> bool:
+    """Whether a gradient of ``layout`` has the shape and dtype input ``idx`` of node ``f`` expects."""
+    metas = getattr(f, "_input_metadata", ())
+    if idx >= len(metas):
+        return True
+    try:
+        return tuple(metas[idx].shape) == tuple(layout[0]) and metas[idx].dtype == layout[2]
+    except (AttributeError, RuntimeError):  # nested or undefined metadata: nothing to compare
+        return True
+
+
 def _input_bytes(f, idx: int) -> int:
     """Bytes of a dense gradient for input ``idx`` of node ``f``."""
     metas = getattr(f, "_input_metadata", ())
@@ -277,7 +288,7 @@ def backward_peak(root, skip: set[int] | None = None, regions: Sequence[Recomput
         # what it allocates: the gradients it returns in new storage and its kernels' workspace,
         # all live at once beside its inflow, its saved tensors and the gradients waiting
         run = kernels.node(f, [slots[i][1] if i in slots else None for i in range(max(slots, default=-1) + 1)])
-        outputs, made, allocated = [], {}, 0
+        outputs, made, allocated, reduced = [], {}, 0, []
         for i, (nf, idx) in enumerate(f.next_functions):
             if nf is None:
                 continue
@@ -289,6 +300,11 @@ def backward_peak(root, skip: set[int] | None = None, regions: Sequence[Recomput
                 sid, layout = grads.new(dense), None
                 made[i] = sid
                 allocated += dense
+            elif not _fits(out.layout, nf, idx):
+                # the engine sums a broadcast gradient down to the input's shape (a bias's
+                # gradient comes back as the whole output's) or casts it: a new dense tensor
+                reduced.append((nf, idx, dense))
+                continue
             else:
                 kind, ref, nbytes = out.source
                 layout = out.layout
@@ -303,6 +319,10 @@ def backward_peak(root, skip: set[int] | None = None, regions: Sequence[Recomput
         if run is not None:
             allocated = run.peak
         peak = max(peak, live + grads.live - sum(grads.size[sid] for sid in made.values()) + leaf_grads + allocated)
+        for nf, idx, dense in reduced:
+            sid = grads.new(dense)
+            grads.hold(sid)
+            outputs.append((nf, idx, sid, None))
         for sid, _ in slots.values():  # the gradients it was given are freed when it returns
             grads.drop(sid)
         # then each gradient it returned is summed into its buffer: one reaching an occupied

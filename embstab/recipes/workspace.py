@@ -283,8 +283,8 @@ class KernelMemory:
         if not all(d.type == "cpu" for _, _, d in metas):
             self.unseen[name] = "not on the CPU"
             return None
-        layouts = tuple(grads[i] if i < len(grads) and grads[i] is not None else dense_layout(s, d)
-                        for i, (s, d, _) in enumerate(metas))
+        layouts = tuple(grads[i] if i < len(grads) and grads[i] is not None and grads[i][0] == s and grads[i][2] == d
+                        else dense_layout(s, d) for i, (s, d, _) in enumerate(metas))
         saved = []
         for attr in sorted(a for a in dir(f) if a.startswith("_saved_")):
             try:
