@@ -241,7 +241,7 @@ def accuracy(seed: int = 0) -> pd.DataFrame:
         rows.append({"family": family, "model": name, "predicted_MiB": prof.peak / 2 ** 20,
                      "measured_MiB": measured.peak / 2 ** 20, "predicted/measured": prof.peak / measured.peak,
                      "unmeasured_ops": ", ".join(prof.unmeasured)})
-        print(f"{family:13s} {name:60s} {prof.peak / measured.peak:.3f}", flush=True)
+        print(f"{family:13s} {name:60s} {prof.peak / measured.peak:.4f}", flush=True)
     return pd.DataFrame(rows)
 
 
@@ -259,9 +259,10 @@ def main() -> None:
         df = accuracy(args.seed)
         print("\npredicted/measured peak of one training step (memory_profile against measure_peak), "
               f"synthetic batches, Adam, 1 thread, seed {args.seed}")
-        print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}",
+                           formatters={"predicted/measured": "{:.4f}".format}))
         summary = df.groupby("family", sort=False)["predicted/measured"].agg(["count", "min", "max"])
-        print("\n" + summary.to_string(float_format=lambda x: f"{x:.3f}"))
+        print("\n" + summary.to_string(float_format=lambda x: f"{x:.4f}"))
         return
     data = load_task("rt_sentiment", limit=args.limit)
     vocab = TaskVocabulary(data.train_x, data.dev_x, data.test_x)
@@ -282,7 +283,8 @@ def main() -> None:
     df["same_weights_as_baseline"] = [bool(torch.equal(weights[n], weights["baseline"])) for n in df.technique]
     print(f"\nLSTM classifier on rt_sentiment ({len(train[1])} train / {len(test[1])} test, max 60 tokens), "
           f"{args.epochs} epochs, batch {args.batch}, Adam 1e-3, seed {args.seed}; memory of one training step")
-    print(df.drop(columns=["train_s"]).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print(df.drop(columns=["train_s"]).to_string(index=False, float_format=lambda x: f"{x:.3g}",
+                                                 formatters={"predicted/measured": "{:.4f}".format}))
 
 
 if __name__ == "__main__":
