@@ -5,7 +5,9 @@ optimizer state and activations. Activations are the tensors autograd saves for 
 pass; they are counted as they are saved (``torch.autograd.graph.saved_tensors_hooks``), each
 storage once, leaving out the parameters themselves. The graph is walked as well to count the
 backward nodes that hold them, and its backward pass is replayed (:mod:`embstab.recipes.peak`)
-for the step's peak, the larger of that and the forward pass's own peak.
+for the step's peak, the larger of that and the forward pass's own peak; what each op's and
+each backward node's kernels allocate internally is measured once per op and shapes
+(:mod:`embstab.recipes.workspace`), and ops it cannot measure are named in the profile.
 
 :func:`low_memory` wraps a model with the techniques: activation checkpointing of chosen child
 modules (recomputed in the backward pass; numbers unchanged), micro-batching (gradient
@@ -18,6 +20,7 @@ a fixed budget of nonzero weights, pruned by magnitude and regrown periodically)
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,10 +31,11 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint as _torch_checkpoint
 
-from embstab.recipes.peak import ForwardPeak, backward_peak
+from embstab.recipes.peak import ForwardPeak, Recomputed, backward_peak
 from embstab.recipes.registry import CheckResult, register_recipe
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
 from embstab.recipes.sparse import DynamicSparsity, sparse_candidates
+from embstab.recipes.workspace import KernelMemory
 
 __all__ = ["LowMemoryModel", "MemoryProfile", "low_memory", "memory_profile"]
 
@@ -54,25 +58,34 @@ class MemoryProfile:
         saved tensors are packed).
     backward_peak : int or None
         Most bytes live at once during the backward pass, replayed on the graph
-        (:func:`embstab.recipes.peak.backward_peak`: saved tensors still held, gradients in
-        flight, leaf gradients so far). For a :class:`LowMemoryModel` the largest over its
-        micro-batches, each replayed on its own graph with its saved tensors as stored (16-bit
-        when packed) plus the gradients the earlier micro-batches left in ``.grad``; a
-        checkpointed child is replayed on the same forward run without checkpointing, its saved
-        tensors live from the first of its backward nodes on (the recomputation) and its inputs
-        held throughout.
+        (:func:`embstab.recipes.peak.backward_peak`: saved tensors still held, the batch and the
+        model's output, gradients in flight, leaf gradients so far, and what the running node
+        allocates, its kernels' workspace included, measured once per node type and shapes).
+        For a :class:`LowMemoryModel` the largest over its micro-batches, each replayed on its
+        own graph with its saved tensors as stored (16-bit when packed) plus the gradients the
+        earlier micro-batches left in ``.grad``; a checkpointed child is replayed on the same
+        forward run without checkpointing: when the first of its backward nodes runs, its
+        forward runs again (its own forward peak, up to its last saved tensor, on top of what is
+        held) and its saved tensors live from then on; its inputs are held until its last node
+        has run.
     held_gradients : int
         Bytes of the ``.grad`` tensors already held when the step begins (the step sums into them).
     forward_peak : int or None
-        Most bytes of new tensors live at once during the forward pass and loss, followed as they
-        run (:class:`embstab.recipes.peak.ForwardPeak`: the saved activations and the transients
-        no node saves); for a :class:`LowMemoryModel` the largest over its micro-batches, plus
-        the gradients earlier micro-batches left.
+        Most bytes live at once during the forward pass and loss: the batch, plus the new tensors
+        followed as they run (:class:`embstab.recipes.peak.ForwardPeak`: the saved activations,
+        the transients no node saves and each op's workspace); for a :class:`LowMemoryModel`
+        the largest over its micro-batches, plus the gradients earlier micro-batches left.
     dense_overhead : int
         Bytes the step holds beyond the kinds' accounting: sparse weights and their per-weight
         optimizer state are counted as CSR / nonzeros, but this implementation keeps them as
         dense masked tensors (0 without dynamic sparsity). The peak includes them; the kinds and
         the total do not.
+    unmeasured : dict of str to str
+        Ops and backward nodes whose kernels' workspace could not be measured, with the reason
+        (:class:`embstab.recipes.workspace.KernelMemory`: a Python ``autograd.Function``'s
+        backward, an op off the CPU, another profiler running); their workspace is not in the
+        peak, which is then a lower bound (see :attr:`peak_is_bound`). Empty when every op was
+        measured.
     """
 
     weights: int
@@ -85,6 +98,7 @@ class MemoryProfile:
     held_gradients: int = 0
     forward_peak: int | None = None
     dense_overhead: int = 0
+    unmeasured: dict[str, str] = field(default_factory=dict)
 
     @property
     def peak(self) -> int:
@@ -95,6 +109,12 @@ class MemoryProfile:
         moving = self.activations + max(0, self.gradients - self.held_gradients) if self.backward_peak is None \
             else max(self.activations, self.forward_peak or 0, self.backward_peak)
         return self.weights + self.optimizer_state + self.held_gradients + self.dense_overhead + moving
+
+    @property
+    def peak_is_bound(self) -> bool:
+        """True when some op's workspace could not be measured (:attr:`unmeasured`): the true
+        peak may then be higher than :attr:`peak`."""
+        return bool(self.unmeasured)
 
     @property
     def total(self) -> int:
@@ -200,20 +220,25 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
 
     held = _grad_bytes(model)
     graph = replay = None
+    unmeasured: dict[str, str] = {}
     if isinstance(model, LowMemoryModel):
         # micro-batches run one after another: the peak is the largest micro-batch's saved set
-        _, nodes, per_micro, replays = model._profile_step(inputs, target, loss_fn, param_ptrs, replay=True)
+        _, nodes, per_micro, replays = model._profile_step(inputs, target, loss_fn, param_ptrs, replay=True,
+                                                           unmeasured=unmeasured)
         activations = max(per_micro)
         replay = max(r for r, _ in replays)
         forward = max(f for _, f in replays)
     else:
-        with ForwardPeak() as tracked, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        kernels = KernelMemory()
+        with ForwardPeak(kernels) as tracked, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = model(*inputs)
             loss = loss_fn(out, target) if loss_fn is not None else out.float().sum()
-        forward = tracked.peak
+        forward = tracked.peak + sum(_outputs((inputs, target), param_ptrs).values())  # the batch is live too
         nodes = _count_nodes(loss.grad_fn)
         graph = _graph_saved_bytes(loss.grad_fn, param_ptrs)
-        replay = backward_peak(loss.grad_fn, param_ptrs)
+        replay = backward_peak(loss.grad_fn, param_ptrs, held=_outputs((out, inputs, target), param_ptrs),
+                               kernels=kernels)
+        unmeasured.update(kernels.unseen)
         activations = sum(saved.values())
         del loss, out
     sparsity = model.sparsity if isinstance(model, LowMemoryModel) else None
@@ -241,7 +266,15 @@ def memory_profile(model: nn.Module, batch: torch.Tensor | Sequence[torch.Tensor
     # what the masked dense tensors of this implementation hold beyond the CSR / nonzero counts
     dense_weights = sum(p.numel() * p.element_size() for p in model.parameters())
     overhead = dense_weights - weights + dense_state - state
-    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay, held, forward, overhead)
+    return MemoryProfile(weights, gradients, state, activations, nodes, graph, replay, held, forward, overhead,
+                         unmeasured)
+
+
+def _outputs(out, skip: set[int]) -> dict[int, int]:
+    """Storages of the tensors in ``out``, parameters left out: the step holds the batch and the
+    model's output (``out = model(x)``) through its backward pass."""
+    return {t.untyped_storage().data_ptr(): _nbytes(t) for t in tree_flatten(out)[0]
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in skip}
 
 
 def _grad_bytes(model: nn.Module) -> int:
@@ -254,40 +287,65 @@ def _grad_bytes(model: nn.Module) -> int:
 
 @dataclass
 class _RegionTrace:
-    """Where the checkpointed regions of a forward run without checkpointing saved tensors: what
-    the backward pass recomputes (``groups``: storages saved inside each region) and what the
-    checkpoint keeps from the forward pass (``inputs``: each region's inputs as stored;
-    ``nested``: those inside non-tensor arguments such as a ``PackedSequence``, which the
-    checkpoint keeps as they are, out of reach of the saved-tensor hooks)."""
+    """The checkpointed regions of a forward run without checkpointing: what the backward pass
+    recomputes (``regions``: each region's backward nodes and the height of its recomputation,
+    the region's own forward peak up to its last saved tensor, where the checkpoint stops
+    recomputing, and the region's inputs as the checkpoint keeps them) and the inputs inside
+    non-tensor arguments such as a ``PackedSequence`` (``nested``), which the checkpoint keeps as
+    they are, out of reach of the saved-tensor hooks."""
 
-    storage: torch.dtype | None
     skip: set[int]
-    active: int | None = None
-    groups: list[set[int]] = field(default_factory=list)
-    inputs: dict[int, int] = field(default_factory=dict)
+    forward: ForwardPeak | None = None
+    active: Recomputed | None = None
+    regions: list[Recomputed] = field(default_factory=list)
     nested: dict[int, int] = field(default_factory=dict)
     keep: list[torch.Tensor] = field(default_factory=list)  # alive until the replay: addresses stay unique
+    base: int = 0
+    pack: Callable | None = None  # the model's pack hook: the checkpoint saves its inputs through it
 
-    @contextlib.contextmanager
-    def region(self, args: tuple) -> Iterator[None]:
+    def saved(self) -> None:
+        """A tensor was saved inside the active region: the recomputation reaches at least this
+        far (the checkpoint stops once it has the last saved tensor, parameters included)."""
+        if self.forward is not None:
+            self.active.height = self.forward.window_peak - self.base
+
+    def run(self, inner: nn.Module, args: tuple):
+        """Run one checkpointed region without checkpointing, recording it."""
+        region = Recomputed(set())
+        widened = 0
         for arg in args:
             if isinstance(arg, torch.Tensor):
                 if arg.untyped_storage().data_ptr() not in self.skip:
-                    # the checkpoint saves a tensor input through the storage hooks (16-bit when packed)
-                    kept = arg.to(self.storage) if self.storage is not None and arg.dtype == torch.float32 else arg
+                    # the checkpoint saves a tensor input through the storage hooks (16-bit when
+                    # packed: the same copy as any node outside that saves the same tensor)
+                    kept = self.pack(arg)[1] if self.pack is not None else arg
                     self.keep.append(kept)
-                    self.inputs[kept.untyped_storage().data_ptr()] = _nbytes(kept)
+                    region.inputs[kept.untyped_storage().data_ptr()] = _nbytes(kept)
+                    if kept is not arg:  # the recomputation runs on the copy widened again
+                        widened += _nbytes(arg)
                 continue
             for t in tree_flatten(arg)[0]:
                 if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.skip:
-                    self.inputs[t.untyped_storage().data_ptr()] = self.nested[t.untyped_storage().data_ptr()] = \
+                    region.inputs[t.untyped_storage().data_ptr()] = self.nested[t.untyped_storage().data_ptr()] = \
                         _nbytes(t)
-        self.groups.append(set())
-        self.active = len(self.groups) - 1
+        self.regions.append(region)
+        self.active = region
+        self.base = self.forward.open_window() if self.forward is not None else 0
         try:
-            yield
+            out = inner(*args)
         finally:
             self.active = None
+        region.height += widened
+        # the region's nodes: reached from its outputs without passing the nodes that made its inputs
+        outside = {t.grad_fn for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+        stack = [t.grad_fn for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        while stack:
+            f = stack.pop()
+            if f is None or f in outside or f in region.nodes:
+                continue
+            region.nodes.add(f)
+            stack.extend(nf for nf, _ in f.next_functions)
+        return out
 
 
 class _Checkpointed(nn.Module):
@@ -298,8 +356,7 @@ class _Checkpointed(nn.Module):
 
     def forward(self, *args):
         if self.trace is not None:
-            with self.trace.region(args):
-                return self.inner(*args)
+            return self.trace.run(self.inner, args)
         return _torch_checkpoint(self.inner, *args, use_reentrant=False)
 
 
@@ -333,24 +390,27 @@ class LowMemoryModel(nn.Module):
         probe = probe if probe is not None else [False]
         skip = skip or set()
         # one 16-bit copy per saved tensor: a tensor two nodes save (a ReLU's output is also the
-        # next Linear's input) is converted once; the weak reference proves it is the same object
-        copies: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+        # next Linear's input) is converted once; the weak reference proves it is the same object.
+        # The copy is held weakly too: every saved tensor's hooks keep this closure alive until
+        # the whole graph is freed, and a strong reference here would keep each copy that long
+        # instead of releasing it when the last node that saved it has run
+        copies: dict[int, tuple[weakref.ref, weakref.ref]] = {}
 
         def pack(t):
             if trace is not None and trace.active is not None:
                 # inside a checkpointed region the recomputation saves tensors as they are
-                if t.untyped_storage().data_ptr() not in skip:
-                    trace.groups[trace.active].add(t.untyped_storage().data_ptr())
+                trace.saved()
                 return (None, t)
             keep = t
             if (dtype is not None and t.is_floating_point() and t.dtype == torch.float32
                     and t.untyped_storage().data_ptr() not in skip):
                 hit = copies.get(id(t))
-                if hit is not None and hit[0]() is t:
-                    keep = hit[1]
+                kept = hit[1]() if hit is not None and hit[0]() is t else None
+                if kept is not None:
+                    keep = kept
                 else:
                     keep = t.to(dtype)
-                    copies[id(t)] = (weakref.ref(t), keep)
+                    copies[id(t)] = (weakref.ref(t), weakref.ref(keep))
             if record is not None:  # count what is actually kept, each storage once
                 # key by the kept tensor (alive until backward, so its address is unique): a
                 # converted copy's source may be freed and its address reused by a later tensor
@@ -364,6 +424,8 @@ class LowMemoryModel(nn.Module):
             # while the graph is replayed, a node's saved tensor is read as stored (its 16-bit copy)
             return t if orig is None or probe[0] else t.to(orig)
 
+        if trace is not None:
+            trace.pack = pack
         return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
     def forward(self, *args):
@@ -407,7 +469,8 @@ class LowMemoryModel(nn.Module):
         loss, _, _, _ = self._profile_step(list(inputs), target, loss_fn, self._param_ptrs())
         return loss
 
-    def _profile_step(self, inputs, target, loss_fn, skip, replay: bool = False):
+    def _profile_step(self, inputs, target, loss_fn, skip, replay: bool = False,
+                      unmeasured: dict[str, str] | None = None):
         n = inputs[0].shape[0]
         mb = self.micro_batch or n
         total, nodes, per_micro, replays = 0.0, 0, [], []
@@ -420,7 +483,10 @@ class LowMemoryModel(nn.Module):
             sl = slice(start, min(n, start + mb))
             record: dict[int, int] = {}
             probe, nested = [False], 0
-            tracked = ForwardPeak() if replay else contextlib.nullcontext()
+            # a node's workspace is measured by calling it, which must unpack its saved tensors
+            # as the real backward pass does (widened from 16-bit storage), not as stored
+            kernels = KernelMemory(calling=functools.partial(_reading, probe, False)) if replay else None
+            tracked = ForwardPeak(kernels) if replay else contextlib.nullcontext()
             with tracked, self._hooks(record, skip, probe):
                 out = self.model(*[x[sl] for x in inputs])
                 if loss_fn is not None:
@@ -432,38 +498,55 @@ class LowMemoryModel(nn.Module):
                 # gradients an earlier micro-batch created are live beside this one's forward and backward
                 earlier = _grad_bytes(self.model) - held0
                 if checkpointed:
-                    back, nested = self._traced_peak(inputs, target, loss_fn, sl, n, skip, checkpointed)
+                    back, nested = self._traced_peak(inputs, target, loss_fn, sl, n, skip, checkpointed, kernels)
                 else:
-                    probe[0] = True
-                    try:
-                        back = backward_peak(loss.grad_fn, skip)
-                    finally:
-                        probe[0] = False
-                replays.append((earlier + back, earlier + tracked.peak))
+                    with _reading(probe, True):
+                        back = backward_peak(loss.grad_fn, skip, held=_outputs((out, inputs, target), skip),
+                                             kernels=kernels)
+                batch = sum(_outputs((inputs, target), skip).values())  # live beside the forward's new tensors
+                replays.append((earlier + back, earlier + tracked.peak + batch))
+                if unmeasured is not None:
+                    unmeasured.update(kernels.unseen)
             loss.backward()
             total += float(loss.detach())
             per_micro.append(sum(record.values()) + nested)  # nested: region inputs the hooks do not see
         return total, nodes, per_micro, replays
 
-    def _traced_peak(self, inputs, target, loss_fn, sl, n, skip, checkpointed) -> tuple[int, int]:
+    def _traced_peak(self, inputs, target, loss_fn, sl, n, skip, checkpointed,
+                     kernels: KernelMemory) -> tuple[int, int]:
         """Backward peak of one micro-batch with checkpointed children (the same forward run
-        without checkpointing, each region's saved tensors deferred until its backward begins),
-        and the bytes of region inputs the checkpoint keeps outside the saved-tensor hooks."""
-        trace = _RegionTrace(_STORAGE[self.storage], skip)
+        without checkpointing, each region's saved tensors deferred until its backward begins,
+        when the region runs forward again up to its last saved tensor), and the bytes of region
+        inputs the checkpoint keeps outside the saved-tensor hooks."""
         probe = [False]
+        traced = KernelMemory(calling=functools.partial(_reading, probe, False))
+        trace = _RegionTrace(skip)
         with torch.random.fork_rng(devices=[]):  # the traced run must not move the step's dropout seed
             for m in checkpointed:
                 m.trace = trace
             try:
-                with self._hooks(None, skip, probe, trace):
+                with ForwardPeak(traced) as trace.forward, self._hooks(None, skip, probe, trace):
                     out = self.model(*[x[sl] for x in inputs])
                     loss = (loss_fn(out, target[sl]) * ((sl.stop - sl.start) / n) if loss_fn is not None
                             else out.float().sum())
             finally:
                 for m in checkpointed:
                     m.trace = None
-        probe[0] = True
-        return backward_peak(loss.grad_fn, skip, trace.groups, trace.inputs), sum(trace.nested.values())
+        with _reading(probe, True):
+            back = backward_peak(loss.grad_fn, skip, trace.regions, _outputs((out, inputs, target), skip), traced)
+        kernels.unseen.update(traced.unseen)
+        return back, sum(trace.nested.values())
+
+
+@contextlib.contextmanager
+def _reading(probe: list[bool], as_stored: bool) -> Iterator[None]:
+    """Saved tensors unpack as stored (``True``: the replay reads their storage) or widened to
+    their original dtype (``False``: as the backward pass uses them) inside the block."""
+    old, probe[0] = probe[0], as_stored
+    try:
+        yield
+    finally:
+        probe[0] = old
 
 
 def low_memory(model: nn.Module, checkpoint: Sequence[str] = (), micro_batch: int | None = None,
