@@ -117,7 +117,8 @@ class Recommendation:
             lines.append(f"  {task:<12} {pred:6.2f} %{observed}")
         if self.near_chance_left_out:
             lines.append(f"{self.near_chance_left_out} result row(s) left out: a downstream model within "
-                         f"{NEAR_CHANCE_MARGIN:g} points of its task's chance level (its disagreement is mostly noise).")
+                         f"{NEAR_CHANCE_MARGIN:g} points of its task's chance level "
+                         "(its disagreement is mostly noise).")
         return "\n".join(lines)
 
 
