@@ -101,6 +101,7 @@ def test_tiny_study_of_each_kind_completes_with_rows_of_its_kind(finished):
     for name in spec.measures.names:
         assert df[name].notna().all()
     assert df["disagreement"].between(0, 100).all() and df["quality"].between(0, 100).all()
+    assert df["chance"].between(0, 100).all()  # every row states its task's chance level
     # memory: the stored row's entries times the bits (KG: bits per entity row; contextual: per vector)
     assert (df["memory"] == df["dim"] * df["bitrate"]).all()
     # 1-bit members keep fewer of their own neighbourhoods than full-precision ones
@@ -154,6 +155,10 @@ def test_kg_rows_are_the_quantized_models_disagreement(finished):
     assert rows.loc["link_prediction", "quality"] == pytest.approx(100 * lp.metrics_a.mrr, abs=1e-9)
     assert rows.loc["link_prediction", "quality_old"] == pytest.approx(100 * lp.metrics_b.mrr, abs=1e-9)
     assert rows.loc["triple_classification", "disagreement"] == pytest.approx(tc.disagreement, abs=1e-9)
+    # chance: a random ranking's filtered MRR over the same queries; the more frequent test label
+    assert rows.loc["link_prediction", "chance"] == pytest.approx(100 * lp.settings["chance_mrr"], abs=1e-9)
+    n_pos, n_neg = tc.settings["n_positives"], tc.settings["n_negatives"]
+    assert rows.loc["triple_classification", "chance"] == pytest.approx(100 * max(n_pos, n_neg) / (n_pos + n_neg))
     # at 1 bit the quantized scores differ from the full-precision model's
     full = link_prediction_disagreement(models[1], models[0], pair.a)
     assert full.metrics_a.mrr != pytest.approx(lp.metrics_a.mrr, abs=1e-12)
@@ -161,13 +166,15 @@ def test_kg_rows_are_the_quantized_models_disagreement(finished):
 
 def test_report_and_recommend_read_each_kind(finished):
     kind, spec, _, run = finished
-    from embstab.selection import recommend
+    from embstab.selection import as_results, recommend
 
-    document = run.report()
+    # the tiny studies' downstream models barely learn: keep the rows near chance to read every section
+    document = run.report(keep_near_chance=True)
+    assert 'id="chance"' in document
     if kind != "word":
         assert "kind-" + kind in document and document.count("<img ") == 2 + len(spec.measures.names)
-    rec = recommend(run.results, int(run.results["memory"].max()), "eis")
-    assert rec.kind == kind and rec.unit.startswith("bits per")
+    rec = recommend(as_results(run.results, keep_near_chance=True), int(run.results["memory"].max()), "eis")
+    assert rec.kind == kind and rec.unit.startswith("bits per") and rec.near_chance_left_out == 0
     assert rec.unit in str(rec)
 
 

@@ -12,6 +12,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may reach a hub
 
 from embstab.cli import main  # noqa: E402
+from embstab.selection import near_chance  # noqa: E402
 
 PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 
@@ -27,18 +28,26 @@ def test_quick_pipeline_runs_from_the_cli(name, kind, unit, tasks, tmp_path, cap
     wall = time.perf_counter() - start
     out = capsys.readouterr().out
     assert code == 0, out
-    results = pd.read_parquet(tmp_path / "store" / f"{name}.parquet")
+    parquet = tmp_path / "store" / f"{name}.parquet"
+    results = pd.read_parquet(parquet)
     assert set(results["kind"]) == {kind} and set(results["task"]) == tasks
     assert results["disagreement"].notna().all() and results["eis"].notna().all()
-    # the correlation table and a recommendation in the kind's memory unit are printed
-    assert "Spearman ρ of each measure" in out and "[95 % bootstrap interval" in out and "eis" in out
-    assert "Under a budget of" in out and unit in out
+    assert results["chance"].notna().all()
+    # each task's quality against its chance level, with the rows near chance (the tiny tiers'
+    # downstream models barely learn: the analyses that follow leave those rows out)
+    assert "Downstream quality against chance" in out
+    near = near_chance(results)
+    for task in tasks:
+        line = next(line for line in out.splitlines() if line.split()[:1] == [task])
+        assert f"{int(near[results['task'] == task].sum())}/{int((results['task'] == task).sum())} rows" in line
     html = (tmp_path / "store" / f"{name}.html").read_text()
-    assert f'id="kind-{kind}"' in html
+    assert 'id="chance"' in html
     assert wall < 120  # the tiny tier stays CI-sized (about 30 s on 2 shared cores)
-    # `embstab recommend` reads the table, in the kind's unit, and --kind names what it keeps
+    # with the rows near chance kept: the kind's report section, and a recommendation in its unit
+    assert main(["report", str(parquet), "-o", str(tmp_path / "all.html"), "--keep-near-chance"]) == 0
+    assert f'id="kind-{kind}"' in (tmp_path / "all.html").read_text()
     budget = str(int(results["memory"].max()))
-    assert main(["recommend", str(tmp_path / "store" / f"{name}.parquet"), "--budget", budget, "--kind", kind]) == 0
+    assert main(["recommend", str(parquet), "--budget", budget, "--kind", kind, "--keep-near-chance"]) == 0
     assert f"Under a budget of {budget} {unit}" in capsys.readouterr().out
-    assert main(["recommend", str(tmp_path / "store" / f"{name}.parquet"), "--budget", budget, "--kind", "word"]) == 2
+    assert main(["recommend", str(parquet), "--budget", budget, "--kind", "word", "--keep-near-chance"]) == 2
     assert "no results of kind 'word'" in capsys.readouterr().err

@@ -217,7 +217,8 @@ def test_recipe_study_runs_and_reports_per_recipe(tmp_path):
     assert df["transform"].eq("none").all()
     # the fp32 and bf16 trainings are different artifacts: their measures differ
     assert df["knn"].nunique() == 3
-    html = build_report(df, progress=False)
+    # the tiny study's sentiment models stay near chance: keep those rows to report on them
+    html = build_report(df, progress=False, keep_near_chance=True)
     assert "Training recipes and compression transforms" in html
     assert "mc/bf16-kahan" in html
 

@@ -17,7 +17,8 @@ anchor-stability CSV), keep the configurations whose memory (dim x bits per entr
 budget, pick the one with the best stability measure, and print the downstream disagreement
 the linear-log memory trend predicts for it. Results of a knowledge-graph or contextual
 study count memory per entity row or per feature vector; a table holding several kinds needs
---kind.
+--kind. Rows whose downstream model came within 5 points of its task's chance level
+(its disagreement is mostly noise) are left out unless --keep-near-chance is given.
 
 examples:
   embstab recommend embstab-study/default.parquet --budget 400
@@ -48,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="fit the trend on rows with memory below this (default: 1000)")
     parser.add_argument("--top", type=non_negative_int, default=5, metavar="N",
                         help="also list the N best configurations that fit (default: 5; 0 = none)")
+    parser.add_argument("--keep-near-chance", action="store_true",
+                        help="keep the rows whose downstream model is within 5 points of its task's chance "
+                             "level (left out by default: their disagreement is mostly noise)")
     parser.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     parser.set_defaults(func=handle)
 
@@ -66,13 +70,20 @@ def handle(args: argparse.Namespace) -> int:
         The exit code (0).
     """
     from embstab.selection.recommend import recommend  # imported here so `embstab --help` stays fast
+    from embstab.selection.results import as_results  # noqa: PLC0415
 
-    rec = recommend(args.results, args.budget, measure=args.measure, task=args.task,
+    results = as_results(args.results, keep_near_chance=args.keep_near_chance)
+    rec = recommend(results, args.budget, measure=args.measure, task=args.task,
                     algo=args.algo, kind=args.kind, threshold=args.threshold)
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))
         return 0
     print(rec)
+    kept = int(results["near_chance"].sum()) if "near_chance" in results.columns else 0
+    if rec.near_chance_left_out:
+        print("(--keep-near-chance keeps them)")
+    elif kept:
+        print(f"{kept} result row(s) near chance kept (--keep-near-chance): their disagreement is mostly noise.")
     if args.top > 0 and rec.n_candidates > 1:
         shown = rec.candidates.head(args.top)
         print(f"\nBest {len(shown)} of {rec.n_candidates} configurations by {rec.measure}:")

@@ -15,8 +15,9 @@ DESCRIPTION = """\
 Read a study's results (CSV or Parquet in embstab's tidy format, or a published
 anchor-stability CSV) and write one self-contained HTML file: disagreement vs memory with the
 fitted trend, each measure vs disagreement, the correlation, selection-error and oracle-gap
-tables, and the recommended configuration for each memory budget. The report may not overwrite
-RESULTS.
+tables, and the recommended configuration for each memory budget. A study's results also get
+each task's downstream quality against its chance level; rows whose model is within 5 points of
+it are left out of the analyses unless --keep-near-chance. The report may not overwrite RESULTS.
 
 examples:
   embstab report embstab-study/default.parquet -o report.html
@@ -44,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threshold", type=positive_float, default=1000.0, metavar="BITS",
                         help="fit the trend on rows with memory below this (default: 1000)")
     parser.add_argument("--title", help="page title")
+    parser.add_argument("--keep-near-chance", action="store_true",
+                        help="keep the rows whose downstream model is within 5 points of its task's chance "
+                             "level in the analyses (left out by default: their disagreement is mostly noise)")
     add_no_clobber(parser)
     parser.set_defaults(func=handle)
 
@@ -67,6 +71,6 @@ def handle(args: argparse.Namespace) -> int:
     check_outputs([("-o", args.output)], [("RESULTS", args.results)])
     check_writable(args.output, "-o", create_parents=True, no_clobber=args.no_clobber)
     path = write_report(args.results, args.output, title=args.title, measure=args.measure,
-                        budgets=args.budget, threshold=args.threshold)
+                        budgets=args.budget, threshold=args.threshold, keep_near_chance=args.keep_near_chance)
     print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -207,6 +207,7 @@ def handle(args: argparse.Namespace) -> int:
         return 1
     if report_path is not None:
         _report(run.results, report_path)
+    _qualities(run.results)
     _correlations(run.results)
     _recommend(run.results, spec.budgets)
     return 0 if run.complete else 1
@@ -244,6 +245,30 @@ def _report(results: Any, path: str) -> None:
 
     write_report(results, path)
     print(f"report: {path}")
+
+
+def _qualities(results: Any) -> None:
+    """Print each task's mean downstream quality beside its chance level, and how many rows have a
+    model near chance (left out of the correlations and recommendations that follow)."""
+    import math  # noqa: PLC0415
+
+    import pandas as pd  # noqa: PLC0415
+
+    from embstab.selection import NEAR_CHANCE_MARGIN, chance_table  # noqa: PLC0415
+
+    try:
+        table = chance_table(results)
+    except EmbstabError as exc:
+        print(f"no quality table: {exc}", file=sys.stderr)
+        return
+    print()
+    print(f"Downstream quality against chance (test quality of both models, %; a row is near chance when a "
+          f"model is within {NEAR_CHANCE_MARGIN:g} points of it, and is left out of what follows):")
+    shown = [{"task": r.task, "mean quality": f"{r.quality_mean:.1f}",
+              "range": f"{r.quality_min:.1f} – {r.quality_max:.1f}",
+              "chance": f"{r.chance:.1f}" if math.isfinite(r.chance) else "unknown",
+              "near chance": f"{r.near_chance}/{r.rows} rows"} for r in table.itertuples()]
+    print(pd.DataFrame(shown).to_string(index=False))
 
 
 def _correlations(results: Any) -> None:

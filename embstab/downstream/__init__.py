@@ -11,10 +11,11 @@ from typing import Any
 
 from embstab.downstream.catalog import MODELS, TASKS
 
-__all__ = ["MODELS", "TASKS", "DisagreementResult", "disagreement", "load_task", "seed_baseline",
+__all__ = ["MODELS", "TASKS", "DisagreementResult", "chance_level", "disagreement", "load_task", "seed_baseline",
            "train_and_predict", "TrainResult"]
 
-_LAZY = {"DisagreementResult", "TrainResult", "disagreement", "load_task", "seed_baseline", "train_and_predict"}
+_LAZY = {"DisagreementResult", "TrainResult", "chance_level", "disagreement", "load_task", "seed_baseline",
+         "train_and_predict"}
 
 
 def __getattr__(name: str) -> Any:

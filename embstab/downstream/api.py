@@ -18,7 +18,7 @@ from embstab.embedding import Embedding
 from embstab.errors import EmbstabError, ShapeError
 
 __all__ = ["TASKS", "MODELS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
-           "train_and_predict", "TrainResult", "token_coverage", "LowCoverageError", "MIN_COVERAGE"]
+           "train_and_predict", "TrainResult", "token_coverage", "LowCoverageError", "MIN_COVERAGE", "chance_level"]
 
 #: Default floor on the share of task tokens an embedding must know: below it most inputs are
 #: random vectors and "0 % of predictions differ" would be a meaningless, plausible-looking answer.
@@ -63,6 +63,34 @@ def _check_coverage(data, min_coverage: float, **embs: Embedding) -> dict[str, f
                                    "--min-coverage (Python: min_coverage=) to run anyway")
         out[label] = cov
     return out
+
+def chance_level(data: ClassificationData | TaggingData) -> float:
+    """Test quality (percent, in the task's own metric) of always predicting the most frequent training label.
+
+    What a model that learned nothing from its inputs scores: the majority-class accuracy for
+    classification; for tagging, the score :func:`~embstab.downstream.training.tagging_score` gives
+    a tagger that puts the most frequent training tag on every token (token accuracy without an
+    outside tag; with one, the entity F1, which is 0 when that tag is the outside tag).
+
+    Parameters
+    ----------
+    data : ClassificationData or TaggingData
+        The task.
+
+    Returns
+    -------
+    float
+        The chance level in percent, 0 to 100.
+    """
+    if isinstance(data, ClassificationData):
+        return data.majority_rate()
+    empty = [np.zeros(0, np.int64)]
+    train = np.concatenate([np.asarray(y, np.int64) for y in data.train_y] or empty)
+    gold = np.concatenate([np.asarray(y, np.int64) for y in data.test_y] or empty)
+    top = int(np.bincount(train, minlength=len(data.tags)).argmax())
+    outside = data.tags.index(data.outside_tag) if data.outside_tag else None
+    return float(tagging_score(np.full(len(gold), top), gold, outside))
+
 
 _TRAIN_KEYS = ("lr", "epochs", "batch_size", "patience", "max_len", "threads")
 
@@ -134,7 +162,8 @@ class DisagreementResult:
         Model seed of the first model (the second uses ``settings["seed_b"]``, equal by default).
     settings : dict
         Everything else: training settings, split seed, coverage of each embedding, dev scores,
-        selected epochs, seconds per model, majority-class rate.
+        selected epochs, seconds per model, majority-class rate, and ``chance``: the quality of
+        always predicting the most frequent training label (:func:`chance_level`).
     """
 
     disagreement: float
@@ -351,6 +380,8 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
                 "dim_a": emb_a.dim, "dim_b": emb_b.dim}
     if kind == "classification":
         settings["majority_rate"] = data.majority_rate()
+    # in the unit of quality_a/quality_b: what a model that learned nothing scores
+    settings["chance"] = chance_level(data)
     return DisagreementResult(flips, ra.quality, rb.quality, n_test, data.name, model, seed, settings,
                               ra.pred if keep_predictions else None, rb.pred if keep_predictions else None)
 

@@ -31,7 +31,7 @@ from embstab.kg.training import LinkPredictionMetrics, evaluate
 
 __all__ = ["KG_TASKS", "LinkPredictionDisagreement", "TripleClassificationDisagreement", "kg_disagreement",
            "link_prediction_disagreement", "triple_classification_disagreement", "corrupt", "fit_thresholds",
-           "query_answers"]
+           "query_answers", "random_ranking_mrr"]
 
 
 @dataclass
@@ -50,6 +50,8 @@ class LinkPredictionDisagreement:
     n_queries : int
     graph, split : str
     settings : dict
+        ``batch_size`` and ``chance_mrr``: the filtered MRR, in [0, 1], of a uniformly random
+        ranking of each query's candidates (:func:`random_ranking_mrr` of the candidate counts).
     answers_a, answers_b : numpy.ndarray, optional
         Each query's top-1 answer (tail queries first, then head queries), when kept.
     """
@@ -153,6 +155,35 @@ def query_answers(model: Any, graph: KnowledgeGraph, triples: np.ndarray, side: 
     return top_k(score_queries(model, triples, side), known.mask(triples, side), k)
 
 
+def random_ranking_mrr(candidates: Any) -> float:
+    """Mean reciprocal rank of a uniformly random ranking, from each query's number of candidates.
+
+    A query with ``c`` candidates (after filtering, the target included) puts the target at each
+    rank 1..c with probability 1/c, so its expected reciprocal rank is the harmonic number
+    H(c) = 1 + 1/2 + ... + 1/c divided by c; the MRR is the mean of H(c)/c over the queries.
+
+    Parameters
+    ----------
+    candidates : array_like of int
+        Candidates of each query, each at least 1.
+
+    Returns
+    -------
+    float
+        The MRR, in (0, 1].
+
+    Raises
+    ------
+    ValueError
+        If there are no queries or a query has fewer than one candidate.
+    """
+    c = np.asarray(candidates, dtype=np.int64).ravel()
+    if c.size == 0 or c.min() < 1:
+        raise ValueError("random_ranking_mrr needs at least one query, each with at least one candidate")
+    harmonic = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, int(c.max()) + 1))])
+    return float(np.mean(harmonic[c] / c))
+
+
 def link_prediction_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, *, split: str = "test",
                                  k: int = 10, batch_size: int = 256, keep_answers: bool = False,
                                  progress: bool = False) -> LinkPredictionDisagreement:
@@ -189,6 +220,7 @@ def link_prediction_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGra
     known = KnownAnswers(graph)
     top1: dict[str, list[np.ndarray]] = {"a": [], "b": []}
     overlaps: list[np.ndarray] = []
+    candidates: list[np.ndarray] = []
     batches = [(side, s) for side in ("tail", "head") for s in range(0, len(triples), batch_size)]
     for side, s in tqdm(batches, desc="link prediction", unit="batch", disable=not progress):
         part = triples[s:s + batch_size]
@@ -197,14 +229,16 @@ def link_prediction_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGra
         tb = top_k(score_queries(mb, part, side), mask, k)
         top1["a"].append(ta[:, 0])
         top1["b"].append(tb[:, 0])
-        depth = np.minimum(k, (~mask).sum(axis=1))
+        candidates.append((~mask).sum(axis=1))
+        depth = np.minimum(k, candidates[-1])
         for i in range(len(part)):
             d = int(depth[i])
             overlaps.append(np.array(len(set(ta[i, :d].tolist()) & set(tb[i, :d].tolist())) / d))
     a, b = np.concatenate(top1["a"]), np.concatenate(top1["b"])
     return LinkPredictionDisagreement(
         float(100.0 * np.mean(a != b)), float(np.mean(overlaps)), int(k), evaluate(ma, graph, split, batch_size),
-        evaluate(mb, graph, split, batch_size), int(len(a)), graph.name, split, {"batch_size": batch_size},
+        evaluate(mb, graph, split, batch_size), int(len(a)), graph.name, split,
+        {"batch_size": batch_size, "chance_mrr": random_ranking_mrr(np.concatenate(candidates))},
         a if keep_answers else None, b if keep_answers else None)
 
 

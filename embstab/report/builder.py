@@ -28,7 +28,7 @@ from embstab.selection import (
     with_intervals,
     wide,
 )
-from embstab.selection.results import kind_label, kinds_of, ordered_tasks
+from embstab.selection.results import NEAR_CHANCE_MARGIN, chance_table, kind_label, kinds_of, ordered_tasks
 from embstab.selection.trend import VARIANTS
 
 __all__ = ["build_report", "write_report"]
@@ -36,7 +36,8 @@ __all__ = ["build_report", "write_report"]
 
 def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None = None,
                  measure: str | None = None, budgets: Sequence[float] | None = None,
-                 threshold: float | None = 1000, progress: bool | None = None) -> str:
+                 threshold: float | None = 1000, progress: bool | None = None,
+                 keep_near_chance: bool = False) -> str:
     """Build the self-contained HTML report of a study's results.
 
     The report holds the disagreement-vs-memory plot with the fitted linear-log trend, one plot of
@@ -44,6 +45,11 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
     error and robustness, the gap to the oracle under memory budgets, and the recommended
     configuration for each budget. Plots are embedded as base64 PNG, so the file needs nothing
     else to open in a browser.
+
+    Results that state their tasks' chance levels (a study's) also get a table of each task's
+    downstream quality against its chance level. Rows whose downstream model is near chance are
+    left out of every analysis unless ``keep_near_chance``; when every row is, the report holds
+    that table and says so.
 
     Parameters
     ----------
@@ -60,6 +66,9 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         Memory threshold of the trend fit (:func:`embstab.selection.fit_trend`).
     progress : bool, optional
         Show a progress bar; default only on a terminal.
+    keep_near_chance : bool, default False
+        Keep the rows whose downstream model is within
+        :data:`~embstab.selection.results.NEAR_CHANCE_MARGIN` points of its task's chance level.
 
     Returns
     -------
@@ -67,7 +76,16 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         The HTML document.
     """
     source = None if isinstance(results, pd.DataFrame) else Path(results).name
-    df = as_results(results)
+    everything = as_results(results, keep_near_chance=True)
+    chance = _chance_section(everything, keep_near_chance)
+    try:
+        df = as_results(everything, keep_near_chance=keep_near_chance)
+    except ResultsError as exc:  # every row is near chance: nothing left to analyse
+        algos = list(dict.fromkeys(everything["algo"]))
+        page_title = title or (f"embstab stability report: {', '.join(algos)}" + (f" ({source})" if source else ""))
+        note = H.Section("No analysis", "no-analysis").add(H.paragraph(str(exc).split(": ", 1)[-1], "note"))
+        return H.page(page_title, [H.table(_overview(everything, kinds_of(everything)), index=False)],
+                      [s for s in (chance, note) if s is not None])
     measures = measure_columns(df)
     if not measures:
         raise ResultsError("the results have no measure column to report on; expected one of "
@@ -108,6 +126,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
 
     intro = [H.paragraph(_summary_sentence(df, measures)), H.table(_overview(df, kinds), index=False)]
     sections = [
+        *([chance] if chance is not None else []),
         _recommend_section(recs, measure, threshold),
         _trend_section(memory_fig, trends, threshold),
         _correlation_section(rho),
@@ -118,7 +137,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
     ]
     variants = _variant_table(df, measures)
     if variants is not None:
-        sections.insert(1, _variant_section(variants))
+        sections.insert(2 if chance is not None else 1, _variant_section(variants))
     return H.page(title, intro, sections)
 
 
@@ -133,7 +152,8 @@ def write_report(results: pd.DataFrame | str | os.PathLike, path: str | os.PathL
     path : str or os.PathLike
         The HTML file to write (missing parent folders are created).
     **kwargs
-        ``title``, ``measure``, ``budgets``, ``threshold`` and ``progress`` of :func:`build_report`.
+        ``title``, ``measure``, ``budgets``, ``threshold``, ``progress`` and ``keep_near_chance`` of
+        :func:`build_report`.
 
     Returns
     -------
@@ -221,6 +241,34 @@ def _summary_sentence(df: pd.DataFrame, measures: list[str]) -> str:
     return (f"{n_pairs} embedding pairs (one per algorithm, seed, dimension and precision), "
             f"measured with {', '.join(measures)}, and the percentage of downstream predictions "
             f"that flip between the two embeddings of each pair (the disagreement).")
+
+
+def _chance_section(everything: pd.DataFrame, keep: bool) -> H.Section | None:
+    """Each task's downstream quality against its chance level, and the rows near chance; None
+    for results that do not state chance levels (a published table)."""
+    if "chance" not in everything.columns:
+        return None
+    table = chance_table(everything, keep_near_chance=keep)
+    shown = pd.DataFrame({
+        "task": table["task"], "rows": table["rows"],
+        "quality (%)": [f"{lo:.1f} – {hi:.1f}" if np.isfinite(lo) else "–"
+                        for lo, hi in zip(table["quality_min"], table["quality_max"])],
+        "mean quality (%)": table["quality_mean"], "chance (%)": table["chance"],
+        "rows near chance": table["near_chance"], "left out": table["left_out"]})
+    sec = H.Section("Downstream quality against chance", "chance")
+    sec.add(H.paragraph(
+        "Test quality of the downstream models (both models of every row; the task's own metric) "
+        "beside what a model that learned nothing scores: the majority-class rate, the score of "
+        "always predicting the most frequent tag, a random ranking's filtered MRR. A row is near "
+        f"chance when either of its models is within {NEAR_CHANCE_MARGIN:g} points of that level: "
+        "its disagreement is mostly noise, so "
+        + ("it is kept in the analyses below only because the report was asked to keep such rows."
+           if keep else "it is left out of every analysis below.")))
+    sec.add(H.table(shown, digits=1, index=False))
+    if table["chance"].isna().any():
+        sec.add(H.paragraph("'–' as chance: rows stored before embstab recorded chance levels; "
+                            "they are never counted as near chance.", "note"))
+    return sec
 
 
 def _recommend_section(recs, measure: str, threshold) -> H.Section:

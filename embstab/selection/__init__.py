@@ -12,6 +12,12 @@ The analyses of a study's results table (one row per embedding pair and task, se
 
 :func:`from_published_csv` imports the published results CSVs; :func:`read_results` reads either
 format from CSV or Parquet; :func:`wide` lays a tidy table out as measure × task.
+
+Every analysis reads its table through :func:`as_results`, which leaves out the rows whose
+downstream model is within :data:`NEAR_CHANCE_MARGIN` points of its task's chance level (their
+disagreement is mostly noise); ``analysis(as_results(table, keep_near_chance=True))`` keeps them,
+:func:`near_chance_left_out` says how many were left out and :func:`chance_table` summarises each
+task's quality against its chance level.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from embstab.selection.oracle import BASELINES, oracle_decisions, oracle_gap
 from embstab.selection.pairwise import pairwise_votes, selection_error
 from embstab.selection.results import (
     KIND_LABELS,
+    NEAR_CHANCE_MARGIN,
+    chance_table,
+    near_chance,
+    near_chance_left_out,
     as_results,
     kind_label,
     kinds_of,
@@ -37,6 +47,10 @@ from embstab.selection.recommend import Recommendation, recommend
 
 __all__ = [
     "BASELINES",
+    "NEAR_CHANCE_MARGIN",
+    "chance_table",
+    "near_chance",
+    "near_chance_left_out",
     "KIND_LABELS",
     "kind_label",
     "kinds_of",

@@ -30,7 +30,8 @@ def oracle_decisions(df: pd.DataFrame, measures: Sequence[str] | None = None) ->
     Parameters
     ----------
     df : pandas.DataFrame, str or os.PathLike
-        Results table in the shared convention (or a path / published-format table).
+        Results table in the shared convention (or a path / published-format table); rows near
+        chance are left out unless it comes from ``as_results(..., keep_near_chance=True)``.
     measures : sequence of str, optional
         Registry names to use as selectors; default every measure column present.
 
@@ -82,7 +83,8 @@ def oracle_gap(df: pd.DataFrame, measures: Sequence[str] | None = None) -> pd.Da
     Parameters
     ----------
     df : pandas.DataFrame, str or os.PathLike
-        Results table in the shared convention (or a path / published-format table).
+        Results table in the shared convention (or a path / published-format table); rows near
+        chance are left out unless it comes from ``as_results(..., keep_near_chance=True)``.
     measures : sequence of str, optional
         Registry names to use as selectors; default every measure column present.
 

@@ -76,7 +76,8 @@ def selection_error(df: pd.DataFrame, measures: Sequence[str] | None = None, *,
     Parameters
     ----------
     df : pandas.DataFrame, str or os.PathLike
-        Results table in the shared convention (or a path / published-format table).
+        Results table in the shared convention (or a path / published-format table); rows near
+        chance are left out unless it comes from ``as_results(..., keep_near_chance=True)``.
     measures : sequence of str, optional
         Registry names to evaluate; default every measure column present.
     same_space : bool, default False

@@ -17,7 +17,8 @@ import pandas as pd
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
 from embstab.selection.errors import BudgetError, ResultsError
-from embstab.selection.results import CONFIG_COLUMNS, as_results, kind_label, kinds_of, measure_distance, ordered_tasks
+from embstab.selection.results import (CONFIG_COLUMNS, NEAR_CHANCE_MARGIN, as_results, kind_label, kinds_of,
+                                       measure_distance, near_chance_left_out, ordered_tasks)
 from embstab.selection.trend import fit_trend
 
 __all__ = ["Recommendation", "recommend"]
@@ -61,6 +62,10 @@ class Recommendation:
         The kind of embedding (``word``, ``kg``, ``contextual``).
     unit : str
         What one unit of memory is ("bits per word", "bits per entity row", ...).
+    near_chance_left_out : int
+        Rows of the results left out because a downstream model was within
+        :data:`~embstab.selection.results.NEAR_CHANCE_MARGIN` points of its task's chance level
+        (0 when the results were passed as ``as_results(..., keep_near_chance=True)``).
     """
 
     budget: float
@@ -78,6 +83,7 @@ class Recommendation:
     candidates: pd.DataFrame = field(repr=False, compare=False)
     kind: str = "word"
     unit: str = "bits per word"
+    near_chance_left_out: int = 0
 
     @property
     def mean_predicted_disagreement(self) -> float:
@@ -109,6 +115,10 @@ class Recommendation:
             seen = self.observed_disagreement.get(task)
             observed = f"   (measured: {seen:.2f} %)" if seen is not None else ""
             lines.append(f"  {task:<12} {pred:6.2f} %{observed}")
+        if self.near_chance_left_out:
+            lines.append(f"{self.near_chance_left_out} result row(s) left out: a downstream model within "
+                         f"{NEAR_CHANCE_MARGIN:g} points of its task's chance level "
+                         "(its disagreement is mostly noise).")
         return "\n".join(lines)
 
 
@@ -125,7 +135,9 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     ----------
     results : pandas.DataFrame, str or os.PathLike
         A study's results table in the shared convention, a published-format table, or a path to
-        either (CSV or Parquet).
+        either (CSV or Parquet). Rows whose downstream model is near chance are left out unless
+        the table comes from ``as_results(..., keep_near_chance=True)``
+        (:func:`~embstab.selection.as_results`).
     budget_bits_per_word : float
         Memory budget in bits per word (e.g. 400 = 100 dimensions at 4 bits).
     measure : str, default "eis"
@@ -160,6 +172,7 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     """
     budget = _check_budget(budget_bits_per_word)
     df = as_results(results)
+    left_out = near_chance_left_out(df)
     lookup(REGISTRY, measure, "measure")
     if measure not in df.columns:
         present = [c for c in REGISTRY if c in df.columns]
@@ -214,7 +227,7 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
         trend_slope=trend.slope,
         extrapolated=bool(best["memory"] > fitted_memory.max()
                           or best["memory"] < fitted_memory.min()),
-        candidates=fits, kind=kind, unit=unit)
+        candidates=fits, kind=kind, unit=unit, near_chance_left_out=left_out)
 
 
 def _check_budget(budget) -> float:

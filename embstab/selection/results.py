@@ -3,6 +3,12 @@
 A results table has one row per (algo, seed, dim, bitrate, task) embedding pair with the columns
 ``algo, seed, dim, bitrate, memory, task, disagreement, quality`` plus one column per stability
 measure, named by its :data:`embstab.measures.REGISTRY` name and holding the *raw* value.
+
+A study's rows also carry ``quality_old`` and ``chance``: the task's chance level in the unit of
+``quality``. A row whose downstream model (either one) comes within :data:`NEAR_CHANCE_MARGIN`
+points of chance learned next to nothing, so its disagreement is mostly noise: :func:`as_results`
+(and with it every analysis) leaves such rows out unless asked to keep them, and says how many it
+left out (see :func:`near_chance_left_out`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from embstab.measures import REGISTRY
 from embstab.selection.errors import ResultsError
 
 __all__ = [
+    "NEAR_CHANCE_MARGIN",
+    "chance_table",
+    "near_chance",
+    "near_chance_left_out",
     "KIND_LABELS",
     "KindLabel",
     "kind_label",
@@ -66,6 +76,12 @@ PUBLISHED_MEASURES: dict[str, str] = {
     "pip_top_10000": "pip_loss",
     "eigen_overlap_top_10000": "eigenspace_overlap",
 }
+
+#: Percentage points above its task's chance level that a downstream model's test quality must
+#: reach for its row to count; closer, the model learned next to nothing and its disagreement is
+#: mostly noise.
+NEAR_CHANCE_MARGIN = 5.0
+
 
 @dataclass(frozen=True)
 class KindLabel:
@@ -205,15 +221,24 @@ def _coerce_int(df: pd.DataFrame, column: str, source: str) -> None:
     df[column] = values.astype(np.int64)
 
 
-def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFrame:
+def validate_results(df: pd.DataFrame, *, source: str = "results",
+                     keep_near_chance: bool | None = None) -> pd.DataFrame:
     """Check a results table in the shared convention and return a clean copy.
 
     Integer columns are coerced, ``memory`` is added (or checked) as ``dim * bitrate``, a task
     with several downstream models (column ``model``) becomes one task per model
     (``"task:model"``), rows with a
-    missing disagreement are dropped with a warning (a failed task in a study), and the rows are
+    missing disagreement are dropped with a warning (a failed task in a study), rows near chance
+    are left out (see below), and the rows are
     ordered by task (published task order first) while keeping their order within a task, which
     the analyses' tie-breaking ("first index wins") depends on.
+
+    A table with a ``chance`` column gains a boolean ``near_chance`` column (:func:`near_chance`).
+    Unless kept, those rows are left out; the returned frame's ``attrs`` record the decision
+    (``"keep_near_chance"``) and how many rows it left out (``"near_chance_left_out"``, also
+    counting those an earlier validation of the same table left out), and a later validation
+    without ``keep_near_chance`` follows the recorded decision: an analysis given
+    ``as_results(df, keep_near_chance=True)`` keeps the rows.
 
     Parameters
     ----------
@@ -221,6 +246,9 @@ def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFra
         Table with at least ``algo, seed, dim, bitrate, task, disagreement``.
     source : str, default "results"
         Name used in error messages (e.g. the file path).
+    keep_near_chance : bool, optional
+        Keep rows whose downstream model is near chance. Default: what ``df.attrs`` records from an
+        earlier validation, else False (leave them out).
 
     Returns
     -------
@@ -231,7 +259,8 @@ def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFra
     ------
     ResultsError
         If a required column is missing, a value has the wrong type, a (algo, seed, dim, bitrate,
-        task) key repeats, ``memory`` disagrees with ``dim * bitrate`` or no rows remain.
+        task) key repeats, ``memory`` disagrees with ``dim * bitrate`` or no rows remain (also
+        when every row is near chance and they are not kept).
     """
     if not isinstance(df, pd.DataFrame):
         raise ResultsError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}")
@@ -269,7 +298,7 @@ def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFra
                                f"memory={out['memory'].iloc[row]!r} for dim={out['dim'].iloc[row]}"
                                f", bitrate={out['bitrate'].iloc[row]}")
     out["memory"] = memory.astype(np.int64) if (memory == memory.round()).all() else memory
-    for col in ["disagreement", "quality", *measure_columns(out)]:
+    for col in ["disagreement", "quality", "quality_old", "chance", *measure_columns(out)]:
         if col in out.columns:
             converted = pd.to_numeric(out[col], errors="coerce")
             if (converted.isna() & out[col].notna()).any():
@@ -284,6 +313,7 @@ def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFra
         out = out[~missing_di]
     if out.empty:
         raise ResultsError(f"{source}: the results table has no rows with a disagreement value")
+    out = _leave_out_near_chance(out, df.attrs, keep_near_chance, source)
     dup = out.duplicated(list(KEY_COLUMNS), keep=False)
     if dup.any():
         first = out[dup].iloc[0]
@@ -298,6 +328,107 @@ def validate_results(df: pd.DataFrame, *, source: str = "results") -> pd.DataFra
         front.append("quality")
     rest = [c for c in out.columns if c not in front]
     return out[front + rest].reset_index(drop=True)
+
+
+def near_chance(df: pd.DataFrame, margin: float = NEAR_CHANCE_MARGIN) -> pd.Series:
+    """Which rows have a downstream model within ``margin`` points of its task's chance level.
+
+    A row is near chance when ``quality - chance < margin`` or ``quality_old - chance < margin``;
+    a row whose chance is unknown (NaN, or a table without a ``chance`` column) is not.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A results table (``quality``, ``chance`` and optionally ``quality_old``, in percent).
+    margin : float, default NEAR_CHANCE_MARGIN
+        Percentage points above chance a model must reach.
+
+    Returns
+    -------
+    pandas.Series of bool
+        Aligned with ``df``'s index.
+    """
+    flags = pd.Series(False, index=df.index)
+    if "chance" not in df.columns:
+        return flags
+    chance = pd.to_numeric(df["chance"], errors="coerce")
+    for col in ("quality", "quality_old"):
+        if col in df.columns:
+            # NaN comparisons are False: an unknown quality or chance never flags a row
+            flags |= (pd.to_numeric(df[col], errors="coerce") - chance < margin).fillna(False).astype(bool)
+    return flags
+
+
+def near_chance_left_out(df: pd.DataFrame) -> int:
+    """How many rows near chance the validations that made ``df`` left out (0 when they kept them).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A table returned by :func:`as_results` (or :func:`validate_results`).
+
+    Returns
+    -------
+    int
+    """
+    return int(df.attrs.get("near_chance_left_out", 0))
+
+
+def _leave_out_near_chance(out: pd.DataFrame, attrs: dict, keep: bool | None, source: str) -> pd.DataFrame:
+    """Flag rows near chance and drop them unless kept; record the decision in ``attrs``."""
+    if keep is None:
+        keep = bool(attrs.get("keep_near_chance", False))
+    left_out = int(attrs.get("near_chance_left_out", 0))
+    if "chance" in out.columns:
+        flags = near_chance(out)
+        out["near_chance"] = flags
+        if not keep and flags.any():
+            if flags.all():
+                raise ResultsError(
+                    f"{source}: every row ({len(out)}) has a downstream model within {NEAR_CHANCE_MARGIN:g} "
+                    "points of its task's chance level, so its disagreement is mostly noise and nothing "
+                    "is left to analyse; train the downstream models longer, or keep the rows with "
+                    "keep_near_chance=True (--keep-near-chance)")
+            left_out += int(flags.sum())
+            out = out[~flags]
+    # a fresh dict: the caller's frame keeps its own record
+    out.attrs = {**out.attrs, "keep_near_chance": bool(keep), "near_chance_left_out": left_out}
+    return out
+
+
+def chance_table(results: pd.DataFrame | str | os.PathLike, *, keep_near_chance: bool = False) -> pd.DataFrame:
+    """Per task: how good its downstream models are, its chance level, and the rows near chance.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame, str or os.PathLike
+        A results table in any form :func:`as_results` accepts, with every row (near chance or not).
+    keep_near_chance : bool, default False
+        Whether the analyses keep the rows near chance (then none is left out).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per task (task order; ``task:model`` where a task has several models) with
+        ``rows``, ``quality_min``, ``quality_mean``, ``quality_max`` (both models of each row
+        pooled, percent), ``chance`` (mean over the rows that state it; NaN when none does),
+        ``near_chance`` (rows with a model within :data:`NEAR_CHANCE_MARGIN` points of chance) and
+        ``left_out`` (rows the analyses leave out).
+    """
+    df = as_results(results, keep_near_chance=True)
+    flags = near_chance(df)
+    rows = []
+    for task in ordered_tasks(df["task"]):
+        part = df[df["task"] == task]
+        quality = pd.concat([part[c] for c in ("quality", "quality_old") if c in part.columns])
+        quality = pd.to_numeric(quality, errors="coerce")
+        chance = part["chance"] if "chance" in part.columns else pd.Series(np.nan, index=part.index)
+        near = int(flags[part.index].sum())
+        rows.append({"task": task, "rows": len(part), "quality_min": quality.min(), "quality_mean": quality.mean(),
+                     "quality_max": quality.max(), "chance": chance.mean(), "near_chance": near,
+                     "left_out": 0 if keep_near_chance else near})
+    return pd.DataFrame(rows, columns=["task", "rows", "quality_min", "quality_mean", "quality_max", "chance",
+                                       "near_chance", "left_out"])
 
 
 def _fold_variants(out: pd.DataFrame) -> pd.Series:
@@ -392,13 +523,21 @@ def _read_table(path: str | os.PathLike) -> pd.DataFrame:
         raise ResultsError(f"{p}: cannot read as a {kind} table: {exc}") from exc
 
 
-def as_results(results: pd.DataFrame | str | os.PathLike) -> pd.DataFrame:
+def as_results(results: pd.DataFrame | str | os.PathLike, *, keep_near_chance: bool | None = None) -> pd.DataFrame:
     """Accept a results table in any supported form and return the validated tidy table.
+
+    Every analysis of :mod:`embstab.selection` reads its input through this function, so rows whose
+    downstream model is near chance (:func:`near_chance`) are left out of all of them by default;
+    pass an analysis ``as_results(table, keep_near_chance=True)`` to keep them. How many were left
+    out: :func:`near_chance_left_out` of the returned table.
 
     Parameters
     ----------
     results : pandas.DataFrame, str or os.PathLike
         A tidy table, a published-format table, or a path to either (CSV or Parquet).
+    keep_near_chance : bool, optional
+        Keep the rows near chance. Default: the decision recorded by an earlier validation of
+        ``results`` (see :func:`validate_results`), else False.
 
     Returns
     -------
@@ -408,17 +547,20 @@ def as_results(results: pd.DataFrame | str | os.PathLike) -> pd.DataFrame:
     if isinstance(results, pd.DataFrame):
         if is_published_format(results):
             return from_published_csv(results)
-        return validate_results(results)
-    return read_results(results)
+        return validate_results(results, keep_near_chance=keep_near_chance)
+    return read_results(results, keep_near_chance=keep_near_chance)
 
 
-def read_results(path: str | os.PathLike) -> pd.DataFrame:
+def read_results(path: str | os.PathLike, *, keep_near_chance: bool | None = None) -> pd.DataFrame:
     """Read a results file (CSV or Parquet), detecting the shared or the published format.
 
     Parameters
     ----------
     path : str or os.PathLike
         ``.csv`` or ``.parquet`` file.
+    keep_near_chance : bool, optional
+        Keep rows whose downstream model is near chance (default: leave them out; see
+        :func:`validate_results`).
 
     Returns
     -------
@@ -435,7 +577,7 @@ def read_results(path: str | os.PathLike) -> pd.DataFrame:
     raw = _read_table(path)
     if is_published_format(raw):
         return _from_published_frame(raw, str(path))
-    return validate_results(raw, source=str(path))
+    return validate_results(raw, source=str(path), keep_near_chance=keep_near_chance)
 
 
 def wide(table: pd.DataFrame, values: str, *, index: str = "measure") -> pd.DataFrame:

@@ -106,7 +106,8 @@ def fit_trend(df: pd.DataFrame,
     Parameters
     ----------
     df : pandas.DataFrame, str or os.PathLike
-        Results table in the shared convention (or a path / published-format table).
+        Results table in the shared convention (or a path / published-format table); rows near
+        chance are left out unless it comes from ``as_results(..., keep_near_chance=True)``.
     variant : {"memory", "precision", "dimension"}, default "memory"
         Which regressor and grouping to use.
     threshold : float or None, default 1000

@@ -364,7 +364,7 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     -------
     dict
         ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent
-        (accuracy), ``n_test`` and ``details``.
+        (accuracy), ``chance`` (the majority-class accuracy), ``n_test`` and ``details``.
     """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
@@ -382,6 +382,6 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         result = feature_disagreement(new_q, old_q, config["task"], config["model"], int(config["seed"]), **options)
     value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
              "quality_b": float(result.quality_b), "n_test": int(result.n_test),
-             "details": {"quality_metric": "accuracy (%)"}}
+             "chance": float(result.settings["chance"]), "details": {"quality_metric": "accuracy (%)"}}
     store.put_json("downstream", key, value, config)
     return value

@@ -368,7 +368,10 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     -------
     dict
         ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent (filtered
-        MRR for link prediction, accuracy for triple classification), ``n_test`` and ``details``.
+        MRR for link prediction, accuracy for triple classification), ``chance`` (what a model that
+        learned nothing scores, in the same unit: a random ranking's filtered MRR, computed exactly
+        from each query's candidate count; the share of the more frequent label), ``n_test`` and
+        ``details``.
     """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
@@ -387,13 +390,17 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
                                          k=int(options.get("k", 10)), batch_size=int(options.get("batch_size", 256)))
         value = {"disagreement": float(r.disagreement), "quality_a": 100.0 * r.metrics_a.mrr,
                  "quality_b": 100.0 * r.metrics_b.mrr, "n_test": int(r.n_queries),
+                 "chance": 100.0 * float(r.settings["chance_mrr"]),
                  "details": {"quality_metric": "filtered MRR (%)", "top_k_overlap": float(r.top_k_overlap),
                              "k": int(r.k), "hits_at_10": 100.0 * r.metrics_a.hits_at_10,
                              "hits_at_10_old": 100.0 * r.metrics_b.hits_at_10}}
     else:
         r = triple_classification_disagreement(q_new, q_old, graph, seed=int(config["seed"]))
+        # always answering the more frequent label (positives and negatives are nearly balanced)
+        n_pos, n_neg = int(r.settings["n_positives"]), int(r.settings["n_negatives"])
         value = {"disagreement": float(r.disagreement), "quality_a": float(r.accuracy_a),
                  "quality_b": float(r.accuracy_b), "n_test": int(r.n_test),
+                 "chance": 100.0 * max(n_pos, n_neg) / (n_pos + n_neg),
                  "details": {"quality_metric": "accuracy (%)"}}
     store.put_json("downstream", key, value, config)
     return value

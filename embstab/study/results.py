@@ -27,10 +27,13 @@ class ResultDBError(EmbstabError):
     """The results database cannot be opened or read (not SQLite, damaged, wrong tables)."""
 
 #: Fixed columns of a result row (the shared result-table convention), before the measure columns.
+#: ``chance`` is the downstream task's chance level, in the unit of ``quality``.
 ROW_COLUMNS = ("algo", "seed", "dim", "bitrate", "memory", "task", "model", "disagreement", "quality",
-               "quality_old", "recipe", "transform", "kind")
-#: Columns added after the first release, with the value older rows hold: (name, SQL type, default).
-_ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"), ("kind", "TEXT", "word"))
+               "quality_old", "chance", "recipe", "transform", "kind")
+#: Columns added after the first release, with the value older rows hold: (name, SQL type, default;
+#: None: NULL, read back as NaN).
+_ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"), ("kind", "TEXT", "word"),
+                  ("chance", "REAL", None))
 
 #: Keys of a row's ``extra`` that are not result columns (how many words and test examples were used).
 _BOOKKEEPING = ("n_words", "n_test")
@@ -125,7 +128,8 @@ class ResultDB:
         have = {r[1] for r in self._conn.execute("PRAGMA table_info(results)")}
         for name, sql_type, default in _ADDED_COLUMNS:
             if name not in have:
-                self._conn.execute(f"ALTER TABLE results ADD COLUMN {name} {sql_type} DEFAULT '{default}'")
+                fill = "" if default is None else f" DEFAULT '{default}'"
+                self._conn.execute(f"ALTER TABLE results ADD COLUMN {name} {sql_type}{fill}")
 
     def close(self) -> None:
         """Close the connection."""
@@ -290,11 +294,18 @@ class ResultDB:
         pandas.DataFrame
             Columns ``row_id``, :data:`ROW_COLUMNS`, one column per measure (raw value), then what a
             kind's downstream task reports beside the disagreement (``hits_at_10``,
-            ``quality_metric``...), sorted by algo, task, dim, bitrate, seed.
+            ``quality_metric``...), sorted by algo, task, dim, bitrate, seed. ``chance`` is NaN for
+            rows stored before embstab recorded it.
         """
         raw = pd.read_sql_query("SELECT * FROM results", self._conn)
         if row_ids is not None:
             raw = raw[raw["row_id"].isin(set(row_ids))]
+        for name, _, default in _ADDED_COLUMNS:
+            # an older database opened read-only was not migrated: its rows hold the defaults
+            if name not in raw.columns:
+                raw[name] = default
+        # all-NULL columns come back as objects
+        raw["chance"] = pd.to_numeric(raw["chance"], errors="coerce").astype("float64")
         measures = pd.DataFrame([json.loads(m) for m in raw["measures"]], index=raw.index)
         # what a kind's downstream task reports beside the disagreement (a KG model's Hits@10, the
         # quality metric's name) becomes columns; the bookkeeping counts stay in the database

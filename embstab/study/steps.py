@@ -369,8 +369,9 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     Returns
     -------
     dict
-        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent, and
-        ``n_test``.
+        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent,
+        ``n_test`` and ``chance``: the task's chance level in the unit of the qualities (the
+        disagreement result's ``settings["chance"]``; absent when it states none).
 
     Raises
     ------
@@ -385,6 +386,9 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
                                     **dict(config.get("options", {})))
     value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
              "quality_b": float(result.quality_b), "n_test": int(getattr(result, "n_test", 0) or 0)}
+    chance = (getattr(result, "settings", None) or {}).get("chance")
+    if chance is not None:  # a disagreement function that does not state it leaves the row's chance unknown
+        value["chance"] = float(chance)
     store.put_json("downstream", key, value, config)
     return value
 
@@ -407,8 +411,9 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
     -------
     dict
         ``meta`` plus ``memory`` (the stored bits per word, default dim x bitrate), ``disagreement``,
-        ``quality``, ``quality_old``, ``measures`` (the measure values) and ``extra`` (``n_words``,
-        ``n_test`` and the task's details).
+        ``quality``, ``quality_old``, ``chance`` (the task's chance level in the unit of the qualities;
+        None when the downstream output, e.g. one stored by an older embstab, does not state it),
+        ``measures`` (the measure values) and ``extra`` (``n_words``, ``n_test`` and the task's details).
 
     Raises
     ------
@@ -421,6 +426,6 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
     # "details": what a kind's task reports beside the disagreement (e.g. a KG model's Hits@10)
     return {**meta, "memory": float(memory),
             "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],
-            "quality_old": downstream["quality_b"], "measures": measure_values,
+            "quality_old": downstream["quality_b"], "chance": downstream.get("chance"), "measures": measure_values,
             "extra": {"n_words": int(measures.get("n_words", 0)), "n_test": downstream.get("n_test", 0),
                       **dict(downstream.get("details") or {})}}
