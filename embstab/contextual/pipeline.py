@@ -60,7 +60,13 @@ class SentencePipeline:
             raise ValueError(f"max_length must be an integer of at least 3, got {self.max_length!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """The pipeline as JSON-ready values (kept in a saved model's ``embstab.json``)."""
+        """The pipeline as JSON-ready values (kept in a saved model's ``embstab.json``).
+
+        Returns
+        -------
+        dict
+            ``pooling``, ``normalize``, ``max_length`` and ``source``.
+        """
         return asdict(self)
 
 

@@ -56,7 +56,20 @@ class NullLevel:
 
 
 def shuffled_rows(arr: Any, order: np.ndarray) -> Any:
-    """``arr``'s rows in ``order``, on its own device and library."""
+    """``arr``'s rows in ``order``, on its own device and library.
+
+    Parameters
+    ----------
+    arr : array
+        A 2-D array (numpy, torch or cupy).
+    order : numpy.ndarray
+        A permutation of its row indices.
+
+    Returns
+    -------
+    array
+        A new array of the same library and device.
+    """
     xp = array_api_compat.array_namespace(arr)
     index = xp.asarray(order, device=array_api_compat.device(arr))
     return xp.take(arr, index, axis=0)
