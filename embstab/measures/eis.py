@@ -20,14 +20,10 @@ from typing import Any
 import array_api_compat
 
 from embstab.errors import ShapeError
-from embstab.measures._backend import check_matrix, check_pair, column_mean, cross, namespace, span, sq_norm
+from embstab.measures._backend import FLOAT32_TRUST, check_matrix, check_pair, column_mean, cross, namespace, span, sq_norm
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
-#: Below this ratio of EIS's numerator to the terms it is the difference of, a float32 result is
-#: not trusted to 1e-3 and the pair is measured again in float64 (measured on numpy and torch:
-#: float32 relative error ≤ 1e-7 · size/num, so at the threshold it stays under about 1e-4).
-FLOAT32_TRUST = 1e-3
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from embstab.measures._backend import check_pair, cross, sq_norm
+from embstab.measures._backend import FLOAT32_TRUST, check_pair, cross, sq_norm
 
 __all__ = ["pip_loss"]
 
@@ -35,7 +35,10 @@ def pip_loss(X: Any, Y: Any, *, dtype: str | None = None) -> float:
         If the inputs are not non-empty finite 2-D arrays with the same number of rows.
     """
     xp = check_pair(X, Y)
-    sq = float(sq_norm(xp, cross(xp, X, X, dtype)) + sq_norm(xp, cross(xp, Y, Y, dtype))
-               - 2 * sq_norm(xp, cross(xp, X, Y, dtype)))
+    size = float(sq_norm(xp, cross(xp, X, X, dtype)) + sq_norm(xp, cross(xp, Y, Y, dtype)))
+    sq = size - 2 * float(sq_norm(xp, cross(xp, X, Y, dtype)))
+    if (dtype or "float64") != "float64" and sq < FLOAT32_TRUST * size:
+        # X ≈ Y: the loss is a small difference of large terms, which float32 cannot resolve
+        return pip_loss(X, Y, dtype="float64")
     # cancellation can leave a tiny negative when X ≈ Y
     return math.sqrt(max(sq, 0.0))
