@@ -39,18 +39,26 @@ DOWN = "downstream:\n  - {task: rt_sentiment, model: linear}\n"
 
 
 def _laughs(levels: int = 9, fan: int = 10, indent: str = "") -> str:
-    """A billion-laughs nest: each level lists the previous one ``fan`` times (10**9 leaves)."""
+    """A billion-laughs nest as mapping entries: each level lists the previous one ``fan`` times."""
     out = f"{indent}l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
     for i in range(1, levels):
         out += f"{indent}l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * fan) + "]\n"
     return out
 
 
+def _laughs_value(levels: int = 9, fan: int = 10) -> str:
+    """The same nest as one flow list, so that it can be the value of an option a study accepts."""
+    items = ["&l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    items += [f"&l{i} [" + ", ".join([f"*l{i - 1}"] * fan) + "]" for i in range(1, levels)]
+    return "[" + ", ".join(items) + "]"
+
+
 def _study_files(d: Path) -> None:
     w = lambda name, text: (d / name).write_text(text, encoding="utf-8")  # noqa: E731
     # alias expansion: a 2 KB file that serialises to gigabytes
+    # the model's own options are checked by the model when it runs: this file passed validation
     w("laughs_options.yaml", WORD + "downstream:\n  - task: rt_sentiment\n    model: mlp\n    options:\n"
-      + _laughs(indent="      ") + "      hidden: *l8\n")
+      + f"      hidden: {_laughs_value()}\n")
     w("laughs_params.yaml", WORD.replace("measures: {names: [knn]}\n", "measures:\n  names: [knn]\n  params:\n"
                                          "    knn:\n" + _laughs(indent="      ")) + DOWN)
     w("laughs_top.yaml", _laughs() + WORD + DOWN)
@@ -58,7 +66,8 @@ def _study_files(d: Path) -> None:
     for i in range(1, 10):
         merges += f"m{i}: &m{i} {{<<: [" + ", ".join([f"*m{i - 1}"] * 10) + "]}\n"
     w("laughs_merge.yaml", merges + WORD + DOWN)
-    w("long_scalar.yaml", "big: &big " + "x" * 200_000 + "\nrefs: [" + ", ".join(["*big"] * 20) + "]\n" + WORD + DOWN)
+    w("long_scalar.yaml", WORD + "downstream:\n  - task: rt_sentiment\n    model: mlp\n    options:\n"
+      + "      dropout: [&big " + "x" * 200_000 + ", " + ", ".join(["*big"] * 20) + "]\n")
     w("recursive_list.yaml", "loop: &a [1, *a]\n" + WORD + DOWN)
     w("recursive_map.yaml", "loop: &m {x: 1, y: *m}\n" + WORD + DOWN)
     # nesting that ended in RecursionError
@@ -235,13 +244,14 @@ HYP = ["hyperbolic", "embed", "{d}/tree.txt", "-o", "{d}/out.hyp", "--quiet"]
 # (id, argv with {d} for the workspace, words the one stderr line must contain)
 CASES = [
     # alias nests (billion laughs) and other documents that expand without bound
-    ("laughs-in-options", ["study", "{d}/laughs_options.yaml", *S], ["laughs_options.yaml", "aliases", "2,000,000"]),
+    ("laughs-in-options", ["study", "{d}/laughs_options.yaml", *S],
+     ["laughs_options.yaml", "aliases (the first at line 10)", "2,000,000"]),
     ("laughs-in-params", ["study", "{d}/laughs_params.yaml", *S], ["laughs_params.yaml", "aliases"]),
     ("laughs-top-level", ["study", "{d}/laughs_top.yaml", *S], ["laughs_top.yaml", "line 2", "aliases"]),
     ("laughs-merge-keys", ["study", "{d}/laughs_merge.yaml", *S], ["laughs_merge.yaml", "aliases"]),
     ("alias-long-scalar", ["study", "{d}/long_scalar.yaml", *S], ["long_scalar.yaml", "too large"]),
-    ("alias-recursive-list", ["study", "{d}/recursive_list.yaml", *S], ["recursive_list.yaml", "line 1", "recursive"]),
-    ("alias-recursive-map", ["study", "{d}/recursive_map.yaml", *S], ["recursive_map.yaml", "recursive"]),
+    ("alias-recursive-list", ["study", "{d}/recursive_list.yaml", *S], ["recursive_list.yaml", "line 1", "a recursive structure"]),
+    ("alias-recursive-map", ["study", "{d}/recursive_map.yaml", *S], ["recursive_map.yaml", "a recursive structure"]),
     # nesting that ended in RecursionError
     ("deep-flow-list", ["study", "{d}/deep_flow_list.yaml", *S], ["deep_flow_list.yaml", "line 1", "100 levels"]),
     ("deep-flow-map", ["study", "{d}/deep_flow_map.yaml", *S], ["deep_flow_map.yaml", "100 levels"]),
@@ -314,7 +324,7 @@ CASES = [
     ("kg-one-entity", ["kg", "train", "--graph", "{d}/one", "-o", "{d}/out_kg", "--epochs", "1"],
      ["graph 'one'", "1 entity", "at least 2 entities"]),
     ("kg-downstream-one-entity", ["kg", "downstream", "{d}/m_transe", "{d}/m_distmult", "--graph", "{d}/one"],
-     ["one", "entities"]),
+     ["are not those of graph 'one'"]),
     # knowledge graphs: sizes checked against the machine before allocating
     ("kg-dim-1e9", ["kg", "train", "--graph", "{d}/g", "-o", "{d}/out_kg", "--dim", "1000000000"],
      ["dim=1000000000", "needs about", "available"]),
@@ -398,8 +408,6 @@ def test_hostile_input_exits_2_with_one_line(ws, capsys, case, argv, words):
     _run_case(ws, capsys, argv, words)
 
 
-@pytest.mark.xfail(strict=True, reason="needs embstab/kg/datasets.py to pass fetch='embstab kg fetch' to "
-                                      "DataNotFoundError (that file is left to another change)")
 def test_missing_standard_graph_names_the_kg_fetch_command(ws, capsys, monkeypatch):
     monkeypatch.setenv("EMBSTAB_DATA", str(ws / "empty_cache"))
     _run_case(ws, capsys, ["kg", "train", "--graph", "wn18rr", "-o", "{d}/out_kg"],
