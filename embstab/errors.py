@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
 __all__ = ["EmbstabError", "EmbeddingFormatError", "VocabularyError", "ShapeError",
-           "UnknownNameError", "OptionalDependencyError", "lookup", "did_you_mean"]
+           "UnknownNameError", "OptionalDependencyError", "InsufficientMemoryError", "lookup", "did_you_mean"]
 
 V = TypeVar("V")
 
@@ -55,6 +55,11 @@ class VocabularyError(EmbstabError, KeyError):
 
 class ShapeError(EmbstabError, ValueError):
     """Arrays have the wrong number of dimensions, mismatched rows, or non-finite values."""
+
+
+class InsufficientMemoryError(EmbstabError, MemoryError):
+    """A size that was asked for (a dimension, a number of negatives) needs more memory than the
+    machine has available; raised before anything is allocated, naming the settings to lower."""
 
 
 class UnknownNameError(EmbstabError, KeyError):

@@ -3,8 +3,8 @@
 Each sub-command lives in its own module under :mod:`embstab.cli` and exposes
 ``register(subparsers)``; :data:`COMMAND_MODULES` lists them in the order ``--help`` shows.
 Any :class:`embstab.errors.EmbstabError` (bad input), and any operating-system error on a file,
-memory error or corrupt database, becomes one line on stderr and exit code 2; argparse errors
-exit 2 as well. A closed output pipe (``| head``) ends the command quietly.
+memory error (torch's failed allocations included) or corrupt database, becomes one line on
+stderr and exit code 2; argparse errors exit 2 as well. A closed output pipe (``| head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -102,8 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EmbstabError as exc:
         return _fail(prefix, str(exc))
     except MemoryError:
-        return _fail(prefix, "out of memory: the input is too large for this machine (try --top-n, a float32 "
-                             "input, or a smaller file)")
+        return _fail(prefix, OUT_OF_MEMORY)
+    except RuntimeError as exc:
+        # torch reports a failed allocation as RuntimeError ("DefaultCPUAllocator: can't allocate
+        # memory", CUDA's OutOfMemoryError): the same condition as MemoryError, the same line
+        if not _is_torch_out_of_memory(exc):
+            raise
+        return _fail(prefix, OUT_OF_MEMORY)
     except OSError as exc:  # missing input, unwritable output, a directory, disk full
         where = f": {exc.filename}" if exc.filename else ""
         return _fail(prefix, f"{exc.strerror or exc}{where}")
@@ -119,6 +124,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+#: The line for an allocation that failed (numpy's MemoryError, torch's allocator errors).
+OUT_OF_MEMORY = ("out of memory: the input is too large for this machine (try --top-n, a float32 input, or a "
+                 "smaller file)")
+
+
+def _is_torch_out_of_memory(exc: RuntimeError) -> bool:
+    text = str(exc)
+    return "can't allocate memory" in text or "CUDA out of memory" in text or type(exc).__name__ == "OutOfMemoryError"
 
 
 def _fail(prefix: str, message: str) -> int:

@@ -234,9 +234,10 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def _read_lines(path: str) -> list[str]:
+    from embstab._textfiles import split_lines
     from embstab.contextual import EmptyTextError
 
-    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = split_lines(Path(path).read_text(encoding="utf-8", errors="replace"))
     for i, line in enumerate(lines):
         if not line.strip():
             raise EmptyTextError(f"{path}, line {i + 1}: empty line (one text per line; remove empty lines)")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from embstab.cli.options import positive_int
+from embstab.cli.options import local_workers
 from embstab.errors import EmbstabError
 
 __all__ = ["register", "handle", "find_study_file", "main"]
@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
                    help="artifact store: a directory or any fsspec URL (default: ./embstab-study)")
     p.add_argument("--db", default=None, metavar="FILE",
                    help="results database (default: STORE/results.sqlite for a local store)")
-    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+    p.add_argument("--workers", type=local_workers, default=None, metavar="N",
                    help="workers of the local cluster (default: one per core, at most one per 2 GiB)")
     p.add_argument("-o", "--output", default=None, metavar="report.html",
                    help="HTML report (default: STORE/<study name>.html)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embstab.cli.options import add_no_clobber, open_fraction, positive_int, seed
+from embstab.cli.options import add_no_clobber, open_fraction, positive_int, seed, worker_threads
 from embstab.errors import EmbstabError
 
 __all__ = ["register", "read_corpus", "run"]
@@ -62,7 +62,7 @@ def register(subparsers) -> None:
     p.add_argument("--min-count", type=positive_int, default=5, help="drop words rarer than this (default 5)")
     p.add_argument("--window", type=positive_int, default=5, help="context window (default 5)")
     p.add_argument("--max-vocab", type=positive_int, help="keep at most this many words")
-    p.add_argument("--workers", type=positive_int, help="gensim worker threads (default 1: deterministic)")
+    p.add_argument("--workers", type=worker_threads, help="gensim threads (default 1: deterministic; at most the cores)")
     from embstab.recipes.training import TRAINING_RECIPES
 
     p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default="fp32",

@@ -11,6 +11,7 @@ word, which is what a budget compares.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,8 @@ def _parse_step(step: str, spec: str) -> tuple[str, float | None]:
         value = float(arg)
     except ValueError:
         raise TransformError(f"compression transform {spec!r}: {TRANSFORMS[kind]}") from None
+    if not math.isfinite(value):  # int() of it would raise OverflowError, or compare as nothing
+        raise TransformError(f"compression transform {spec!r}: the parameter must be a finite number, got {arg}")
     if kind == "ocs" and not 0 < value < 1:
         raise TransformError(f"OCS expand ratio must lie in (0, 1), got {arg}")
     if kind == "tt" and (value != int(value) or value < 1):

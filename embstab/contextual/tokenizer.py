@@ -117,9 +117,10 @@ def wordpiece_from_vocab(path: str | os.PathLike, lowercase: bool = True,
         If the file lacks ``[UNK]``.
     """
     tk = require("tokenizers")
-    with open(path, encoding="utf-8") as f:
+    # lines end at "\n" only: a piece may hold "\r" or U+2028, and the line number is its id
+    with open(path, encoding="utf-8", newline="\n") as f:
         # a piece listed twice keeps its later line, as the checkpoints' own BERT tokenizer reads it
-        vocab = {line.rstrip("\n").rstrip("\r"): i for i, line in enumerate(f)}
+        vocab = {line.rstrip("\n").removesuffix("\r"): i for i, line in enumerate(f)}
     if "[UNK]" not in vocab:
         raise ValueError(f"{os.fspath(path)}: no [UNK] piece")
     tok = tk.Tokenizer(tk.models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
@@ -145,8 +146,22 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     ------
     OptionalDependencyError
         If ``tokenizers`` is not installed.
+    FileNotFoundError
+        If there is no such file.
+    DataFormatError
+        If the file is not a tokenizer ``tokenizers`` can read (the message names it).
     """
+    from embstab.data.errors import DataFormatError  # noqa: PLC0415
+
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
-    return plain_tokenizer(require("tokenizers").Tokenizer.from_file(path))
+    if not os.path.isfile(path):
+        raise FileNotFoundError(2, "no tokenizer file", path)
+    tokenizers = require("tokenizers")
+    try:
+        tok = tokenizers.Tokenizer.from_file(path)
+    except Exception as exc:  # noqa: BLE001 - the Rust library raises a bare Exception for any bad file
+        first = str(exc).strip().split("\n")[0] if str(exc).strip() else type(exc).__name__
+        raise DataFormatError(path, f"not a tokenizer file the 'tokenizers' library can read ({first[:200]})") from None
+    return plain_tokenizer(tok)

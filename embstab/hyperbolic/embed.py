@@ -28,7 +28,8 @@ __all__ = ["METHODS", "embed", "MIN_PRECISION_BITS", "MAX_PRECISION_BITS"]
 
 #: The fewest working bits the combinatorial construction is run at (the original code's default).
 MIN_PRECISION_BITS = 256
-#: Where probing a forest's precision gives up.
+#: The most working bits any method runs at: where probing a forest's precision gives up, and the
+#: bound of an explicit precision (at 2**20 bits a 5-node tree takes 17 s on one core).
 MAX_PRECISION_BITS = 2 ** 20
 #: float64 carries this many bits; the float methods accept no other precision.
 _FLOAT_BITS = 53
@@ -63,6 +64,13 @@ def _combinatorial(graph: Any, dim: int, precision: int | None, progress: bool,
                   else source if isinstance(source, RootedTree) else tree_from_graph(source, root))
         t = choose_tau(rooted, eps=eps, bits=bits, tau=tau)
         precision = max(MIN_PRECISION_BITS, bits or 0, bits_needed(t, rooted.height, GUARD_BITS))
+        if precision > MAX_PRECISION_BITS:
+            asked, advice = ((f"bits={bits}", "fewer bits") if bits and bits >= precision else
+                             (f"tau={t:.6g} on a tree of height {rooted.height:g}",
+                              "a smaller tau" if tau is not None else "a larger eps"))
+            need = f"{precision}" if precision < 10**12 else f"{float(precision):.3g}"
+            raise PrecisionError(f"{asked} needs {need} bits of working precision, more than the "
+                                 f"{MAX_PRECISION_BITS} bits embstab computes at; ask for {advice}")
     return embed_combinatorial(source, dim, precision_bits=precision, **kwargs)
 
 
@@ -144,7 +152,8 @@ def embed(graph: Any, method: str = "combinatorial", *, dim: int = 2, precision:
     HyperbolicError
         If an option does not belong to the method, or the method refuses its input.
     PrecisionError
-        If ``precision`` is too low for the scale, or given to a float64-only method.
+        If ``precision`` is too low for the scale, more than :data:`MAX_PRECISION_BITS`, or given to a
+        float64-only method; or if the scale asked for needs more than :data:`MAX_PRECISION_BITS`.
     """
     runner, func = lookup(METHODS, method, "embedding method")
     allowed = sorted(set(inspect.signature(func).parameters) - _OWN)
@@ -154,6 +163,10 @@ def embed(graph: Any, method: str = "combinatorial", *, dim: int = 2, precision:
                               f"are: {', '.join(allowed)}")
     if precision is not None and (not isinstance(precision, (int, np.integer)) or precision < 2):
         raise PrecisionError(f"precision must be a number of bits ≥ 2, got {precision!r}")
+    if precision is not None and precision > MAX_PRECISION_BITS:
+        raise PrecisionError(f"precision={precision} bits is more than the {MAX_PRECISION_BITS} bits embstab computes "
+                             f"at (a 5-node tree takes 17 s at {MAX_PRECISION_BITS} bits, and the time grows faster "
+                             "than the bits)")
     takes_tree = method == "combinatorial" and isinstance(graph, (RootedTree, SteinerTree))
     takes_matrix = method != "combinatorial" and isinstance(graph, np.ndarray)
     if not (takes_tree or takes_matrix):

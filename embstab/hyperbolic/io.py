@@ -15,6 +15,7 @@ from typing import Any
 import mpmath
 
 from embstab._fs import atomic_write, json_safe
+from embstab._textfiles import loads_json
 from embstab.errors import EmbeddingFormatError
 from embstab.hyperbolic.errors import HyperbolicError
 
@@ -108,7 +109,7 @@ def load_embedding(path: str | os.PathLike, kind: type | None = None) -> Any:
         if kind is not None and not issubclass(cls, kind):
             raise EmbeddingFormatError(path, f"holds a {cls.__name__}, not a {kind.__name__}", line=1)
         try:
-            head = json.loads(fh.readline()[2:])
+            head = loads_json(fh.readline()[2:])
             if not isinstance(head, dict):
                 raise TypeError("the header is not a JSON object")
             width, number, bits = cls.file_layout(head)

@@ -10,7 +10,6 @@ Array headers are checked against the bytes present before anything is allocated
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 import zipfile
@@ -21,6 +20,7 @@ from typing import IO, Any
 import numpy as np
 
 from embstab._fs import atomic_write, json_safe, to_json
+from embstab._textfiles import loads_json
 from embstab.embedding import Embedding
 from embstab.errors import EmbeddingFormatError
 
@@ -176,7 +176,7 @@ def read_npz(source: str | os.PathLike | bytes, label: str | None = None):
             if "meta" in names:
                 raw = _load_member(zf, "meta", label)
                 try:
-                    meta = json.loads(str(raw))
+                    meta = loads_json(str(raw))
                 except ValueError:
                     raise EmbeddingFormatError(label, "the 'meta' array is not valid JSON") from None
                 if not isinstance(meta, dict):

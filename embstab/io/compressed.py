@@ -23,7 +23,6 @@ This module depends only on numpy and :mod:`embstab.embedding`/:mod:`embstab.err
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from embstab._fs import atomic_write, json_safe, to_json
+from embstab._textfiles import loads_json
 from embstab.embedding import Embedding
 from embstab.errors import EmbeddingFormatError
 
@@ -330,7 +330,7 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
     head = blob[pos:pos + hlen]
     pos += hlen
     try:
-        h = json.loads(head.decode("ascii"))
+        h = loads_json(head.decode("ascii"))
         version = h["version"]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise EmbeddingFormatError(path, f"corrupt header ({type(exc).__name__}: {exc})") from None

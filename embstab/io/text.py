@@ -87,11 +87,20 @@ def _count_lines(path: str) -> int:
 
 
 def _lines(path: str, bar) -> Iterator[tuple[int, str]]:
-    """(1-based line number, text) pairs; decoding errors name the line."""
+    """(1-based line number, text) pairs of the lines that are not blank; decoding errors name the line.
+
+    Blank lines cost neither memory nor decoding: a file of one vector and millions of empty lines
+    reads as fast as its size allows.
+    """
+    unreported = 0  # bytes of skipped lines, added to the progress bar with the next real line
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
+            if raw.isspace():
+                unreported += len(raw)
+                continue
             if bar is not None:
-                bar.update(len(raw))
+                bar.update(len(raw) + unreported)
+                unreported = 0
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:

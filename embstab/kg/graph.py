@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -11,10 +12,32 @@ import numpy as np
 
 from embstab.errors import ShapeError, VocabularyError
 
-__all__ = ["KnowledgeGraph", "SPLITS"]
+__all__ = ["KnowledgeGraph", "SPLITS", "control_character"]
 
 #: The three splits every graph has, in this order.
 SPLITS = ("train", "valid", "test")
+
+#: Unicode's control characters (category Cc: C0, DEL and C1).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def control_character(text: str) -> str | None:
+    r"""The first control character (NUL, tab, U+0085, ...) of ``text``, or None.
+
+    Labels holding one do not survive a round trip: NumPy's string arrays drop trailing NULs, so
+    ``"a"`` and ``"a\x00"`` would be saved as one label, and line-based files split at others.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str or None
+        The character, or None when there is none.
+    """
+    found = _CONTROL.search(text)
+    return None if found is None else found.group()
 
 
 def _as_triples(x: Any, split: str) -> np.ndarray:
@@ -53,7 +76,7 @@ class KnowledgeGraph:
     ShapeError
         If a split is not an (n, 3) integer array, is empty, or holds an id out of range.
     VocabularyError
-        If a label is duplicated.
+        If a label is duplicated or holds a control character.
     """
 
     name: str
@@ -68,6 +91,10 @@ class KnowledgeGraph:
         object.__setattr__(self, "entities", tuple(str(e) for e in self.entities))
         object.__setattr__(self, "relations", tuple(str(r) for r in self.relations))
         for what, labels in (("entity", self.entities), ("relation", self.relations)):
+            if control_character("".join(labels)) is not None:
+                bad = next(x for x in labels if control_character(x) is not None)
+                raise VocabularyError(f"graph {self.name!r}: {what} label {bad!r} holds the control character "
+                                      f"{control_character(bad)!r}; labels must be printable text")
             if len(set(labels)) != len(labels):
                 seen: set[str] = set()
                 dup = next(x for x in labels if x in seen or seen.add(x))

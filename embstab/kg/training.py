@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import os
 import random
 import time
@@ -27,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from embstab._fs import atomic_write
+from embstab._resources import check_memory
+from embstab._textfiles import loads_json, read_utf8
 from embstab._threads import torch_threads
 from embstab.embedding import Embedding
 from embstab.errors import EmbstabError, ShapeError, UnknownNameError
@@ -34,7 +37,7 @@ from embstab.kg._pykeen import quiet, require_pykeen
 from embstab.kg.graph import KnowledgeGraph
 
 __all__ = ["KGTrainResult", "LinkPredictionMetrics", "train", "evaluate", "export_embeddings",
-           "load_kg_model", "model_names", "check_model_fits"]
+           "load_kg_model", "model_names", "check_model_fits", "check_training_fits"]
 
 
 @dataclass(frozen=True)
@@ -336,6 +339,53 @@ def evaluate(model: Any, graph: KnowledgeGraph, split: str = "test", batch_size:
                                  get("hits_at_10"), 2 * len(graph.split(split)), split)
 
 
+#: Bytes per embedding coordinate counted by the memory estimates: float32, doubled because complex
+#: models (ComplEx, RotatE) store a real and an imaginary part.
+_COORD_BYTES = 8
+
+
+def _table_bytes(n_entities: int, n_relations: int, dim: int) -> int:
+    """Bytes of the entity and relation tables of a model (an estimate: most models hold one row of
+    ``dim`` coordinates per label)."""
+    return (n_entities + n_relations) * dim * _COORD_BYTES
+
+
+def check_training_fits(graph: KnowledgeGraph, model: str, dim: int, batch_size: int, negatives: int) -> None:
+    """Refuse training settings whose memory estimate exceeds what the machine has available.
+
+    The estimate counts the tables four times (weights, gradients and Adam's two moments) and one
+    batch: ``batch_size`` positives with ``negatives`` corrupted copies each, their ids and the
+    gathered head, relation and tail rows with their gradients.
+
+    Parameters
+    ----------
+    graph : KnowledgeGraph
+    model : str
+        The model name, for the message.
+    dim, batch_size, negatives : int
+        The settings of :func:`train`.
+
+    Raises
+    ------
+    InsufficientMemoryError
+        Naming the settings, the estimate and the memory available.
+    """
+    rows = min(batch_size, len(graph.train)) * (1 + negatives)
+    estimate = 4 * _table_bytes(graph.n_entities, graph.n_relations, dim) + rows * (3 * 8 + 3 * 2 * dim * _COORD_BYTES)
+    check_memory(estimate, f"training {model} with dim={dim}, negatives={negatives} and batch_size={batch_size} on "
+                           f"graph {graph.name!r} ({graph.n_entities} entities, {graph.n_relations} relations)",
+                 "lower dim, negatives or batch_size")
+
+
+def _check_trainable(graph: KnowledgeGraph) -> None:
+    # negative sampling corrupts a head or tail into *another* entity: with one there is none
+    if graph.n_entities < 2 or len(graph.train) == 0:
+        n, t = graph.n_entities, len(graph.train)
+        raise ShapeError(f"graph {graph.name!r} has {n} entit{'y' if n == 1 else 'ies'} and {t} training "
+                         f"triple{'' if t == 1 else 's'}: a KG embedding needs at least 2 entities and 1 training "
+                         "triple (negative sampling replaces a head or tail by another entity)")
+
+
 def _build(model: str, graph: KnowledgeGraph, dim: int, model_kwargs: dict[str, Any], factory: Any = None):
     cls = _model_class(model)
     try:
@@ -386,6 +436,11 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
     ------
     UnknownNameError
         For a model PyKEEN does not have.
+    ShapeError
+        For a graph with fewer than 2 entities.
+    InsufficientMemoryError
+        When the tables and one batch (``dim``, ``negatives``, ``batch_size``) would not fit in the
+        memory available (:func:`check_training_fits`).
     OptionalDependencyError
         When PyKEEN is not installed.
     """
@@ -397,6 +452,8 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
     if not isinstance(graph, KnowledgeGraph):
         raise TypeError(f"graph must be a KnowledgeGraph (embstab.kg.load_graph), got {type(graph).__name__}")
     _model_class(model)
+    _check_trainable(graph)
+    check_training_fits(graph, model, int(dim), int(batch_size), int(negatives))
     model_kwargs = dict(model_kwargs or {})
     with torch_threads(threads):
         return _train(graph, model, int(dim), int(epochs), int(seed), lr, int(batch_size), int(negatives),
@@ -448,8 +505,12 @@ def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainRe
     ------
     ShapeError
         If the saved model's entities or relations are not ``graph``'s.
+    InsufficientMemoryError
+        If the model that ``config.json`` describes would not fit in the memory available.
     EmbstabError
-        If ``folder`` is not a model folder (missing, a file, or lacking one of its four files).
+        If ``folder`` is not a model folder (missing, a file, or lacking one of its four files), its
+        ``config.json`` is not a model description (a message naming the key), or ``model.pt`` does
+        not hold the weights of the model ``config.json`` names.
     """
     import torch
 
@@ -463,24 +524,86 @@ def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainRe
     if missing:
         raise EmbstabError(f"{folder} is not a KG model folder (written by `embstab kg train`): "
                            f"it lacks {', '.join(missing)}")
+    config_path = folder / "config.json"
+    text = read_utf8(config_path)  # a DataFormatError naming the byte offset when it is not UTF-8
     try:
-        config = json.loads((folder / "config.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise EmbstabError(f"{folder / 'config.json'} is not valid JSON: {exc}") from None
+        config = loads_json(text)
+    except ValueError as exc:  # not JSON, or nested too deeply
+        raise EmbstabError(f"{config_path} is not valid JSON: {exc}") from None
     if not isinstance(config, dict) or "model" not in config or "dim" not in config:
-        raise EmbstabError(f"{folder / 'config.json'} does not describe a KG model (no 'model'/'dim' keys)")
+        raise EmbstabError(f"{config_path} does not describe a KG model (no 'model'/'dim' keys)")
+    name, dim, model_kwargs, losses, metrics, seconds = _config_fields(config, config_path)
+    check_memory(2 * _table_bytes(graph.n_entities, graph.n_relations, dim),
+                 f"loading the {name} model of {folder} (config.json: dim={dim}) for graph {graph.name!r} "
+                 f"({graph.n_entities} entities, {graph.n_relations} relations)",
+                 "is config.json the one `embstab kg train` wrote?")
     entities = load(folder / "entities.npz")
     relations = load(folder / "relations.npz")
     if entities.words != list(graph.entities) or relations.words != list(graph.relations):
         raise ShapeError(f"{folder} holds a model of graph {config.get('graph')!r} whose entities/relations "
                          f"({len(entities)}/{len(relations)}) are not those of graph {graph.name!r} "
                          f"({graph.n_entities}/{graph.n_relations})")
-    kge = _build(config["model"], graph, int(config["dim"]), dict(config.get("model_kwargs") or {}))
-    state = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)
-    kge.load_state_dict(state)
+    kge = _build(name, graph, dim, model_kwargs)
+    _load_weights(kge, folder / "model.pt", name, dim)
     kge.eval()
-    metrics = None if config.get("metrics") is None else LinkPredictionMetrics(**config["metrics"])
     settings = {k: config[k] for k in ("model", "dim", "seed", "epochs", "lr", "batch_size", "negatives",
                                        "model_kwargs") if k in config}
-    return KGTrainResult(kge, graph, entities, relations, list(config.get("losses", [])), metrics,
-                         float(config.get("seconds", 0.0)), settings)
+    return KGTrainResult(kge, graph, entities, relations, losses, metrics, seconds, settings)
+
+
+def _config_fields(config: dict[str, Any], path: Path) -> tuple[str, int, dict[str, Any], list[float],
+                                                                  LinkPredictionMetrics | None, float]:
+    """The fields of a model folder's ``config.json`` that loading uses, checked one by one."""
+
+    def bad(key: str, what: str) -> EmbstabError:
+        return EmbstabError(f"{path}: key '{key}' must be {what}, got {config[key]!r}"[:400])
+
+    name, dim = config["model"], config["dim"]
+    if not isinstance(name, str) or not name.strip():
+        raise bad("model", "a PyKEEN model name such as 'TransE'")
+    if isinstance(dim, bool) or not isinstance(dim, (int, float)) or isinstance(dim, float) and not math.isfinite(dim) \
+            or dim < 1 or int(dim) != dim:
+        raise bad("dim", "a positive integer")
+    kwargs = config.get("model_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise bad("model_kwargs", "a mapping of model options")
+    losses = config.get("losses", [])
+    if not isinstance(losses, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in losses):
+        raise bad("losses", "a list of numbers")
+    seconds = config.get("seconds", 0.0)
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise bad("seconds", "a number")
+    metrics = None
+    if config.get("metrics") is not None:
+        try:
+            metrics = LinkPredictionMetrics(**config["metrics"])
+        except TypeError:
+            raise bad("metrics", f"a mapping with the keys {', '.join(LinkPredictionMetrics.__dataclass_fields__)}"
+                      ) from None
+    return name, int(dim), dict(kwargs), [float(x) for x in losses], metrics, float(seconds)
+
+
+def _load_weights(kge: Any, path: Path, name: str, dim: int) -> None:
+    """Load ``model.pt`` into ``kge``, naming any disagreement between the weights and config.json."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a damaged file fails anywhere in torch's unpickler (IndexError...)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EmbstabError(f"{path} is not a readable torch state dict ({first[:200]})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise EmbstabError(f"{path} is not a model state dict (it holds a {type(state).__name__})")
+    expected = {k: tuple(v.shape) for k, v in kge.state_dict().items()}
+    given = {k: tuple(v.shape) for k, v in state.items()}
+    if expected != given:
+        missing = sorted(set(expected) - set(given))
+        extra = sorted(set(given) - set(expected))
+        shapes = [f"{k} {list(given[k])} instead of {list(expected[k])}" for k in sorted(set(expected) & set(given))
+                  if expected[k] != given[k]]
+        parts = ([f"missing {', '.join(missing[:3])}"] if missing else []) + \
+                ([f"unexpected {', '.join(extra[:3])}"] if extra else []) + shapes[:3]
+        raise EmbstabError(f"{path} does not hold the weights of a {type(kge).__name__} model of dim {dim}, which "
+                           f"config.json describes (model: {name!r}): {'; '.join(parts)}; the weights and "
+                           "config.json come from different models")
+    kge.load_state_dict(state)

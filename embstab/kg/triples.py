@@ -7,17 +7,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from embstab._textfiles import read_utf8, split_lines
 from embstab.data.errors import DataFormatError
-from embstab.kg.graph import KnowledgeGraph
+from embstab.kg.graph import KnowledgeGraph, control_character
 
 __all__ = ["read_triples", "parse_triples", "load_triples_graph"]
 
 
 def parse_triples(text: str, source: str | os.PathLike) -> list[tuple[str, str, str]]:
-    """Parse tab-separated triples from ``text``; ``source`` names it in error messages.
+    r"""Parse tab-separated triples from ``text``; ``source`` names it in error messages.
 
-    Blank lines are skipped. A line must hold exactly three tab-separated, non-empty fields
-    (surrounding whitespace of each field is stripped).
+    Lines end at ``\n`` (a ``\r`` before it is dropped); separators such as U+2028 stay inside a
+    label, so line numbers are the editor's. Blank lines are skipped. A line must hold exactly
+    three tab-separated, non-empty fields (surrounding whitespace of each field is stripped)
+    without control characters: a label ``"a\x00"`` would become ``"a"`` in the saved tables.
 
     Parameters
     ----------
@@ -33,18 +36,21 @@ def parse_triples(text: str, source: str | os.PathLike) -> list[tuple[str, str, 
     Raises
     ------
     DataFormatError
-        Naming the source and line: a line with another number of columns, an empty field, or no
-        triple at all (an empty split).
+        Naming the source and line: a line with another number of columns, an empty field, a
+        control character, or no triple at all (an empty split).
     """
     out: list[tuple[str, str, str]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        line = line.rstrip("\r\n")
+    for lineno, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         fields = line.split("\t")
         if len(fields) != 3:
             raise DataFormatError(source, f"expected 3 tab-separated columns (head, relation, tail), found "
                                           f"{len(fields)}", lineno)
+        bad = control_character(line.replace("\t", ""))
+        if bad is not None:
+            raise DataFormatError(source, f"control character {bad!r} in a label (labels must be printable text)",
+                                  lineno)
         fields = [f.strip() for f in fields]
         if not all(fields):
             raise DataFormatError(source, "empty head, relation or tail", lineno)
@@ -68,11 +74,12 @@ def read_triples(path: str | os.PathLike) -> list[tuple[str, str, str]]:
     Raises
     ------
     DataFormatError
-        For a line without exactly 3 columns, an empty field, or a file without triples.
+        For a file that is not UTF-8 (naming the byte offset), a line without exactly 3 columns, an
+        empty field, a control character, or a file without triples.
     FileNotFoundError
         If the file does not exist.
     """
-    return parse_triples(Path(path).read_text(encoding="utf-8"), path)
+    return parse_triples(read_utf8(path), path)
 
 
 def load_triples_graph(train: str | os.PathLike, valid: str | os.PathLike, test: str | os.PathLike,

@@ -211,6 +211,14 @@ def compare(
         When the anchors cover less than :data:`MIN_ANCHOR_COVERAGE` of the shared words, when
         there are no more compared words than dimensions (EIS and the span measures are then
         degenerate), and when differing dimensions drop a measure from the default table.
+
+    Raises
+    ------
+    ShapeError
+        When there are no more compared words than dimensions and the span measures' d x d
+        products would take more than :data:`DEGENERATE_PRODUCT_BYTES`.
+    InsufficientMemoryError
+        When those products would need more memory than the machine has available.
     """
     geometry = _pair_geometry(a, b)
     if geometry != "euclidean":
@@ -239,6 +247,7 @@ def compare(
                       "are the whole space, so EIS and the span measures say nothing; compare more words",
                       stacklevel=2)
     need = any(i.needs_anchors for i in infos)
+    _check_product_cost(a, b, pair_anchors if need else None, [i.name for i in infos], len(words))
     x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
     rows, pairs, kwargs_of = [], [], []
     with shared_products():  # spans and cross products of x and y are shared by the measures
@@ -270,6 +279,40 @@ def _shuffled_anchors(pair):
         return None
     fa, fb = pair
     return lambda order: (fa, replace(fb, anchor=shuffled_rows(fb.anchor, order)))
+
+
+#: Measures that need no d x d products (the others factor cross products of the compared matrices).
+_ROW_MEASURES = ("knn", "fro_distance")
+#: Most memory the d x d products may take when there are no more compared words than dimensions,
+#: where the span measures say nothing anyway (the warning above): past it the pair is refused.
+DEGENERATE_PRODUCT_BYTES = 256 * 2**20
+
+
+def _check_product_cost(a: Embedding, b: Embedding, anchors: tuple[Embedding, Embedding] | None,
+                        names: list[str], n_words: int) -> None:
+    """Refuse, before any array is built, a pair whose d x d products cannot be afforded.
+
+    The span measures keep the cross products of every pair of the compared matrices (and the
+    anchors) while they are shared, plus their factorisations: about four times
+    ``8 * sum(d_i * d_j)`` bytes. A 20,000-d file against a 20-d one asks for gigabytes and many
+    minutes, and with fewer words than dimensions the result says nothing.
+    """
+    from embstab._resources import check_memory, format_bytes  # noqa: PLC0415
+
+    span = [n for n in names if n not in _ROW_MEASURES]
+    if not span:
+        return
+    dims = sorted({a.dim, b.dim, *((anchors[0].dim, anchors[1].dim) if anchors else ())})
+    estimate = 4 * 8 * sum(d * e for i, d in enumerate(dims) for e in dims[i:])
+    what = (f"comparing {a.name or 'A'!r} ({a.dim}-d) with {b.name or 'B'!r} ({b.dim}-d)"
+            + (f" and anchors of {anchors[0].dim} and {anchors[1].dim} dims"
+               if anchors and (anchors[0] is not a or anchors[1] is not b) else "")
+            + f" by {', '.join(span)} (d x d products)")
+    if n_words <= max(dims) and estimate > DEGENERATE_PRODUCT_BYTES:
+        raise ShapeError(f"{what} would take about {format_bytes(estimate)} for {n_words} compared words: with no "
+                         f"more words than the {max(dims)} dimensions these measures say nothing; compare "
+                         "embeddings of similar dimension over more shared words, or measure only knn")
+    check_memory(estimate, what, "compare embeddings of a smaller dimension, or measure only knn")
 
 
 def _pair_geometry(a: Any, b: Any) -> str:

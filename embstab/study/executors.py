@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from embstab._resources import check_local_workers
 from embstab.errors import EmbstabError
 from embstab.study.plan import Ref, StudyPlan
 from embstab.study.steps import StudyTaskError
@@ -198,13 +199,16 @@ def make_client(scheduler: str, workers: int | None = None) -> tuple[Any, Any]:
     Raises
     ------
     EmbstabError
-        An invalid scheduler, or a scheduler address that cannot be reached within 10 seconds.
+        An invalid scheduler, a scheduler address that cannot be reached within 10 seconds, or more
+        local workers than this machine runs (:func:`embstab._resources.max_local_workers`).
     """
     try:
         from distributed import Client, LocalCluster  # noqa: PLC0415
     except ImportError as exc:  # pragma: no cover - distributed is a hard dependency
         raise EmbstabError("dask.distributed is required for --scheduler; pip install 'dask[distributed]'") from exc
     if scheduler in ("local", "threads"):
+        if workers is not None:
+            check_local_workers(workers)  # each worker holds the libraries: more than the machine runs thrash it
         n = workers or default_workers()
         # one thread per worker: the trainers and BLAS parallelise internally, and processes
         # sidestep the GIL for the pure-Python parts (tokenised corpora, result assembly)

@@ -208,7 +208,13 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
     Returns
     -------
     StudyPlan
+
+    Raises
+    ------
+    StudyDefinitionError
+        If the study has more than :data:`embstab.study.schema.MAX_ROWS` rows.
     """
+    spec.check_size()  # a spec built in Python skips parse_study's check
     done = set(done)
     plan = StudyPlan(spec)
     kind = spec.study_kind  # its task functions build the source pair, train, compress and run downstream

@@ -13,6 +13,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from embstab._fs import atomic_write, to_json
+from embstab._resources import check_local_workers
 from embstab.errors import EmbstabError
 from embstab.study.executors import check_scheduler, make_client, run_distributed, run_synchronous
 from embstab.study.plan import StudyPlan, plan_study
@@ -204,7 +205,8 @@ def run_study(
         script), ``"threads"`` (a LocalCluster of threads), an address ``"tcp://HOST:PORT"`` of an
         existing Dask scheduler, or a ``distributed.Client``.
     workers : int, optional
-        Workers of a local cluster (default: one per core, at most one per 2 GiB of RAM).
+        Workers of a local cluster (default: one per core, at most one per 2 GiB of RAM); more than
+        :func:`embstab._resources.max_local_workers` is refused.
     steps : Steps, optional
         The computations (default :func:`embstab.study.steps.default_steps`, the real ones).
     progress : bool
@@ -218,6 +220,8 @@ def run_study(
     """
     start = time.perf_counter()
     check_scheduler(scheduler)
+    if workers is not None and isinstance(scheduler, str) and scheduler in ("local", "threads"):
+        check_local_workers(workers)  # before the store and database are touched
     store = store if isinstance(store, ArtifactStore) else ArtifactStore(store)
     db_path = os.fspath(db) if db is not None else default_db_path(store)
     _check_store_reachable(store, scheduler)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "parse_study",
     "load_study",
     "MAX_BITS",
+    "MAX_ROWS",
 ]
 
 #: Measures whose value is undefined when fewer words than dimensions are compared (they need a
@@ -39,6 +41,10 @@ __all__ = [
 _RANK_MEASURES = ("eis", "eigenspace_overlap", "linear_cka", "semantic_displacement")
 _ROUNDINGS = ("nearest", "stochastic", "stochastic:K")
 MAX_BITS = 32
+#: Most result rows one study may plan: 7 times the paper's full grid (5 algorithms x 6 dimensions x
+#: 6 bit widths x 3 seeds x 5 tasks), about a day of rows on two cores. Beyond it, planning alone
+#: takes minutes and gigabytes, and a typo in a list (a thousand seeds) would go unnoticed.
+MAX_ROWS = 20_000
 
 
 class StudyDefinitionError(EmbstabError, ValueError):
@@ -214,10 +220,35 @@ class StudySpec:
         int
             The product of the axis lengths and the number of downstream entries.
         """
-        t = self.training
-        grid = len(t.algorithms) * len(t.seeds) * len(t.dimensions) * len(self.compression.bit_widths)
-        grid *= len(t.recipes) * len(self.compression.transforms)
-        return grid * len(self.downstream)
+        return math.prod(self.row_axes().values())
+
+    def row_axes(self) -> dict[str, int]:
+        """The keys whose entries multiply into rows, with their number of entries.
+
+        Returns
+        -------
+        dict of str to int
+            Dotted key (``"training.seeds"``) → number of entries.
+        """
+        t, c = self.training, self.compression
+        return {"training.algorithms": len(t.algorithms), "training.recipes": len(t.recipes),
+                "training.seeds": len(t.seeds), "training.dimensions": len(t.dimensions),
+                "compression.bit_widths": len(c.bit_widths), "compression.transforms": len(c.transforms),
+                "downstream": len(self.downstream)}
+
+    def check_size(self) -> None:
+        """Refuse a study of more than :data:`MAX_ROWS` rows, naming the keys that multiply.
+
+        Raises
+        ------
+        StudyDefinitionError
+            If :meth:`n_rows` is more than :data:`MAX_ROWS`.
+        """
+        rows = self.n_rows()
+        if rows > MAX_ROWS:
+            axes = " x ".join(f"{key} ({n:,})" for key, n in self.row_axes().items() if n > 1)
+            raise StudyDefinitionError("", f"the study would plan {rows:,} rows ({axes}), more than the {MAX_ROWS:,} "
+                                           "one study may plan; shorten these lists or split the study", self.source)
 
 
 # --------------------------------------------------------------------------------------------
@@ -390,7 +421,7 @@ def _transforms(v: _Validator, value: Any) -> tuple[str, ...]:
     from embstab.compress.transforms import parse_transform  # noqa: PLC0415
     from embstab.errors import EmbstabError  # noqa: PLC0415
 
-    out: list[str] = []
+    out: dict[str, None] = {}  # ordered, and a set's lookup: a long list costs no quadratic scan
     for i, item in enumerate(v.sequence(value, "compression.transforms")):
         try:
             name = parse_transform(str(item) if isinstance(item, (str, int, float)) else item).name
@@ -398,7 +429,7 @@ def _transforms(v: _Validator, value: Any) -> tuple[str, ...]:
             raise v.fail(f"compression.transforms[{i}]", str(exc)) from None
         if name in out:
             raise v.fail(f"compression.transforms[{i}]", f"{name!r} is listed twice")
-        out.append(name)
+        out[name] = None
     return tuple(out)
 
 
@@ -553,6 +584,7 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
                      compression=compression, measures=measures, downstream=tuple(downstream),
                      budgets=budgets, source=source, kind=kind.name,
                      graph=source_spec if isinstance(source_spec, GraphSpec) else None)
+    spec.check_size()
     if kind.check is not None:
         kind.check(v, spec)
     return spec
@@ -673,19 +705,22 @@ def load_study(path: str | os.PathLike) -> StudySpec:
     Raises
     ------
     StudyDefinitionError
-        If the file is not valid YAML or the definition is invalid (the message names the key).
+        If the file is not UTF-8 or not valid YAML, gives a key twice, nests or expands (through
+        aliases) beyond the bounds of :func:`embstab._textfiles.load_yaml`, or the definition is
+        invalid (the message names the key or the line).
     FileNotFoundError
         If the file does not exist.
     """
-    import yaml  # noqa: PLC0415  (only needed when reading files)
+    from embstab._textfiles import load_yaml, read_utf8  # noqa: PLC0415
+    from embstab.data.errors import DataFormatError  # noqa: PLC0415
 
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise StudyDefinitionError("", f"not valid YAML: {exc}", path) from None
+        data = load_yaml(read_utf8(path), path)
+    except DataFormatError as exc:
+        # not UTF-8, not YAML, a duplicate key, or a document that would cost unbounded work
+        where = f"line {exc.line}: " if exc.line is not None else ""
+        raise StudyDefinitionError("", f"{where}{exc.problem}", path) from None
     if data is None:
         raise StudyDefinitionError("", "the file is empty", path)
     return parse_study(data, source=path)
