@@ -79,19 +79,3 @@ def test_text_files_with_empty_lines_or_no_known_word(tmp_path, capsys):
     assert "knows none of the 4 candidate words" in capsys.readouterr().err
     assert not (tmp_path / "f.txt").exists()
 
-
-def test_two_pretrain_runs_with_the_same_arguments_write_identical_models(tmp_path, capsys):
-    """The tokenizer trainer numbers its pieces differently on every call; embstab fixes the order,
-    so the same seed gives the same tokenizer, the same weights and the same files."""
-    import hashlib
-
-    digests = []
-    for run in ("first", "second"):
-        out = tmp_path / run
-        assert main(["contextual", "pretrain", "--corpus", "gensim_lee", "--steps", "2", "--batch-size", "4",
-                     "--vocab-size", "1200", "--max-length", "48", "--seed", "5", "--out", str(out)]) == 0
-        capsys.readouterr()
-        digests.append({str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
-                        for p in sorted(out.rglob("*")) if p.is_file() and p.suffix in (".safetensors", ".json")
-                        and p.name not in ("pretrain.json", "embstab.json")})  # those record wall times
-    assert len(digests[0]) >= 6 and digests[0] == digests[1]

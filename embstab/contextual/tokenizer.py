@@ -62,8 +62,8 @@ def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_f
     -------
     tokenizers.Tokenizer
         Without padding, truncation or post-processing (see :func:`plain_tokenizer`). The special
-        tokens have ids 0–4, the other pieces follow in sorted order, so the same corpus always
-        gives the same ids.
+        tokens have ids 0–4 and the other pieces follow in sorted order, so the same pieces always
+        get the same ids.
 
     Raises
     ------
@@ -82,8 +82,9 @@ def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_f
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                         special_tokens=list(SPECIAL_TOKENS), show_progress=False)
     tok.train_from_iterator((" ".join(d) for d in docs), trainer=trainer)
-    # the trainer finds the same pieces every time but numbers them in hash-map order, which changes
-    # from call to call; numbering them in a fixed order makes a seeded pretraining repeatable
+    # the trainer numbers its pieces in hash-map order, which changes from call to call; a fixed
+    # order gives the same ids whenever it finds the same pieces (ties at the vocabulary cut can
+    # still change which pieces it keeps)
     pieces = [p for p in tok.get_vocab() if p not in SPECIAL_TOKENS]
     vocab = {p: i for i, p in enumerate([*SPECIAL_TOKENS, *sorted(pieces)])}
     tok.model = models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)
