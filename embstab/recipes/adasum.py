@@ -316,8 +316,8 @@ def least_squares_grad_fn(X: torch.Tensor, y: torch.Tensor, workers: int, batch:
             cache.clear()
             cache[step] = torch.randint(0, X.shape[0], (workers, batch), generator=gen)
         idx = cache[step][k]
-        r = X[idx] @ w[0] - y[idx]
-        return [X[idx].T @ r / batch]
+        xb = X[idx]  # gather the mini-batch rows once, not twice (same numbers, faster check)
+        return [xb.T @ (xb @ w[0] - y[idx]) / batch]
 
     return grad
 
@@ -331,6 +331,21 @@ def _loss(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
                  ("adasum_pair", "adasum_reduce", "simulate_data_parallel", "AdasumOptimizer"))
 def check_adasum(seed: int = 0, seeds: int = 3, rounds: int = 300) -> CheckResult:
     """Adasum identities and the least-squares learning-rate sweep (8 workers x batch 16).
+
+    Adasum adds nearly orthogonal updates and averages parallel ones, which makes it approximate
+    the eight workers' steps taken one after another ("sequential" below). On this problem
+    (covariance eigenvalues 1 ... 0.01) that is what averaging lacks: the slow directions need the
+    eight steps, not one step of eight times the batch. How much averaging loses therefore depends
+    on how much of ``w*`` the seed puts in the slow directions, so the sweep's claims compare
+    Adasum with sequential SGD on the same problem and batches, not with a fixed factor over
+    averaging. (Earlier claims, "Adasum >= 25x better than averaging" and "within 1.5x of
+    sequential", failed at 20 and 15 of the 46 seeds below: down to 14x at lr 0.2, seed 7, and up
+    to 1.63x.)
+
+    Measured over seeds 0-23, 100-109, 1000-1009, 12345 and 987654 (46 seeds; worst case over
+    lr <= 0.2): Adasum / sequential at most 1.63 (claimed: < 2); averaging / sequential at least
+    18 (claimed: >= 5); Adasum's share of sequential's log advantage over averaging at least 0.85
+    (claimed: >= 0.75). The lr 0.4 and 0.8 claims held at all of them.
 
     Parameters
     ----------
@@ -389,10 +404,12 @@ def check_adasum(seed: int = 0, seeds: int = 3, rounds: int = 300) -> CheckResul
     e = {(r.lr, r.method): r.excess_loss for r in t.itertuples()}
     claims = {k: bool(v) for k, v in ident.items()}
     claims.update({
-        "lr <= 0.2: Adasum within 1.5x of sequential": all(e[(lr, "adasum")] <= 1.5 * e[(lr, "sequential")]
-                                                         for lr in (0.05, 0.1, 0.2)),
-        "lr <= 0.2: Adasum >= 25x better than average": all(25 * e[(lr, "adasum")] <= e[(lr, "average")]
-                                                          for lr in (0.05, 0.1, 0.2)),
+        "lr <= 0.2: Adasum within 2x of sequential SGD (the order of steps it approximates)":
+            all(e[(lr, "adasum")] < 2 * e[(lr, "sequential")] for lr in (0.05, 0.1, 0.2)),
+        "lr <= 0.2: averaging is >= 5x worse than sequential SGD and Adasum keeps >= 75% of that gap (log scale)":
+            all(e[(lr, "average")] >= 5 * e[(lr, "sequential")]
+                and math.log(e[(lr, "average")] / e[(lr, "adasum")])
+                >= 0.75 * math.log(e[(lr, "average")] / e[(lr, "sequential")]) for lr in (0.05, 0.1, 0.2)),
         "lr 0.4: sum diverges, Adasum stays finite": math.isinf(e[(0.4, "sum")]) and math.isfinite(e[(0.4, "adasum")]),
         "lr 0.8: Adasum diverges, average does not": math.isinf(e[(0.8, "adasum")]) and math.isfinite(e[(0.8, "average")]),
     })

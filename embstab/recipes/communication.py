@@ -287,8 +287,19 @@ def check_communication(seed: int = 0) -> CheckResult:
     rng = np.random.default_rng(seed)
     v = rng.standard_normal(200) * (rng.random(200) < 0.3)
     s = 50
-    draws = np.stack([maurey_dense(*maurey_sparsify(v, s, rng), v.size) for _ in range(4000)])
-    bias = float(np.abs(draws.mean(0) - v).max())
+    n_draws = 4000
+    draws = np.stack([maurey_dense(*maurey_sparsify(v, s, rng), v.size) for _ in range(n_draws)])
+    # Coordinate j of a draw is (|v|_1 / s) sign(v_j) Binomial(s, |v_j| / |v|_1), so its mean over
+    # the draws has standard error sqrt((|v|_1 |v_j| - v_j^2) / (s n_draws)): about 0.025 for the
+    # largest |v_j| here, so a fixed 0.05 tolerance is a 2-sigma test that some coordinate failed
+    # at 70 of 400 seeds. Judge the largest standardized deviation instead: an unbiased sampler
+    # exceeds 5 with probability < 1e-4 over <= 100 nonzero coordinates (largest seen over seeds
+    # 0-99 and 1000-1299: 4.2).
+    l1 = np.abs(v).sum()
+    nz = v != 0
+    stderr = np.sqrt((l1 * np.abs(v[nz]) - v[nz] ** 2) / (s * n_draws))
+    bias_z = float((np.abs(draws.mean(0)[nz] - v[nz]) / stderr).max())
+    bias_zero = float(np.abs(draws.mean(0)[~nz]).max(initial=0.0))
     var = float(np.mean(np.sum((draws - v) ** 2, axis=1)))
     var_ref = (np.abs(v).sum() ** 2 - np.sum(v ** 2)) / s
 
@@ -310,7 +321,8 @@ def check_communication(seed: int = 0) -> CheckResult:
     t = pd.DataFrame(rows).set_index("method")
     risk = t["excess_risk"]
     claims = {
-        "Maurey is unbiased (max |mean - w| < 0.05 over 4000 draws)": bias < 0.05,
+        "Maurey is unbiased (every coordinate's mean over 4000 draws within 5 standard errors of w; "
+        "zeros never drawn)": bias_z < 5 and bias_zero == 0,
         "Maurey variance matches (|w|_1^2 - |w|_2^2)/s within 5%": abs(var / var_ref - 1) < 0.05,
         "a s=256 message is 3,360 bits and the run sends 15 (50,400 bits)":
             message_bits(256, d) == 3360 and int(t.loc["round-robin maurey s=256", "bits"]) == 50_400,

@@ -326,18 +326,22 @@ def check_ocs(seed: int = 0) -> CheckResult:
                        for m in mats for b in (4, 8) for rule in ("half", "quant_aware"))
     qa_le_naive = all(get(m, b, "ocs_quant_aware", r) <= get(m, b, "ocs_half", r) + 1e-12
                       for m in mats for b in (4, 8) for r in ratios)
+    # Where OCS and clipping cross depends on the few largest entries, which vary from seed to seed.
+    # Over 92 seeds (0-49, 100-109, 1000-1029, 12345, 987654) the 8-bit win at r >= 0.05 was
+    # >= 1.12x (at r = 0.02 the Laplace matrix went either way, down to 0.97x) and the 4-bit loss
+    # at r <= 0.02 >= 1.61x (at r = 0.1 a Student-t(3) draw with a huge outlier favoured OCS, 0.89x).
     beats_clip8 = all(get(m, 8, "ocs_quant_aware", r) < get(m, 8, "mse_clip").rel_mse.iloc[0]
-                      for m in mats for r in ratios if r >= 0.02)
-    clip_wins4 = all((get(m, 4, f"ocs_{rule}").rel_mse > get(m, 4, "mse_clip").rel_mse.iloc[0]).all()
-                     for m in mats for rule in ("half", "quant_aware"))
+                      for m in mats for r in ratios if r >= 0.05)
+    clip_wins4 = all(get(m, 4, f"ocs_{rule}", r) > get(m, 4, "mse_clip").rel_mse.iloc[0]
+                     for m in mats for rule in ("half", "quant_aware") for r in ratios if r <= 0.02)
     X = rng.standard_normal((200, 16))
     X[:, 3] *= 10
     g = ocs_split(X, 0.25, split="gram")
     claims = {
         "OCS beats no clipping at every r": bool(beats_noclip),
         "quantization-aware split <= naive split": bool(qa_le_naive),
-        "at 8 bits OCS (QA, r >= .02) beats the MSE-optimal clip": bool(beats_clip8),
-        "at 4 bits clipping beats OCS": bool(clip_wins4),
+        "at 8 bits OCS (QA, r >= .05) beats the MSE-optimal clip": bool(beats_clip8),
+        "at 4 bits clipping beats OCS at r <= .02": bool(clip_wins4),
         "columns added are 6 / 11 / 26 / 52 for 512 channels":
             get("laplace", 8, "ocs_half").columns_added.tolist() == [6, 11, 26, 52],
         "the 1/sqrt(2) split preserves X X^T": bool(np.allclose(g.values @ g.values.T, X @ X.T, rtol=1e-12, atol=1e-9)),
