@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from embstab._textfiles import loads_json
 from embstab.contextual.errors import PICKLE_SUFFIXES, UnsafeWeightsError
 from embstab.data.errors import DataFormatError
 
@@ -93,13 +94,11 @@ def read_json_file(path: Path, what: str) -> object:
     if size > MAX_JSON_BYTES:
         raise DataFormatError(path, f"{what} of {size:,} bytes; a real one is a few kilobytes")
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return loads_json(path.read_bytes().decode("utf-8"))  # the package's one bounded-nesting reader
     except UnicodeDecodeError as exc:
         raise DataFormatError(path, f"{what} is not UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise DataFormatError(path, f"{what} is not valid JSON ({exc.msg})", line=exc.lineno) from None
-    except RecursionError:
-        raise DataFormatError(path, f"{what} is nested too deeply") from None
 
 
 def _regular_file(path: Path, what: str) -> None:
