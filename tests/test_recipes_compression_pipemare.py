@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from embstab.recipes import RECIPES
-from embstab.recipes.pipemare import PipeMareError, delayed_gd_threshold, simulate_pipeline
+from embstab.recipes.pipemare import PipeMareError, delayed_gd_threshold, divergence_lr, simulate_pipeline
 
 
 @pytest.mark.parametrize("tau,ref", [(0, 2.0), (1, 1.0), (2, 0.6180339887498949), (4, 0.3472963553338607),
@@ -46,8 +46,36 @@ def test_bad_input():
         simulate_pipeline(X, Y, (2, 2, 1), (1, 1), -0.1, 5)
     with pytest.raises(PipeMareError, match="non-negative"):
         delayed_gd_threshold(-1)
+    with pytest.raises(PipeMareError, match="lo < hi"):
+        divergence_lr(X, Y, lo=0.5, hi=0.1, widths=(2, 2, 1), delays=(1, 1), steps=5)
+
+
+def test_divergence_lr_brackets_the_edge():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((4, 64))
+    Y = rng.standard_normal((1, 4)) @ X / 2
+    kw = dict(widths=(4, 3, 1), delays=(2, 1), steps=200)
+    edge = divergence_lr(X, Y, rtol=0.01, **kw)
+    assert 0.02 < edge < 4.0
+    assert simulate_pipeline(X, Y, lr=edge, **kw).diverged
+    assert not simulate_pipeline(X, Y, lr=edge / 1.02, **kw).diverged
+    # a longer delay diverges at a smaller step
+    assert divergence_lr(X, Y, rtol=0.01, **{**kw, "delays": (4, 1)}) < edge
+    assert divergence_lr(X, Y, lo=2 * edge, **kw) == 2 * edge  # lo already diverges
+    assert divergence_lr(X, Y, hi=edge / 2, lo=edge / 4, **kw) == math.inf  # hi does not
 
 
 def test_registered_check_passes():
     res = RECIPES["pipemare"].check(seed=0)
     assert res.passed, res.claims
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_check_passes_where_fixed_lr_claims_failed(seed):
+    # with claims at fixed lr 0.2 / 0.3 the check failed at these seeds: the curvature, hence every
+    # divergence edge, moves with the seed
+    res = RECIPES["pipemare"].check(seed=seed)
+    assert res.passed, res.claims
+    edges = res.table[res.table.kind == "edge"].set_index("setting").lr
+    assert 0.05 < edges["delayed"] < edges["delayed+reschedule"] < edges["delayed+reschedule+correction"]
+    assert edges["delayed+reschedule+correction"] < edges["synchronous"] < 2.5
