@@ -18,7 +18,7 @@ from embstab.recipes.tt import TTEmbedding, TTShape, suggest_tt_shape, tt_compre
 from embstab.recipes.ocs import ocs_merge, ocs_quantize, ocs_split
 from embstab.recipes.rotation import random_hadamard, random_orthogonal, rotate_quantize
 from embstab.recipes.adasum import AdasumOptimizer, adasum_pair, adasum_reduce, simulate_data_parallel
-from embstab.recipes.pipemare import delayed_gd_threshold, simulate_pipeline
+from embstab.recipes.pipemare import delayed_gd_threshold, divergence_lr, simulate_pipeline
 from embstab.recipes.communication import (maurey_sparsify, message_bits, pnorm_mirror_descent, round_robin,
                                            topk_sparsify)
 
@@ -34,5 +34,5 @@ __all__ += ["DynamicSparsity", "Reallocation", "sparse_candidates"]
 __all__ += ["TTEmbedding", "TTShape", "suggest_tt_shape", "tt_compress_embedding", "tt_decompose", "tt_full",
             "ocs_merge", "ocs_quantize", "ocs_split", "random_hadamard", "random_orthogonal", "rotate_quantize",
             "AdasumOptimizer", "adasum_pair", "adasum_reduce", "simulate_data_parallel",
-            "delayed_gd_threshold", "simulate_pipeline",
+            "delayed_gd_threshold", "divergence_lr", "simulate_pipeline",
             "maurey_sparsify", "message_bits", "pnorm_mirror_descent", "round_robin", "topk_sparsify"]
