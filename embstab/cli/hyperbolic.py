@@ -14,6 +14,8 @@ import json
 import sys
 import time
 
+from embstab.cli.options import positive_float, positive_int, seed
+
 __all__ = ["register", "run_embed", "run_eval"]
 
 
@@ -69,10 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--sigma", type=float, default=1.0,
                    help="product: target scale, fitting d = sigma * graph distance (default 1)")
     s.add_argument("--loss", default="rel2", help="rel2, sym, abs, square, log or mse")
-    s.add_argument("--epochs", type=int, default=100)
-    s.add_argument("--lr", type=float, default=0.01)
-    s.add_argument("--batch-size", type=int, default=1024)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--epochs", type=positive_int, default=100, help="default 100")
+    s.add_argument("--lr", type=positive_float, default=0.01, help="default 0.01")
+    s.add_argument("--batch-size", type=positive_int, default=1024, help="default 1024")
+    s.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     e.add_argument("--quiet", action="store_true", help="no progress bars")
     e.set_defaults(func=run_embed)
 
@@ -81,9 +83,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "pessimistic ties), average and global worst-case distortion.")
     v.add_argument("graph", metavar="GRAPH")
     v.add_argument("embedding", metavar="EMBEDDING")
-    v.add_argument("--rows", type=int, default=None,
+    v.add_argument("--rows", type=positive_int, default=None,
                    help="evaluate this many random rows (default: all)")
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--seed", type=seed, default=0, help="seed of the sampled rows (default 0)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("--quiet", action="store_true", help="no progress bar")
     v.set_defaults(func=run_eval)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from embstab.cli.options import seed
+
 __all__ = ["register", "handle_list", "handle_check"]
 
 HELP = "list the training/compression recipes or run one's small-problem check"
@@ -33,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub.add_parser("list", help="list the registered recipes").set_defaults(func=handle_list)
     check = sub.add_parser("check", help="run a recipe's small-problem acceptance check")
     check.add_argument("name", metavar="NAME", help="recipe name (see `embstab recipes list`)")
-    check.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    check.add_argument("--seed", type=seed, default=0, help="random seed (default: 0)")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.set_defaults(func=handle_check)
 
