@@ -160,3 +160,56 @@ def test_packaged_minilm_loads_offline_and_matches_a_plain_transformers_referenc
         np.testing.assert_allclose(got[i], ref, rtol=1e-4, atol=1e-5)
     unit = got / np.linalg.norm(got, axis=1, keepdims=True)
     assert unit[0] @ unit[1] > unit[0] @ unit[2]  # two film reviews are closer than a review and finance
+
+
+_VOCAB_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from _contextual import lee_docs
+from embstab.contextual import train_wordpiece
+sys.stdout.write(train_wordpiece(lee_docs()[:120], vocab_size=900).to_str())
+"""
+
+
+def test_trained_tokenizer_is_the_same_in_every_process():
+    """String hashing differs between processes; the tokenizer must not depend on it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = _VOCAB_SCRIPT.format(tests=str(Path(__file__).parent))
+    outs = []
+    for hash_seed in ("1", "2", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        outs.append(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                   check=True, timeout=300).stdout)
+    assert outs[0] == outs[1] == outs[2]
+    vocab = __import__("json").loads(outs[0])["model"]["vocab"]
+    assert len(vocab) == 900 and list(vocab)[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def test_trained_tokenizer_merges_the_most_frequent_pairs_like_wordpiece():
+    from embstab.contextual import train_wordpiece
+
+    docs = [["lower", "lowest", "low"]] * 5 + [["newer", "wider"]] * 3
+    tok = train_wordpiece(docs, vocab_size=40, min_frequency=2)
+    vocab = tok.get_vocab()
+    # the alphabet in both forms, then merges; ("##o", "##w") and ("l", "##o") tie at 15 and the
+    # smaller pair goes first, so "##ow" is a piece
+    assert {"l", "##o", "##w", "n", "##e", "##r", "##ow", "low", "lowest"} <= set(vocab)
+    assert tok.encode("lowest").tokens == ["lowest"] and tok.encode("lows").tokens == ["low", "##s"]
+    assert "[UNK]" not in tok.encode("lower newer").tokens
+    # min_frequency stops merging before the vocabulary is full
+    small = train_wordpiece([["ab", "cd"]], vocab_size=40, min_frequency=2)
+    assert set(small.get_vocab()) == {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b", "c", "##d"}
+
+
+def test_pretraining_twice_with_the_same_arguments_gives_identical_models():
+    docs = lee_docs()[:80]
+    kw = dict(steps=2, seed=3, vocab_size=800, max_length=64, batch_size=4, threads=1, fraction=0.1,
+              pair_seed=7, heldout_fraction=0.05)
+    p1, p2 = pretrain_pair(docs, "tiny", **kw), pretrain_pair(docs, "tiny", **kw)
+    for r1, r2 in ((p1.a, p2.a), (p1.b, p2.b)):
+        assert r1.model.tokenizer.to_str() == r2.model.tokenizer.to_str()
+        assert _same(_state(r1.model), _state(r2.model))

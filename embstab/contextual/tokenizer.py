@@ -1,4 +1,4 @@
-"""WordPiece tokenizers: trained once on a corpus with ``tokenizers``, or loaded from a model folder.
+"""WordPiece tokenizers: trained once on a corpus (deterministically), or loaded from a model folder.
 
 Both members of a pretraining pair must share one tokenizer, so that the same word is split into
 the same pieces and word-type averages are taken over the same occurrences; the tokenizer is
@@ -47,7 +47,13 @@ def plain_tokenizer(tok: Tokenizer) -> Tokenizer:
 
 
 def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
-    """Train a lower-casing BERT-style WordPiece tokenizer on tokenised documents.
+    """Train a lower-casing BERT-style WordPiece tokenizer on tokenised documents, deterministically.
+
+    The vocabulary is learnt as BERT's WordPiece trainer learns it (byte-pair merges over the
+    normalised, pre-tokenised words, continuation pieces prefixed ``##``), but ties between
+    equally frequent pairs go to the lexicographically smallest pair. The ``tokenizers`` trainer
+    breaks them in hash-map order, which changes from one call to the next, so two pretraining
+    runs with the same arguments got different vocabularies and shared no weight tensor.
 
     Parameters
     ----------
@@ -56,14 +62,14 @@ def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_f
     vocab_size : int
         Vocabulary size including the special tokens.
     min_frequency : int
-        Minimum count of a merged piece.
+        Minimum count of a merged pair; merging stops earlier when no pair is this frequent.
 
     Returns
     -------
     tokenizers.Tokenizer
         Without padding, truncation or post-processing (see :func:`plain_tokenizer`). The special
-        tokens have ids 0–4 and the other pieces follow in sorted order, so the same pieces always
-        get the same ids.
+        tokens have ids 0–4 and the other pieces follow in sorted order. The same documents and
+        arguments always give the same tokenizer.
 
     Raises
     ------
@@ -73,22 +79,81 @@ def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_f
     if vocab_size < len(SPECIAL_TOKENS) + 26:
         raise ValueError(f"vocab_size must be at least {len(SPECIAL_TOKENS) + 26}, got {vocab_size}")
     tk = require("tokenizers")
-    decoders, models, normalizers, pre_tokenizers, trainers = (tk.decoders, tk.models, tk.normalizers,
-                                                               tk.pre_tokenizers, tk.trainers)
-    tok = tk.Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=None, clean_text=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-    tok.train_from_iterator((" ".join(d) for d in docs), trainer=trainer)
-    # the trainer numbers its pieces in hash-map order, which changes from call to call; a fixed
-    # order gives the same ids whenever it finds the same pieces (ties at the vocabulary cut can
-    # still change which pieces it keeps)
-    pieces = [p for p in tok.get_vocab() if p not in SPECIAL_TOKENS]
+    decoders, models, normalizers, pre_tokenizers = tk.decoders, tk.models, tk.normalizers, tk.pre_tokenizers
+    normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=None, clean_text=True)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    counts: dict[str, int] = {}
+    for doc in docs:
+        for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(" ".join(doc))):
+            counts[word] = counts.get(word, 0) + 1
+    pieces = _wordpiece_vocabulary(counts, vocab_size - len(SPECIAL_TOKENS), max(1, min_frequency))
     vocab = {p: i for i, p in enumerate([*SPECIAL_TOKENS, *sorted(pieces)])}
-    tok.model = models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)
+    tok = tk.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.WordPiece()
     return tok
+
+
+def _wordpiece_vocabulary(counts: dict[str, int], size: int, min_frequency: int) -> set[str]:
+    """Pieces of a WordPiece vocabulary of at most ``size`` entries: every character (first and
+    ``##`` continuation forms), then the most frequent adjacent pairs merged one at a time."""
+    import heapq
+
+    words = sorted(counts)  # a fixed order: nothing below depends on hash order
+    weight = [counts[w] for w in words]
+    symbols = [[w[0], *("##" + c for c in w[1:])] for w in words]
+    pieces = {s for syms in symbols for s in syms}
+    pair_count: dict[tuple[str, str], int] = {}
+    where: dict[tuple[str, str], set[int]] = {}
+
+    changed: set[tuple[str, str]] = set()
+
+    def account(i: int, sign: int) -> None:
+        syms = symbols[i]
+        for pair in zip(syms, syms[1:]):
+            pair_count[pair] = pair_count.get(pair, 0) + sign * weight[i]
+            changed.add(pair)
+            if sign > 0:
+                where.setdefault(pair, set()).add(i)
+
+    for i in range(len(words)):
+        account(i, 1)
+    changed.clear()
+    # max count first, then the smallest pair: (-count, a, b) orders a min-heap exactly so;
+    # entries whose count has since changed are skipped when popped
+    heap = [(-c, a, b) for (a, b), c in pair_count.items()]
+    heapq.heapify(heap)
+    while len(pieces) < size and heap:
+        neg, a, b = heapq.heappop(heap)
+        if pair_count.get((a, b), 0) != -neg or -neg <= 0:
+            continue
+        if -neg < min_frequency:
+            break
+        merged = a + (b[2:] if b.startswith("##") else b)
+        pieces.add(merged)
+        for i in sorted(where.pop((a, b), ())):
+            syms = symbols[i]
+            if not any(x == a and y == b for x, y in zip(syms, syms[1:])):
+                continue
+            account(i, -1)
+            out, j = [], 0
+            while j < len(syms):
+                if j + 1 < len(syms) and syms[j] == a and syms[j + 1] == b:
+                    out.append(merged)
+                    j += 2
+                else:
+                    out.append(syms[j])
+                    j += 1
+            symbols[i] = out
+            account(i, 1)
+        pair_count.pop((a, b), None)
+        changed.discard((a, b))
+        for pair in sorted(changed):
+            if pair_count.get(pair, 0) > 0:
+                heapq.heappush(heap, (-pair_count[pair], *pair))
+        changed.clear()
+    return pieces
 
 
 def wordpiece_from_vocab(path: str | os.PathLike, lowercase: bool = True,
