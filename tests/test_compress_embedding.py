@@ -183,7 +183,7 @@ def test_cli_compress_and_like(tmp_path, capsys):
         _cli([str(tmp_path / "old.txt"), str(tmp_path / "x.esq")])
     with pytest.raises(SystemExit):  # argparse: --bits must be 1-16 or 32
         _cli([str(tmp_path / "old.txt"), str(tmp_path / "x.esq"), "--bits", "28"])
-    assert "must be 1-16 or 32" in capsys.readouterr().err
+    assert "must be 1-16 (2**bits levels) or 32" in capsys.readouterr().err
     with pytest.raises(EmbstabError, match="unknown number format"):
         _cli([str(tmp_path / "old.txt"), str(tmp_path / "x.esq"), "--format", "fp7"])
     assert not (tmp_path / "x.esq").exists()

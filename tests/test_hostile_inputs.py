@@ -179,9 +179,9 @@ CASES = [
     # plausible wrong answers
     ("downstream-zero-coverage", ["downstream", "{d}/foreign.txt", "{d}/foreign.txt", "--limit", "300"],
      ["0.0%", "--min-coverage"]),
-    ("bits-17", ["compress", "{d}/good.txt", "{d}/o.esq", "--bits", "17"], ["--bits", "1-16 or 32"]),
-    ("bits-33", ["compress", "{d}/good.txt", "{d}/o.esq", "--bits", "33"], ["--bits", "1-16 or 32"]),
-    ("bits-0", ["compress", "{d}/good.txt", "{d}/o.esq", "--bits", "0"], ["--bits", "1-16 or 32"]),
+    ("bits-17", ["compress", "{d}/good.txt", "{d}/o.esq", "--bits", "17"], ["--bits", "1-16 (2**bits levels) or 32"]),
+    ("bits-33", ["compress", "{d}/good.txt", "{d}/o.esq", "--bits", "33"], ["--bits", "1-16 (2**bits levels) or 32"]),
+    ("bits-0", ["compress", "{d}/good.txt", "{d}/o.esq", "--bits", "0"], ["--bits", "1-16 (2**bits levels) or 32"]),
     # option values and other mistakes that printed tracebacks or exited 1
     ("top-n-negative", ["compare", "{d}/good.txt", "{d}/old.txt", "--top-n", "-1"], ["--top-n", "0 or more"]),
     ("top-n-text", ["compare", "{d}/good.txt", "{d}/old.txt", "--top-n", "all"], ["--top-n", "integer"]),

@@ -11,11 +11,13 @@ import argparse
 import math
 from collections.abc import Callable
 
+from embstab._bits import BIT_WIDTHS, BIT_WIDTHS_TEXT
+
 __all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
            "local_workers", "worker_threads", "add_trust_pickle", "add_no_clobber", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
-#: Bits per entry the compressed format stores: 1 to 16, or 32 (raw float32).
-BITS_CHOICES = (*range(1, 17), 32)
+#: Bits per entry a uniform quantizer accepts (the library's one set).
+BITS_CHOICES = BIT_WIDTHS
 
 TRUST_PICKLE_HELP = ("load embedding files that are Python pickles (gensim KeyedVectors .save() files). "
                      "RISK: unpickling runs code stored in the file, so use it only for files you made or whose "
@@ -196,7 +198,7 @@ def bits(text: str) -> int:
     """
     value = _number(text, int, "an integer")
     if value not in BITS_CHOICES:
-        raise argparse.ArgumentTypeError(f"must be 1-16 or 32, got {value}")
+        raise argparse.ArgumentTypeError(f"must be {BIT_WIDTHS_TEXT}, got {value}")
     return value
 
 

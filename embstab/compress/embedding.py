@@ -26,7 +26,7 @@ def resolve_storage(bits: int | None, format: Format | str | None, clip: float |
     Parameters
     ----------
     bits : int or None
-        Bits per entry for uniform quantization (1–24, or 32 and more for clipping only); with a
+        Bits per entry for uniform quantization (1–16, or 32 for clipping only); with a
         number format, optional and then checked against the format's code width.
     format : Format, str or None
         A number format or preset name; None or ``"uniform"`` means uniform quantization.
@@ -48,8 +48,6 @@ def resolve_storage(bits: int | None, format: Format | str | None, clip: float |
         if bits is None:
             raise ValueError("give bits for uniform quantization (or a number format)")
         bits = _check_bits(bits)
-        if 24 < bits < 32:
-            raise ValueError(f"uniform bits must be 1..24, or 32 and more for clipping only; got {bits}")
         return "uniform", bits, bits
     if clip is not None:
         raise ValueError("clip applies to uniform quantization only")

@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 import numpy as np
+
+from embstab._bits import check_bits
 from tqdm.auto import tqdm
 
 from embstab.errors import ShapeError
@@ -29,9 +31,7 @@ def _as_matrix(X: Any) -> np.ndarray:
 
 
 def _check_bits(bits: int) -> int:
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits < 1:
-        raise ValueError(f"bits must be a positive integer, got {bits!r}")
-    return int(bits)
+    return check_bits(bits)
 
 
 def quantization_error(X: Any, bits: int, clip: float) -> float:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab._bits import check_bits
 from embstab.compress.memory import memory_bits
 from embstab.compress.uniform import optimal_clip, uniform_quantize
 from embstab.embedding import Embedding
@@ -101,7 +102,8 @@ def quantize_model(trained: KGTrainResult, bits: int, *, clips: dict[str, float]
     ----------
     trained : KGTrainResult
     bits : int
-        Bits per entry: 1..24 rounds onto ``2**bits`` levels in ``[-clip, clip]``; 32 only clips.
+        Bits per entry: 1..16 rounds onto ``2**bits`` levels in ``[-clip, clip]``; 32 only clips
+        (:data:`embstab._bits.BIT_WIDTHS`).
     clips : dict, optional
         Clip per table name (see :func:`embedding_tables`); by default found on this model's own
         tables by golden-section search (:func:`quantize_pair` passes the old model's).
@@ -116,11 +118,7 @@ def quantize_model(trained: KGTrainResult, bits: int, *, clips: dict[str, float]
     import torch
 
     trained = _source(trained)
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits < 1:
-        raise ValueError(f"bits must be a positive integer, got {bits!r}")
-    bits = int(bits)
-    if 24 < bits < 32:
-        raise ValueError(f"bits must be 1..24, or 32 and more for clipping only; got {bits}")
+    bits = check_bits(bits)
     model = copy.deepcopy(trained.model)
     tables = embedding_tables(model)
     if clips is not None and set(clips) != set(tables):

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Union
 
+from embstab._bits import check_bits
 from embstab.errors import UnknownNameError
 
 __all__ = [
@@ -321,7 +322,7 @@ class MXFormat:
 @dataclass(frozen=True)
 class UniformFormat:
     """The embedding quantizer of smallfry/anchor-stability: ``2**bits`` evenly spaced levels on
-    ``[-clip, clip]`` (both ends included). ``bits >= 32`` means no rounding, only clipping;
+    ``[-clip, clip]`` (both ends included). ``bits == 32`` means no rounding, only clipping;
     ``clip = 0`` sends everything to 0.
     """
 
@@ -329,10 +330,7 @@ class UniformFormat:
     clip: float
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.bits, int) and self.bits >= 1):
-            raise ValueError(f"bits must be a positive int, got {self.bits!r}")
-        if self.bits > 24 and self.bits < 32:
-            raise ValueError(f"bits must be <= 24 (exact float grid) or >= 32 (no rounding), got {self.bits}")
+        object.__setattr__(self, "bits", check_bits(self.bits))
         if not (math.isfinite(self.clip) and self.clip >= 0):
             raise ValueError(f"clip must be a finite number >= 0, got {self.clip!r}")
         object.__setattr__(self, "clip", float(self.clip))

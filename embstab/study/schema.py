@@ -17,6 +17,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from embstab._bits import BIT_WIDTHS, check_bits
 from embstab.errors import EmbstabError
 from embstab.study.kind_kg import GraphSpec
 from embstab.study.kinds import KINDS, CorpusSpec, StudyKind
@@ -40,7 +41,7 @@ __all__ = [
 #: full-column-rank matrix or a d-dimensional subspace of the compared rows).
 _RANK_MEASURES = ("eis", "eigenspace_overlap", "linear_cka", "semantic_displacement")
 _ROUNDINGS = ("nearest", "stochastic", "stochastic:K")
-MAX_BITS = 32
+MAX_BITS = max(BIT_WIDTHS)
 #: Most result rows one study may plan: 7 times the paper's full grid (5 algorithms x 6 dimensions x
 #: 6 bit widths x 3 seeds x 5 tasks), about a day of rows on two cores. Beyond it, planning alone
 #: takes minutes and gigabytes, and a typo in a list (a thousand seeds) would go unnoticed.
@@ -388,6 +389,18 @@ def _available_measures() -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------------
 
 
+def _bit_widths(v: _Validator, value: Any) -> tuple[int, ...]:
+    """``compression.bit_widths``: a list of distinct widths from the one set every quantizer takes."""
+    widths = []
+    for i, b in enumerate(v.sequence(value, "compression.bit_widths")):
+        try:
+            widths.append(check_bits(b, "a bit width"))
+        except ValueError as exc:
+            raise v.fail(f"compression.bit_widths[{i}]", str(exc)) from None
+    v.unique(tuple(widths), "compression.bit_widths")
+    return tuple(widths)
+
+
 def _study_rounding(v: _Validator, value: Any) -> str:
     """``compression.rounding``: nearest, stochastic or stochastic:K (K random bits), canonicalised."""
     from embstab.lowprec.rounding import check_rounding
@@ -530,7 +543,7 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
 
     k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False, "transforms": False})
     compression = CompressionSpec(
-        bit_widths=v.int_list(k["bit_widths"], "compression.bit_widths", 1, MAX_BITS),
+        bit_widths=_bit_widths(v, k["bit_widths"]),
         rounding=_study_rounding(v, k.get("rounding", "nearest")),
         transforms=_transforms(v, k.get("transforms", ["none"])),
     )
