@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab.errors import did_you_mean
 from embstab.study.settings import Setting, TaskRule
 from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
 from embstab.study.store import ArtifactStore, config_hash
@@ -82,7 +83,7 @@ def parse_graph(v: Any, value: Any) -> GraphSpec:
     name = v.string(g["name"], "graph.name")
     known = (*GRAPHS, *STANDARD_GRAPHS)
     if name not in known and not (name.startswith("wordnet_k") and name[9:].isdigit()):
-        near = _near(name, known)
+        near = did_you_mean(name, known)
         raise v.fail("graph.name", f"unknown graph {name!r} (choose from {', '.join(known)} or wordnet_kK){near}")
     return GraphSpec(
         name=name,
@@ -91,14 +92,6 @@ def parse_graph(v: Any, value: Any) -> GraphSpec:
         seed=v.integer(g.get("seed", 0), "graph.seed", 0),
         lost=v.string(g.get("lost", "protect"), "graph.lost", tuple(LOST_POLICIES)),
     )
-
-
-def _near(name: str, known: tuple[str, ...]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``known``, or ``""``."""
-    import difflib  # noqa: PLC0415
-
-    near = difflib.get_close_matches(name, known, n=1)
-    return f"; did you mean '{near[0]}'?" if near else ""
 
 
 def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
@@ -132,7 +125,7 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
         normal = text.lower().replace("_", "").replace("-", "")
         if normal not in names:
             raise v.fail(key, f"a kg study trains PyKEEN models; {text!r} is none of them "
-                              f"(e.g. TransE, DistMult, ComplEx, RotatE){_near(normal, tuple(names))}")
+                              f"(e.g. TransE, DistMult, ComplEx, RotatE){did_you_mean(normal, tuple(names))}")
         if text in out:
             raise v.fail(key, f"duplicate value {text!r}")
         out.append(text)

@@ -15,7 +15,6 @@ kinds existed, so their fingerprints, artifacts and row ids are unchanged.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import embstab.study.kind_contextual as KC
 import embstab.study.kind_kg as KG
 import embstab.study.steps as S
+from embstab.errors import did_you_mean
 from embstab.study.settings import Setting, TaskRule
 
 if TYPE_CHECKING:
@@ -131,8 +131,7 @@ def _corpus_name(v: Any, value: Any) -> str:
     known = tuple(corpus_names())
     for part in name.split("+"):
         if part not in known:
-            near = difflib.get_close_matches(part, known, n=1)
-            hint = f"; did you mean '{near[0]}'?" if near else ""
+            hint = did_you_mean(part, known)
             raise v.fail("corpus.name", f"unknown corpus {part!r} (choose from {', '.join(known)}, "
                                         f"or join several with '+'){hint}")
     return name

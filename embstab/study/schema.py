@@ -9,7 +9,6 @@ file without reading code.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
@@ -18,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from embstab._bits import BIT_WIDTHS, check_bits
-from embstab.errors import EmbstabError
+from embstab.errors import EmbstabError, did_you_mean
 from embstab.study.kind_kg import GraphSpec
 from embstab.study.kinds import KINDS, CorpusSpec, StudyKind
 
@@ -269,8 +268,7 @@ class _Validator:
             raise self.fail(key, f"must be a mapping, got {type(value).__name__}")
         for k in value:
             if k not in allowed:
-                near = difflib.get_close_matches(str(k), list(allowed), n=1)
-                hint = f" (did you mean '{near[0]}'?)" if near else f" (allowed: {', '.join(allowed)})"
+                hint = did_you_mean(str(k), allowed) or f" (allowed: {', '.join(allowed)})"
                 raise self.fail(_join(key, str(k)), f"unknown key{hint}")
         for k, required in allowed.items():
             if required and k not in value:
@@ -300,8 +298,7 @@ class _Validator:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(key, f"must be a non-empty string, got {value!r}")
         if choices is not None and value not in choices:
-            near = difflib.get_close_matches(value, choices, n=1)
-            hint = f"; did you mean '{near[0]}'?" if near else ""
+            hint = did_you_mean(value, choices)
             raise self.fail(key, f"unknown value {value!r} (choose from {', '.join(choices)}){hint}")
         return value
 
@@ -682,8 +679,7 @@ def _kind_downstream(v: _Validator, kind: StudyKind):
         e = v.mapping(entry, key, {"task": True, "model": False, "label": False, "options": False})
         task = v.string(e["task"], f"{key}.task")
         if task not in rules:
-            near = difflib.get_close_matches(task, list(rules), n=1)
-            hint = f"; did you mean '{near[0]}'?" if near else ""
+            hint = did_you_mean(task, rules)
             raise v.fail(f"{key}.task", f"a {kind.name} study has no downstream task {task!r} "
                                         f"(choose from {', '.join(rules)}){hint}")
         rule = rules[task]

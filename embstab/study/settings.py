@@ -6,9 +6,10 @@ descriptions without importing each other.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
+
+from embstab.errors import did_you_mean
 
 __all__ = ["Setting", "TaskRule"]
 
@@ -70,8 +71,7 @@ class Setting:
                             float("inf") if self.high is None else self.high)
         if self.type == "choice":
             if value not in self.choices:
-                near = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1)
-                hint = f"; did you mean '{near[0]}'?" if near else ""
+                hint = did_you_mean(str(value), [str(c) for c in self.choices])
                 raise v.fail(key, f"unknown value {value!r} (choose from {', '.join(map(str, self.choices))}){hint}")
             return value
         return value
