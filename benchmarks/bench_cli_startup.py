@@ -6,8 +6,9 @@ hits them alike, and the best of ``--repeat`` rounds counts. ``import numpy`` is
 cannot start faster than its one unavoidable dependency); each embstab command is printed with its
 ratio to it.
 
-Run: ``python benchmarks/bench_cli_startup.py [--repeat 3]`` (from a checkout: set ``PYTHONPATH``
-to it, as the subprocesses inherit the environment).
+Run: ``python benchmarks/bench_cli_startup.py [--repeat 3]`` from the root of the checkout to time:
+``python -m embstab`` finds the package in the current directory first, and the subprocesses
+inherit it.
 """
 
 from __future__ import annotations
