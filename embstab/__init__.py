@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 # compare and recommend are imported on first use (PEP 562): they pull pandas and scipy, which
 # `embstab --help` and the light commands do not need
-_HOMES = {"compare": "embstab.measures", "compare_many": "embstab.measures",
+# compare lives in the module of the same name, which (once imported) shadows the lazy function on
+# embstab.measures: read it from its own module, whatever was imported first
+_HOMES = {"compare": "embstab.measures.compare", "compare_many": "embstab.measures.compare",
           "Recommendation": "embstab.selection", "recommend": "embstab.selection"}
 
 

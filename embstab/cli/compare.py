@@ -10,7 +10,7 @@ import sys
 
 from embstab.cli.options import add_trust_pickle, non_negative_int
 from embstab.errors import EmbstabError
-from embstab.measures import DEFAULT_MEASURES, REGISTRY, measures_for
+from embstab.cli.names import DEFAULT_MEASURES, EUCLIDEAN_MEASURES, LARGER_IS_MORE_STABLE
 
 __all__ = ["register", "run"]
 
@@ -37,8 +37,9 @@ uninformative end, and beyond the shuffles' noise). A value without signal says 
 this pair's stability."""
 
 # word-embedding files: the measures of that geometry (the hyperbolic ones compare graph embeddings)
-WORD_MEASURES = measures_for("euclidean")
-EPILOG = "measures: " + "; ".join(f"{name} ({REGISTRY[name].direction})" for name in WORD_MEASURES) + """
+WORD_MEASURES = EUCLIDEAN_MEASURES
+EPILOG = "measures: " + "; ".join(
+    f"{name} ({'larger' if name in LARGER_IS_MORE_STABLE else 'smaller'} is more stable)" for name in WORD_MEASURES) + """
 
 examples:
   embstab compare new.txt old.txt

@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from embstab.cli.options import add_no_clobber, add_trust_pickle, bits, seed
+from embstab.cli.names import EMBEDDING_FORMATS
+from embstab.cli.options import add_no_clobber, add_progress, add_trust_pickle, bits, seed, show_progress
 
 __all__ = ["register", "run"]
 
@@ -115,11 +116,9 @@ def register(subparsers) -> None:
                    help="outlier channel splitting: split the ceil(R*d) largest dimensions in half, R in (0, 1)")
     p.add_argument("--tt-ranks", type=_positive_int, default=None, metavar="R",
                    help="store the table as tensor-train cores of inner rank R, quantized to --bits")
-    from embstab.io import FORMATS
-
-    p.add_argument("--output-format", default="embstab", choices=FORMATS,
+    p.add_argument("--output-format", default="embstab", choices=EMBEDDING_FORMATS,
                    help="file format of OUT (default embstab = bit-packed .esq)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars and no summary line")
+    add_progress(p, quiet_help="no progress bars and no summary line")
     add_trust_pickle(p)
     add_no_clobber(p)
     p.set_defaults(func=run)
@@ -176,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     transform = _transform(args)
     if transform != "none" and kind != "uniform":
         raise EmbstabError(f"--rotate/--ocs/--tt-ranks apply to uniform quantization (--bits), not --format {args.format}")
-    progress = not args.quiet and sys.stderr.isatty()  # bars are for a person watching, not for logs
+    progress = show_progress(args)
     emb = load(args.input, trust_pickle=args.trust_pickle)
     if transform != "none":
         out = _compress_transformed(emb, args, spec, transform)

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from embstab.cli.options import positive_float, positive_int, seed, unit_fraction
+from embstab.cli.options import (add_progress, add_threads, positive_float, positive_int, seed, show_progress,
+                                 threads_or_all, unit_fraction)
 from embstab.errors import EmbstabError
 
 __all__ = ["register", "run_pretrain", "run_features", "run_disagreement", "run_download"]
@@ -91,9 +92,9 @@ def register(subparsers) -> None:
     pre.add_argument("--max-length", type=positive_int, default=128, help="position limit in pieces (default 128)")
     pre.add_argument("--batch-size", type=positive_int, default=32)
     pre.add_argument("--lr", type=positive_float, default=5e-4, help="peak AdamW learning rate (default 5e-4)")
-    pre.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
+    add_threads(pre)
     pre.add_argument("--out", required=True, help="output folder (gets a/, b/, baseline/, pretrain.json)")
-    pre.add_argument("--progress", action="store_true", help="show progress bars")
+    add_progress(pre)
     pre.set_defaults(func=run_pretrain)
 
     fe = sub.add_parser("features", help="word-type embedding of a model over a corpus or text file",
@@ -108,9 +109,9 @@ def register(subparsers) -> None:
     fe.add_argument("--min-count", type=positive_int, default=1, help="keep words seen at least N times")
     fe.add_argument("--max-occurrences", type=positive_int, help="average over at most N occurrences per word")
     fe.add_argument("--batch-size", type=positive_int, default=32)
-    fe.add_argument("--threads", type=positive_int, default=1)
+    add_threads(fe)
     fe.add_argument("--out", required=True, help="embedding file (format from the suffix: .txt, .npz, ...)")
-    fe.add_argument("--progress", action="store_true", help="show a progress bar (tokens)")
+    add_progress(fe)
     fe.set_defaults(func=run_features)
 
     dis = sub.add_parser("disagreement", help="frozen-feature downstream disagreement of two models",
@@ -133,9 +134,9 @@ def register(subparsers) -> None:
     dis.add_argument("--subword", choices=["first", "mean"], default="first",
                      help="brown_pos: a word's vector is its first piece's (default) or its pieces' mean")
     dis.add_argument("--batch-size", type=positive_int, default=32, help="extraction batch size")
-    dis.add_argument("--threads", type=positive_int, default=1)
+    add_threads(dis)
     dis.add_argument("--output", choices=["table", "json"], default="table")
-    dis.add_argument("--progress", action="store_true")
+    add_progress(dis)
     dis.set_defaults(func=run_disagreement)
 
     dl = sub.add_parser("download", help="download a BERT model from the Hugging Face hub (or a mirror) into the cache",
@@ -147,7 +148,7 @@ def register(subparsers) -> None:
     dl.add_argument("--endpoint", metavar="URL", help="hub address (default $HF_ENDPOINT or https://huggingface.co)")
     dl.add_argument("--dest", metavar="DIR", help="download into this folder instead of the cache")
     dl.add_argument("--force", action="store_true", help="download again even if a finished copy exists")
-    dl.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_progress(dl, no_progress=True)
     dl.set_defaults(func=run_download)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
@@ -216,8 +217,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
     out = Path(args.out)
     pair = pretrain_pair(load_corpus(args.corpus), args.size, args.steps, args.seed, baseline_seed=args.baseline_seed,
                          base=base, fraction=args.fraction, pair_seed=args.pair_seed, vocab_size=args.vocab_size,
-                         max_length=args.max_length, baseline=not args.no_baseline, progress=args.progress,
-                         batch_size=args.batch_size, lr=args.lr, threads=args.threads)
+                         max_length=args.max_length, baseline=not args.no_baseline, progress=show_progress(args),
+                         batch_size=args.batch_size, lr=args.lr, threads=threads_or_all(args.threads))
     rows = {}
     for label, res in pair.results().items():
         res.model.save(out / label)
@@ -285,8 +286,8 @@ def run_features(args: argparse.Namespace) -> int:
     if args.max_docs:
         docs = docs[:args.max_docs]
     emb = word_type_embedding(model, docs, layer=args.layer, subword=args.subword, min_count=args.min_count,
-                              max_occurrences=args.max_occurrences, batch_size=args.batch_size, threads=args.threads,
-                              progress=args.progress)
+                              max_occurrences=args.max_occurrences, batch_size=args.batch_size,
+                              threads=threads_or_all(args.threads), progress=show_progress(args))
     save(emb, args.out)
     print(f"{len(emb)} words x {emb.dim} (layer {emb.metadata['layer']}, {args.subword} piece"
           f"{'s' if args.subword == 'mean' else ''}, {int(emb.counts.sum())} occurrences) -> {args.out}")
@@ -328,7 +329,7 @@ def run_disagreement(args: argparse.Namespace) -> int:
                                   seed_b=args.seed + 1000 if args.seed_baseline else None, limit=args.limit,
                                   layer=args.layer, pooling=args.pooling, subword=args.subword,
                                   batch_size=args.batch_size,
-                                  threads=args.threads, progress=args.progress, **kwargs)
+                                  threads=threads_or_all(args.threads), progress=show_progress(args), **kwargs)
     if args.output == "json":
         json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
         print()
@@ -375,7 +376,7 @@ def run_download(args: argparse.Namespace) -> int:
         check_writable(args.dest, "--dest", folder=True)  # before the first request
 
     folder = download_model(args.repo_id, args.revision, dest=args.dest, endpoint=args.endpoint, force=args.force,
-                            progress=not args.no_progress)
+                            progress=show_progress(args))
     record = json.loads((folder / "embstab.json").read_text(encoding="utf-8"))["metadata"]
     size = sum((folder / f).stat().st_size for f in record["files"])
     label = args.repo_id if args.revision == "main" else f"{args.repo_id}@{args.revision}"

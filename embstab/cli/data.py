@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from embstab.cli.options import add_progress, show_progress
+
 __all__ = ["register", "run_list", "run_fetch"]
 
 HELP = "list the offline datasets, or fetch them into the cache directory"
@@ -44,7 +46,7 @@ def register(subparsers) -> None:
                                   "(localhost)")
     fe.add_argument("--sha256", metavar="HEX", help="the file's SHA-256, for a standard source embstab ships no "
                                                     "digest for (mr, subj, mpqa)")
-    fe.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_progress(fe, no_progress=True)
     fe.set_defaults(func=run_fetch)
     where = sub.add_parser("path", help="print the cache directory")
     where.set_defaults(func=lambda args: print(_cache()) or 0)
@@ -114,6 +116,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     from embstab.data import fetch
     from embstab.data.standard import STANDARD, download_standard
 
+    progress = show_progress(args)
     standard = [n for n in args.names if n in STANDARD]
     offline = [n for n in args.names if n not in STANDARD]
     if (args.url or args.sha256) and len(standard) != 1:
@@ -122,13 +125,13 @@ def run_fetch(args: argparse.Namespace) -> int:
         raise EmbstabError(f"{'--url' if args.url else '--sha256'} needs exactly one standard source name")
     failed = 0
     if offline or not args.names:
-        df = fetch(offline or None, force=args.force, progress=not args.no_progress, errors="report")
+        df = fetch(offline or None, force=args.force, progress=progress, errors="report")
         for row in df.itertuples():
             status = f"error: {row.error}" if row.error else row.path
             print(f"{row.source:<26} {row.datasets:<40} {status}")
         failed += int(df["error"].notna().sum())
     for name in standard:
         path = download_standard(name, url=args.url, sha256=args.sha256, force=args.force,
-                                 progress=not args.no_progress)
+                                 progress=progress)
         print(f"{name:<26} {path}")
     return 1 if failed else 0

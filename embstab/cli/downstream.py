@@ -12,7 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from embstab.cli.options import add_trust_pickle, bits, positive_float, positive_int, seed, unit_fraction
+from embstab.cli.names import DOWNSTREAM_MODELS, DOWNSTREAM_TASKS, KG_TASKS, TRAINING_RECIPES
+from embstab.cli.options import (add_progress, add_trust_pickle, bits, positive_float, positive_int, seed, show_progress,
+                                 unit_fraction)
 from embstab.errors import EmbstabError
 
 __all__ = ["task_spec", "register", "load_embedding", "run", "run_kg"]
@@ -67,9 +69,6 @@ def task_spec(text: str) -> str:
     str
         ``text``, checked (the graph name itself is checked when the graph loads).
     """
-    from embstab.downstream import TASKS
-    from embstab.kg import KG_TASKS
-
     kind, colon, graph = text.partition(":")
     kg_forms = ", ".join(f"{k}:GRAPH" for k in KG_TASKS)
     if colon:
@@ -80,8 +79,9 @@ def task_spec(text: str) -> str:
         return text
     if text in KG_TASKS:
         raise argparse.ArgumentTypeError(f"{text!r} needs the graph the models embed: {text}:GRAPH, e.g. {text}:umls")
-    if text not in TASKS:
-        raise argparse.ArgumentTypeError(f"unknown task {text!r}: choose one of {', '.join(TASKS)}, or {kg_forms}")
+    if text not in DOWNSTREAM_TASKS:
+        raise argparse.ArgumentTypeError(f"unknown task {text!r}: choose one of {', '.join(DOWNSTREAM_TASKS)}, "
+                                         f"or {kg_forms}")
     return text
 
 
@@ -93,16 +93,14 @@ def register(subparsers) -> None:
     subparsers : argparse._SubParsersAction
         The sub-parsers of the ``embstab`` parser.
     """
-    from embstab.downstream import MODELS, TASKS
-
     p = subparsers.add_parser("downstream", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", metavar="A", help="first embedding (file or builtin:NAME), or KG model folder")
     p.add_argument("b", metavar="B", nargs="?", help="second embedding or KG model folder (omit with --seed-baseline)")
     p.add_argument("--task", type=task_spec, default="rt_sentiment", metavar="TASK",
-                   help=f"{', '.join(TASKS)} (default rt_sentiment), or link_prediction:GRAPH, "
+                   help=f"{', '.join(DOWNSTREAM_TASKS)} (default rt_sentiment), or link_prediction:GRAPH, "
                         "triple_classification:GRAPH for two KG model folders")
-    p.add_argument("--model", choices=list(MODELS), help="model (default: linear, or bilstm for tagging)")
+    p.add_argument("--model", choices=list(DOWNSTREAM_MODELS), help="model (default: linear, or bilstm for tagging)")
     p.add_argument("--seed", type=seed, default=0,
                    help="model seed for both models; KG triple classification: seed of the negatives (default 0)")
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on A only")
@@ -111,14 +109,12 @@ def register(subparsers) -> None:
     p.add_argument("--lr", type=positive_float, help="Adam learning rate (default per model)")
     p.add_argument("--batch-size", type=positive_int,
                    help="mini-batch size (default 32; KG link prediction: queries scored at once, default 256)")
-    from embstab.recipes.training import TRAINING_RECIPES
-
     p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default=None,
                    help="precision recipe of the task model's weights while it trains, e.g. bf16-kahan "
                         "(default fp32)")
     p.add_argument("--bits", type=bits, help="KG tasks: quantize both models to this many bits first")
     p.add_argument("--output", choices=["table", "json"], default="table")
-    p.add_argument("--progress", action="store_true", help="show per-epoch progress bars")
+    add_progress(p)
     p.add_argument("--min-coverage", type=unit_fraction, default=None, metavar="F",
                    help="refuse an embedding that knows less than this fraction of the task's tokens "
                         "(default 0.5; 0 = never refuse)")
@@ -175,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     from embstab.downstream import TASKS, disagreement, seed_baseline
     from embstab.downstream.api import MIN_COVERAGE
 
+    progress = show_progress(args)
     if ":" in args.task:
         kind, _, graph = args.task.partition(":")
         for attr, flag in _WORD_ONLY:
@@ -186,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         if args.b is None:
             raise EmbstabError(f"{kind} compares two KG model folders: give A and B")
         return run_kg(args.a, args.b, kind, graph, bits=args.bits, seed=args.seed, output=args.output,
-                      batch_size=args.batch_size or 256, progress=args.progress)
+                      batch_size=args.batch_size or 256, progress=progress)
     if args.bits is not None:
         raise EmbstabError("--bits applies to KG tasks; compress word embeddings with `embstab compress` first")
     for label, spec in (("A", args.a), ("B", args.b)):
@@ -201,10 +198,10 @@ def run(args: argparse.Namespace) -> int:
     kwargs["min_coverage"] = MIN_COVERAGE if args.min_coverage is None else args.min_coverage
     a = load_embedding(args.a, args.trust_pickle)
     if args.seed_baseline:
-        res = seed_baseline(a, args.task, model, args.seed, limit=args.limit, progress=args.progress, **kwargs)
+        res = seed_baseline(a, args.task, model, args.seed, limit=args.limit, progress=progress, **kwargs)
     else:
         res = disagreement(a, load_embedding(args.b, args.trust_pickle), args.task, model, args.seed,
-                           limit=args.limit, progress=args.progress, **kwargs)
+                           limit=args.limit, progress=progress, **kwargs)
     if args.output == "json":
         json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
         print()

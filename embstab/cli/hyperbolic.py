@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from embstab.cli.options import positive_float, positive_int, seed
+from embstab.cli.options import add_progress, positive_float, positive_int, seed, show_progress
 
 __all__ = ["register", "run_embed", "run_eval"]
 
@@ -75,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--lr", type=positive_float, default=0.01, help="default 0.01")
     s.add_argument("--batch-size", type=positive_int, default=1024, help="default 1024")
     s.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
-    e.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_progress(e)
     e.set_defaults(func=run_embed)
 
     v = sub.add_parser("eval", help="MAP and distortion of an embedding of a graph",
@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="evaluate this many random rows (default: all)")
     v.add_argument("--seed", type=seed, default=0, help="seed of the sampled rows (default 0)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
-    v.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress(v, quiet_help="no progress bar")
     v.set_defaults(func=run_eval)
 
 
@@ -122,7 +122,7 @@ def run_embed(args: argparse.Namespace) -> int:
     check_writable(args.output, "-o")
     graph = load_edgelist(args.graph)
     t0 = time.perf_counter()
-    progress = not args.quiet
+    progress = show_progress(args)
     if args.method == "comb":
         if args.tree == "steiner" and args.forest and graph.n_components() > 1:
             raise HyperbolicError("--tree steiner does not support --forest on a disconnected "
@@ -185,7 +185,7 @@ def run_eval(args: argparse.Namespace) -> int:
     check_inputs([("GRAPH", args.graph), ("EMBEDDING", args.embedding)])
     graph = load_edgelist(args.graph)
     emb = load_embedding(args.embedding)
-    res = evaluate(graph, emb, rows=args.rows, seed=args.seed, progress=not args.quiet)
+    res = evaluate(graph, emb, rows=args.rows, seed=args.seed, progress=show_progress(args))
     if args.json:
         print(json.dumps(res.to_dict()))
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from embstab.cli.options import bits, open_fraction, positive_float, positive_int, seed
+from embstab.cli.options import add_progress, bits, open_fraction, positive_float, positive_int, seed, show_progress
 
 __all__ = ["register", "run_train", "run_downstream", "run_graphs", "run_fetch"]
 
@@ -66,7 +66,7 @@ def register(subparsers) -> None:
     tr.add_argument("--threads", type=positive_int, default=1,
                     help="torch threads (default 1, robust on shared cores; results are reproducible per thread count)")
     tr.add_argument("-o", "--output", required=True, metavar="DIR", help="model folder to write")
-    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress(tr, no_progress=True)
     tr.set_defaults(func=run_train)
     ds = sub.add_parser("downstream", help="link-prediction / triple-classification disagreement of two models")
     ds.add_argument("a", metavar="A", help="model folder written by `embstab kg train`")
@@ -76,6 +76,7 @@ def register(subparsers) -> None:
     ds.add_argument("--bits", type=bits, help="quantize both models to this many bits first")
     ds.add_argument("--seed", type=seed, default=0, help="seed of the classification negatives (default 0)")
     ds.add_argument("--output", choices=["table", "json"], default="table")
+    add_progress(ds)
     ds.set_defaults(func=run_downstream)
     gr = sub.add_parser("graphs", help="list the named graphs and whether each is available")
     gr.set_defaults(func=run_graphs)
@@ -84,6 +85,7 @@ def register(subparsers) -> None:
     fe.add_argument("--url", help="download from a mirror: the original host, or this machine (localhost)")
     fe.add_argument("--sha256", metavar="HEX", help="the archive's SHA-256, for a graph embstab ships no digest for")
     fe.add_argument("--force", action="store_true", help="download again even if cached")
+    add_progress(fe)
     fe.set_defaults(func=run_fetch)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
@@ -131,7 +133,7 @@ def run_train(args: argparse.Namespace) -> int:
         # "remove": the new version lacks the triples; "add": the old version lacks them
         graph = pair.b if args.version == "remove" else pair.a
     res = train(graph, args.model, args.dim, args.epochs, args.seed, lr=args.lr, batch_size=args.batch_size,
-                negatives=args.negatives, progress=not args.no_progress, threads=args.threads)
+                negatives=args.negatives, progress=show_progress(args), threads=args.threads)
     folder = res.save(args.output)
     m = res.metrics
     print(f"{res.settings['model']} d={args.dim} on {graph.name}: {graph.n_entities} entities, {len(graph.train)} "
@@ -165,7 +167,8 @@ def run_downstream(args: argparse.Namespace) -> int:
     from embstab.cli.downstream import run_kg
 
     check_inputs([("A", args.a), ("B", args.b), ("--graph", _graph_folder(args.graph))])
-    return run_kg(args.a, args.b, args.task, args.graph, bits=args.bits, seed=args.seed, output=args.output)
+    return run_kg(args.a, args.b, args.task, args.graph, bits=args.bits, seed=args.seed, output=args.output,
+                  progress=show_progress(args))
 
 
 def run_graphs(args: argparse.Namespace) -> int:
@@ -203,5 +206,5 @@ def run_fetch(args: argparse.Namespace) -> int:
     """
     from embstab.kg import download_graph
 
-    print(download_graph(args.name, url=args.url, sha256=args.sha256, force=args.force))
+    print(download_graph(args.name, url=args.url, sha256=args.sha256, force=args.force, progress=show_progress(args)))
     return 0

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable
+from typing import IO
 
 from embstab._bits import BIT_WIDTHS, BIT_WIDTHS_TEXT
 
 __all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
-           "local_workers", "worker_threads", "add_trust_pickle", "add_no_clobber", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
+           "local_workers", "worker_threads", "add_trust_pickle", "add_no_clobber", "add_progress", "show_progress",
+           "add_threads", "threads_or_all", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
 #: Bits per entry a uniform quantizer accepts (the library's one set).
 BITS_CHOICES = BIT_WIDTHS
@@ -285,3 +288,87 @@ def add_trust_pickle(parser: argparse.ArgumentParser) -> None:
         The sub-command's parser.
     """
     parser.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
+
+
+def add_progress(parser: argparse.ArgumentParser, *, no_progress: bool = False,
+                 quiet_help: str = "no progress bars") -> None:
+    """Add ``--progress`` and ``--quiet``, the two ways to override :func:`show_progress`'s default.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The sub-command's parser.
+    no_progress : bool
+        Also accept ``--no-progress`` as a spelling of ``--quiet`` (commands that had it keep it).
+    quiet_help : str
+        Help of ``--quiet`` (a command whose ``--quiet`` silences more than the bars says so).
+    """
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--progress", action="store_true",
+                       help="show progress bars (on stderr) even when stderr is not a terminal; by default they "
+                            "show only on a terminal")
+    flags = ("--quiet", "--no-progress") if no_progress else ("--quiet",)
+    group.add_argument(*flags, dest="quiet", action="store_true", help=quiet_help)
+
+
+def show_progress(args: argparse.Namespace, stream: IO[str] | None = None) -> bool:
+    """Whether a command draws progress bars: the one rule every command follows.
+
+    Bars go to stderr, for a person watching a terminal: they are drawn when stderr is a terminal,
+    never into a log file or a pipe, unless ``--progress`` forces them; ``--quiet`` (or
+    ``--no-progress``) turns them off. Standard output carries only the command's results.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options; ``progress`` and ``quiet`` are read when present (see :func:`add_progress`).
+    stream : file, optional
+        Where the bars go (default: ``sys.stderr``, read when called, so a redirected stderr counts).
+
+    Returns
+    -------
+    bool
+        True to draw the bars.
+    """
+    if getattr(args, "quiet", False):
+        return False
+    if getattr(args, "progress", False):
+        return True
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def add_threads(parser: argparse.ArgumentParser, what: str = "torch threads") -> None:
+    """Add ``--threads N``; without it the command uses every usable core (:func:`threads_or_all`).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The sub-command's parser.
+    what : str
+        What the threads are, for the help text.
+    """
+    parser.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                        help=f"{what} (default: every usable core of this machine; results are reproducible for "
+                             "a fixed N)")
+
+
+def threads_or_all(threads: int | None) -> int:
+    """``--threads`` as given, or the number of usable cores when it was not.
+
+    Parameters
+    ----------
+    threads : int or None
+        The parsed ``--threads``.
+
+    Returns
+    -------
+    int
+        The thread count to run with.
+    """
+    from embstab._resources import usable_cores  # noqa: PLC0415
+
+    return usable_cores() if threads is None else threads

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from embstab.cli.options import non_negative_int, positive_float
-from embstab.measures import REGISTRY
+from embstab.cli.names import MEASURES
 
 __all__ = ["register", "handle"]
 
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", metavar="BITS", type=positive_float, required=True,
                         help="memory budget in bits per word (per entity row for KG results; e.g. 400 = 100 dims "
                              "at 4 bits)")
-    parser.add_argument("--measure", default="eis", choices=list(REGISTRY),
+    parser.add_argument("--measure", default="eis", choices=list(MEASURES),
                         help="stability measure that ranks the configurations (default: eis)")
     parser.add_argument("--task", help="only predict the disagreement of this task")
     parser.add_argument("--algo", help="only consider this embedding algorithm")

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from embstab.cli.options import add_no_clobber, positive_float
-from embstab.measures import REGISTRY
+from embstab.cli.names import MEASURES
 
 __all__ = ["register", "handle"]
 
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("results", metavar="RESULTS", help="results table (.csv or .parquet)")
     parser.add_argument("-o", "--output", metavar="HTML", default="report.html",
                         help="where to write the report (default: report.html)")
-    parser.add_argument("--measure", choices=list(REGISTRY),
+    parser.add_argument("--measure", choices=list(MEASURES),
                         help="measure used for the recommendations (default: eis when present)")
     parser.add_argument("--budget", metavar="BITS", type=positive_float, action="append",
                         help="memory budget to recommend for (repeatable; default: every memory "

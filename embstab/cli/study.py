@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from embstab.cli.options import local_workers
+from embstab.cli.options import add_progress, local_workers, show_progress
 from embstab.errors import EmbstabError
 
 __all__ = ["register", "handle", "find_study_file", "main"]
@@ -78,7 +78,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", default=None, metavar="report.html",
                    help="HTML report (default: STORE/<study name>.html)")
     p.add_argument("--no-report", action="store_true", help="do not write the HTML report")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_progress(p, no_progress=True, quiet_help="hide the progress bar")
     p.add_argument("--recompute", action="store_true",
                    help="check every artifact of the store first and delete those that no longer read back "
                         "(a corrupt file fails its rows until it is recomputed)")
@@ -183,7 +183,7 @@ def handle(args: argparse.Namespace) -> int:
         check_writable(report_path, "-o", create_parents=True)
     store = ArtifactStore(store_url)
     if args.recompute:
-        removed = store.remove_corrupt(progress=not args.no_progress)
+        removed = store.remove_corrupt(progress=show_progress(args))
         print(f"--recompute: {len(removed)} corrupt artifact(s) deleted" + "".join(f"\n  {p}" for p in removed),
               file=sys.stderr)
     host = args.scheduler.partition("://")[2].rpartition(":")[0].strip("[]")
@@ -196,7 +196,7 @@ def handle(args: argparse.Namespace) -> int:
     print(f"study {spec.name!r} from {path}: {spec.n_rows()} rows; store {store.url}; results {db_path}",
           file=sys.stderr)
     run = run_study(spec, store, db_path, scheduler=args.scheduler, workers=args.workers,
-                    progress=not args.no_progress)
+                    progress=show_progress(args))
     print(f"{len(run.results)}/{run.n_rows} rows done ({run.n_skipped} resumed, {run.n_new} new, "
           f"{run.n_failed} failed) in {run.wall_s:.1f} s; table: {run.parquet_path}")
     if run.n_failed or not run.complete:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embstab.cli.options import add_no_clobber, open_fraction, positive_int, seed, worker_threads
+from embstab.cli.names import TRAIN_ALGOS, TRAINING_RECIPES
+from embstab.cli.options import (add_no_clobber, add_progress, open_fraction, positive_int, seed, show_progress,
+                                 worker_threads)
 from embstab.errors import EmbstabError
 
 __all__ = ["register", "read_corpus", "run"]
@@ -44,11 +46,9 @@ def register(subparsers) -> None:
     subparsers : argparse._SubParsersAction
         The sub-parsers of the ``embstab`` parser.
     """
-    from embstab.train import ALGOS
-
     p = subparsers.add_parser("train", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--algo", choices=list(ALGOS), default="w2v_cbow", help="training algorithm (default w2v_cbow)")
+    p.add_argument("--algo", choices=list(TRAIN_ALGOS), default="w2v_cbow", help="training algorithm (default w2v_cbow)")
     p.add_argument("--corpus", required=True, help="dataset name, NAME+NAME, 'pooled', or a text file path")
     p.add_argument("-o", "--output", nargs="+", required=True, metavar="PATH",
                    help="output file (two with --pair); the format follows the suffix (.txt word2vec text, "
@@ -63,11 +63,9 @@ def register(subparsers) -> None:
     p.add_argument("--window", type=positive_int, default=5, help="context window (default 5)")
     p.add_argument("--max-vocab", type=positive_int, help="keep at most this many words")
     p.add_argument("--workers", type=worker_threads, help="gensim threads (default 1: deterministic; at most the cores)")
-    from embstab.recipes.training import TRAINING_RECIPES
-
     p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default="fp32",
                    help="precision recipe of the tables while training (glove, mc; default fp32)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_progress(p, no_progress=True)
     add_no_clobber(p)
     p.set_defaults(func=run)
 
@@ -156,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         extra["workers"] = args.workers
     for i, (part, out) in enumerate(zip(corpora, args.output)):
         emb = train_embedding(part, algo=args.algo, dim=args.dim, seed=args.seed, epochs=args.epochs,
-                              min_count=args.min_count, window=args.window, progress=not args.no_progress, **extra)
+                              min_count=args.min_count, window=args.window, progress=show_progress(args), **extra)
         emb.metadata.update({"corpus": args.corpus, "pair": args.pair, "pair_member": "ab"[i] if args.pair else None})
         save(emb, out)
         meta = emb.metadata

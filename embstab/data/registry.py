@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from embstab.data.sources import SOURCES, source_path
 from embstab.data.errors import DataNotFoundError
 from embstab.errors import lookup
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DatasetInfo", "DATASETS", "POOLED", "dataset_info", "list_datasets"]
 
@@ -109,6 +111,8 @@ def list_datasets() -> pd.DataFrame:
         One row per dataset with columns ``name, kind, source, registry, version, available, size,
         licence, description``; ``available`` says whether its files are present locally.
     """
+    import pandas as pd  # here, not at import: `import embstab` and the CLI's --help do without pandas
+
     rows = []
     for info in DATASETS.values():
         src = SOURCES[info.source]

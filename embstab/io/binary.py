@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from embstab._fs import atomic_write
 from embstab.errors import EmbeddingFormatError
@@ -66,6 +65,8 @@ def read_word2vec_binary(path: str | os.PathLike, *, dtype=np.float64, progress:
     vectors = np.empty((rows, d), dtype=dtype)
     width = 4 * d
     size = len(buf)
+    from tqdm.auto import tqdm  # here: `import embstab` does without tqdm's start-up
+
     show = size >= PROGRESS_MIN_BYTES if progress is None else progress
     with tqdm(total=n, unit="word", desc=f"reading {os.path.basename(path)}", disable=not show, leave=False) as bar:
         for i in range(n):

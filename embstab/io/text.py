@@ -13,7 +13,6 @@ import os
 from collections.abc import Iterator
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from embstab._fs import atomic_write
 from embstab.errors import EmbeddingFormatError
@@ -149,6 +148,8 @@ def read_text(path: str | os.PathLike, *, dtype=np.float64, header: bool | None 
     size = os.path.getsize(path)
     if size == 0:
         raise EmbeddingFormatError(path, "the file is empty")
+    from tqdm.auto import tqdm  # here: `import embstab` does without tqdm's start-up
+
     show = size >= PROGRESS_MIN_BYTES if progress is None else progress
     bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {os.path.basename(path)}",
                disable=not show, leave=False)
