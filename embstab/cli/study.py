@@ -199,6 +199,8 @@ def handle(args: argparse.Namespace) -> int:
                     progress=not args.no_progress)
     print(f"{len(run.results)}/{run.n_rows} rows done ({run.n_skipped} resumed, {run.n_new} new, "
           f"{run.n_failed} failed) in {run.wall_s:.1f} s; table: {run.parquet_path}")
+    if run.n_nulls_added:
+        print(f"{run.n_nulls_added} resumed row(s) stored before nulls existed got their nulls from the stored pairs")
     if run.n_failed or not run.complete:
         print(f"{run.n_rows - len(run.results)} row(s) missing; see `embstab study status --store {store_url}` "
               "and re-run this command to retry (with --recompute if an error names a corrupt artifact)",
