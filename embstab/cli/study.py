@@ -301,6 +301,28 @@ def _correlations(results: Any) -> None:
     for row in best_measures(pooled).itertuples():
         where = f"{row.task}" if results["algo"].nunique() == 1 else f"{row.algo} / {row.task}"
         print(f"{where}: {'best measure ' + row.best + ' — ' if row.best else ''}{row.note}")
+    _signal(results)
+
+
+def _signal(results: Any) -> None:
+    """Print how many pairs of each measure are clearly apart from their null, and name the measures
+    that sit at it on most pairs (their ρ follows the null's trend, not stability)."""
+    from embstab.selection.signal import signal_summary  # noqa: PLC0415
+
+    try:
+        summary = signal_summary(results)
+    except EmbstabError as exc:
+        print(f"no signal table: {exc}", file=sys.stderr)
+        return
+    if not summary:
+        return  # rows stored before nulls existed
+    print()
+    print("Pairs whose value is clearly apart from its null (the level of unrelated tables): "
+          + ", ".join(f"{m} {hits}/{checked}" for m, (hits, checked) in summary.items()))
+    for m, (hits, checked) in summary.items():
+        if checked and 2 * hits <= checked:
+            print(f"no signal: {m} sits at its null on {checked - hits} of {checked} pairs; its ρ above says nothing "
+                  "about stability, and recommend does not rank by it there")
 
 
 def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
@@ -319,12 +341,12 @@ def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
 
 
 def _first_measure(results: Any) -> str:
-    from embstab.study.results import ROW_COLUMNS  # noqa: PLC0415
+    from embstab.selection import measure_columns  # noqa: PLC0415
 
-    extra = [c for c in results.columns if c not in ROW_COLUMNS]
-    if not extra:
+    present = measure_columns(results)
+    if not present:
         raise EmbstabError("the results hold no measure column")
-    return extra[0]
+    return present[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ import pandas as pd
 from embstab._fs import atomic_write, check_inputs
 from embstab.errors import EmbstabError
 from embstab.measures import REGISTRY
+from embstab.selection.results import NULL_SUFFIX, SIGNAL_SUFFIX
 
 __all__ = ["ResultDB", "ResultDBError", "ROW_COLUMNS", "NULL_SUFFIX", "SIGNAL_SUFFIX"]
 
@@ -35,9 +36,7 @@ ROW_COLUMNS = ("algo", "seed", "dim", "bitrate", "memory", "task", "model", "dis
 #: None: NULL, read back as NaN).
 _ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"), ("kind", "TEXT", "word"),
                   ("chance", "REAL", None), ("nulls", "TEXT", None))
-#: Suffixes of the columns :meth:`ResultDB.results` makes of a row's nulls: ``eis_null`` holds the
-#: null level of ``eis`` and ``eis_signal`` whether the row's value is clearly apart from it.
-NULL_SUFFIX, SIGNAL_SUFFIX = "_null", "_signal"
+
 
 #: Keys of a row's ``extra`` that are not result columns (how many words and test examples were used).
 _BOOKKEEPING = ("n_words", "n_test")
