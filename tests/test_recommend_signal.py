@@ -61,7 +61,7 @@ def test_eis_at_its_null_everywhere_switches_to_knn_and_says_so():
 
 def test_no_measure_with_signal_cannot_decide():
     with pytest.raises(BudgetError, match=r"cannot decide under a budget of 1024 bits per word: no measure shows "
-                                          r"signal on most of the 7 configurations that fit \(eis on 0 of 7, "
+                                          r"signal on half of the 7 configurations that fit \(eis on 0 of 7, "
                                           r"knn on 0 of 7\)") as err:
         recommend(_table(eis_signal=False, knn_signal=False), 1024)
     assert "\n" not in str(err.value)

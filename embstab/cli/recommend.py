@@ -22,8 +22,8 @@ study count memory per entity row or per feature vector; a table holding several
 
 A measure ranks only the configurations on which it shows signal: where the results record
 each pair's null (a study's do), a configuration whose value sits at the level of unrelated
-tables is not ranked by it, and when the measure shows no signal on most configurations that
-fit, the next measure that does is used (eis, knn, semantic_displacement,
+tables is not ranked by it, and when the measure shows signal on fewer than half of the
+configurations that fit, the next measure that does is used (eis, knn, semantic_displacement,
 eigenspace_overlap, ...; one line says so), or the command says that no measure can decide.
 
 examples:

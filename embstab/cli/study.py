@@ -288,7 +288,7 @@ def _correlations(results: Any) -> None:
     print("Spearman ρ of each measure (as a distance) with the disagreement, [95 % bootstrap interval over "
           "pairs] (higher is better):")
     print(with_intervals(pooled).to_string())
-    for column, label in (("dim", "dimension"), ("bits", "bit width")):
+    for column, label in (("dim", "dimension"), ("bitrate", "bit width")):
         if column in results.columns and results[column].nunique() > 1:
             inside = spearman_table(results, within=column)
             print()
@@ -306,7 +306,7 @@ def _correlations(results: Any) -> None:
 
 def _signal(results: Any) -> None:
     """Print how many pairs of each measure are clearly apart from their null, and name the measures
-    that sit at it on most pairs (their ρ follows the null's trend, not stability)."""
+    that sit at it on half of the pairs or more (their ρ follows the null's trend, not stability)."""
     from embstab.selection.signal import signal_summary  # noqa: PLC0415
 
     try:

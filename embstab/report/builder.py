@@ -300,7 +300,7 @@ def _recommend_section(recs, measure: str, threshold) -> H.Section:
         "the disagreement the memory trend predicts for it (mean over tasks), and the disagreement "
         "actually measured for it (mean over seeds and tasks). Where the results record nulls, a "
         "measure ranks only the configurations on which it shows signal; where it shows none on "
-        "most of those that fit, the next measure that does ranks them ('ranked by'), and where no "
+        "more than half of those that fit, the next measure that does ranks them ('ranked by'), and where no "
         "measure does, there is no recommendation ('note')."))
     sec.add(H.table(recs, digits={"value": 4, "null": 4}, index=False))
     if threshold is not None and (recs.get("extrapolated", pd.Series(dtype=str)) == "yes").any():
@@ -399,7 +399,7 @@ def _correlation_section(rho: pd.DataFrame, silent: list[str] | None = None) -> 
     sec.add(H.table(with_intervals(rho)))
     if silent:
         sec.add(H.paragraph(f"No signal: {', '.join(silent)} {'sits' if len(silent) == 1 else 'sit'} at the level of "
-                            "unrelated tables on most pairs (see 'Measures against their null'), so "
+                            "unrelated tables on half of the pairs or more (see 'Measures against their null'), so "
                             f"{'its ρ follows' if len(silent) == 1 else 'their ρ follow'} how that level moves with "
                             "the dimension, not the pairs' stability.", "note"))
     for row in best_measures(rho).itertuples():
@@ -428,7 +428,7 @@ def _null_section(df: pd.DataFrame) -> H.Section | None:
                                                            in summary.items()) + "."))
     silent = [m for m, (hits, checked) in summary.items() if checked and 2 * hits <= checked]
     if silent:
-        sec.add(H.paragraph(f"No signal on most pairs: {', '.join(silent)}.", "note"))
+        sec.add(H.paragraph(f"No signal on half of the pairs or more: {', '.join(silent)}.", "note"))
     return sec.add(H.table(shown, digits=4, index=False))
 
 

@@ -171,9 +171,10 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
       record a null are clearly apart from it (:func:`embstab.measures.null.has_signal`: at least
       twice as far from the uninformative end as the null, and beyond 3 standard deviations of
       the shuffles); a configuration without a recorded null does not;
-    * a measure *has signal on the candidates* when it shows signal on more than half of the
-      configurations that fit the budget. It then ranks only those, and the others are left
-      unranked (a value at its null is small or large with the dimension, not the stability);
+    * a measure *has signal on the candidates* when it shows signal on at least half of the
+      configurations that fit the budget (and on two or more). It then ranks only those, and the
+      others are left unranked (a value at its null is small or large with the dimension, not the
+      stability);
     * when ``measure`` has no signal on the candidates, the next measure of ``measure``, then
       :data:`~embstab.selection.signal.FALLBACK_ORDER` (eis, knn, semantic_displacement,
       eigenspace_overlap, weighted_eigenspace_overlap, linear_cka, procrustes_distance) present
@@ -312,7 +313,7 @@ def _choose_measure(df: pd.DataFrame, measure: str, budget: float, unit: str, fi
         if cands.empty or not has_nulls(df, m):
             continue
         shows = cands["signal"].fillna(False).astype(bool)
-        if 2 * int(shows.sum()) > len(cands):
+        if 2 * int(shows.sum()) >= len(cands) and int(shows.sum()) >= 2:
             cands = cands.assign(ranked=shows.to_numpy())
             unranked = len(cands) - int(shows.sum())
             rest = (f"; {unranked} configuration(s) where it shows none are not ranked" if unranked else "")
@@ -324,7 +325,7 @@ def _choose_measure(df: pd.DataFrame, measure: str, budget: float, unit: str, fi
                                     f"measure with signal (order: {', '.join(order)}){rest}.")
         tried.append((m, int(shows.sum()), len(cands)))
     shown = ", ".join(f"{m} on {hits} of {n}" for m, hits, n in tried)
-    raise BudgetError(f"cannot decide under a budget of {budget:g} {unit}: no measure shows signal on most of "
+    raise BudgetError(f"cannot decide under a budget of {budget:g} {unit}: no measure shows signal on half of "
                       f"the {len(fits)} configurations that fit ({shown}); their values sit at the level of "
                       "unrelated tables" + ("" if fallback else " (fallback to other measures is off)"))
 
