@@ -131,3 +131,16 @@ def test_cli_switches_and_cannot_decide_in_one_line(tmp_path, capsys):
 def test_fallback_order_leaves_out_the_scale_dependent_measures():
     assert "pip_loss" not in FALLBACK_ORDER and "fro_distance" not in FALLBACK_ORDER
     assert FALLBACK_ORDER[:2] == ("eis", "knn")
+
+
+def test_report_shows_each_measure_against_its_null():
+    from embstab.report import build_report
+
+    switched = build_report(_table(eis_signal=False), progress=False)
+    assert 'id="nulls"' in switched and "Pairs with signal: eis 0/18; knn 18/18." in switched
+    assert "No signal: eis sits at the level of unrelated tables" in switched
+    assert "ranked by knn instead" in switched
+    undecided = build_report(_table(eis_signal=False, knn_signal=False), progress=False)
+    assert "no recommendation: cannot decide under a budget of 1024 bits per word" in undecided
+    unchecked = build_report(_table(eis_signal=False, with_nulls=False), progress=False)
+    assert 'id="nulls"' not in unchecked and "No signal" not in unchecked

@@ -319,10 +319,12 @@ def _signal(results: Any) -> None:
     print()
     print("Pairs whose value is clearly apart from its null (the level of unrelated tables): "
           + ", ".join(f"{m} {hits}/{checked}" for m, (hits, checked) in summary.items()))
-    for m, (hits, checked) in summary.items():
-        if checked and 2 * hits <= checked:
-            print(f"no signal: {m} sits at its null on {checked - hits} of {checked} pairs; its ρ above says nothing "
-                  "about stability, and recommend does not rank by it there")
+    silent = [f"{m} on {checked - hits} of {checked}" for m, (hits, checked) in summary.items()
+              if checked and 2 * hits <= checked]
+    if silent:
+        print(f"no signal: at its null (the level of unrelated tables) on half of the pairs or more: {', '.join(silent)};"
+              " such a measure's ρ above follows how its null moves with the dimension, not stability, and "
+              "recommend does not rank by it where it sits at its null")
 
 
 def _recommend(results: Any, budgets: tuple[int, ...]) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from embstab.measures._backend import column_mean, cross, span
 from embstab.measures.registry import MeasureInfo
 
 __all__ = ["NULL_FOLD", "NULL_NOISE", "NullLevel", "permutation_null", "closed_form_null", "null_levels",
@@ -168,15 +169,12 @@ class _Products:
         if (i, j) not in self._cross:
             if (j, i) in self._cross:
                 return self._cross[(j, i)].T
-            from embstab.measures._backend import cross  # noqa: PLC0415 - the measures' memoised products
-
+            # inside shared_products() the measures' own products are reused
             self._cross[(i, j)] = _host(cross(self.xp, self.arrays[i], self.arrays[j], self.dtype))
         return self._cross[(i, j)]
 
     def sums(self, i: int) -> np.ndarray:
         if i not in self._sums:
-            from embstab.measures._backend import column_mean  # noqa: PLC0415
-
             self._sums[i] = _host(column_mean(self.xp, self.arrays[i], self.dtype)).ravel() * self.n
         return self._sums[i]
 
@@ -208,7 +206,7 @@ def _permuted_trace(p: _Products, terms: Sequence[tuple[_Op, _Op]]) -> tuple[flo
         for op in (a, b):
             g = _gram(p, op, op)
             one = _ones(p, op) * h  # Lᵀh, h the unit all-ones vector
-            info.append((op, one, float(np.sum(op.m * g.T)), float(one @ op.m @ one)))  # tr, hᵀ·h
+            info.append((op, one, float(np.sum(op.m * g.T)), float(one @ op.m @ one)))  # tr(op), hᵀ op h
         parts.append(info)
     mean = 0.0
     for (_, _, tr_a, hh_a), (_, _, tr_b, hh_b) in parts:
@@ -250,8 +248,6 @@ def _minus_sandwich(p: _Products, proj: _Op, i: int, k_mat: np.ndarray) -> _Op:
 
 
 def _eis_null(xp: Any, x: Any, y: Any, pair: tuple[Any, Any], params: dict[str, Any]) -> NullLevel:
-    from embstab.measures._backend import span  # noqa: PLC0415
-
     fa, fb = pair
     dtype, rtol, method = params.get("dtype"), params.get("rtol"), params.get("method", "auto")
     p = _Products(xp, [x, y, fa.anchor, fb.anchor], dtype)
@@ -270,8 +266,6 @@ def _eis_null(xp: Any, x: Any, y: Any, pair: tuple[Any, Any], params: dict[str, 
 
 
 def _overlap_null(xp: Any, x: Any, y: Any, params: dict[str, Any]) -> NullLevel:
-    from embstab.measures._backend import span  # noqa: PLC0415
-
     dtype, rtol = params.get("dtype"), params.get("rtol")
     p = _Products(xp, [x, y], dtype)
     su, sv = span(xp, x, dtype, rtol), span(xp, y, dtype, rtol)

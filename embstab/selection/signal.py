@@ -29,12 +29,34 @@ FALLBACK_ORDER: tuple[str, ...] = ("eis", "knn", "semantic_displacement", "eigen
 
 
 def null_column(measure: str) -> str:
-    """The column holding ``measure``'s null (``eis`` → ``eis_null``)."""
+    """The column holding ``measure``'s null.
+
+    Parameters
+    ----------
+    measure : str
+        Registry name of the measure.
+
+    Returns
+    -------
+    str
+        ``eis`` → ``eis_null``.
+    """
     return measure + NULL_SUFFIX
 
 
 def signal_column(measure: str) -> str:
-    """The column saying whether ``measure``'s value is clearly apart from its null."""
+    """The column saying whether ``measure``'s value is clearly apart from its null.
+
+    Parameters
+    ----------
+    measure : str
+        Registry name of the measure.
+
+    Returns
+    -------
+    str
+        ``eis`` → ``eis_signal``.
+    """
     return measure + SIGNAL_SUFFIX
 
 
@@ -60,7 +82,19 @@ def signal_flags(df: pd.DataFrame, measure: str) -> pd.Series:
 
 
 def has_nulls(df: pd.DataFrame, measure: str) -> bool:
-    """Whether any row of ``df`` records ``measure``'s null and signal."""
+    """Whether any row of ``df`` records ``measure``'s null and signal.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A results table.
+    measure : str
+        Registry name of the measure.
+
+    Returns
+    -------
+    bool
+    """
     return bool(signal_flags(df, measure).notna().any())
 
 
