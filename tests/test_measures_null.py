@@ -127,3 +127,60 @@ def test_cli_table_names_the_measures_without_signal(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), "--null-samples", "0",
                  "--output", "json"]) == 0
     assert all(m["null"] is None and m["signal"] is None for m in json.loads(capsys.readouterr().out)["measures"])
+
+
+def _offset_pair(seed: int, n: int = 200, d: int = 6, k: int = 12):
+    """A related pair with its own larger anchors, every table shifted off the origin (a mean row, as
+    trained embeddings have), so the all-ones direction that shuffles keep matters."""
+    rng = np.random.default_rng(seed)
+    ea = rng.normal(size=(n, k)) * np.linspace(3, 0.3, k) + 1.5
+    eb = ea + 0.3 * rng.normal(size=(n, k))
+    x, y = ea[:, :d] + 0.2 * rng.normal(size=(n, d)), eb[:, :d] + 0.2 * rng.normal(size=(n, d))
+    return x, y, ea, eb
+
+
+@pytest.mark.parametrize("name", ["eis", "eigenspace_overlap", "pip_loss", "knn"])
+def test_closed_form_nulls_are_the_average_over_shuffles(name):
+    from embstab.measures import shared_products
+    from embstab.measures.eis import anchor_factors
+    from embstab.measures.null import CLOSED_FORM_MEASURES, closed_form_null, null_levels
+
+    assert name in CLOSED_FORM_MEASURES
+    x, y, ea, eb = _offset_pair(21)
+    info = REGISTRY[name]
+    pair = (anchor_factors(ea, 3.0, cache=False), anchor_factors(eb, 3.0, cache=False)) if info.needs_anchors else None
+    params = {"k": 3, "n_queries": None} if name == "knn" else {}
+    with shared_products():
+        closed = closed_form_null(info, x, y, anchors=pair, params=params)
+        sampled, = null_levels([info], x, y, samples=400, seed=3, anchors=[pair], params=[params],
+                               method="permutation")
+    assert closed.method == "closed form" and closed.samples == 0
+    assert sampled.method == "permutation" and sampled.samples == 400
+    # the closed form is the exact average: within 4 standard errors of 400 shuffles' mean
+    assert abs(closed.value - sampled.value) < 4 * sampled.spread / np.sqrt(400) + 1e-12
+    # its spread approximates theirs (k-NN takes its queries as independent: somewhat lower)
+    low = 0.6 if name == "knn" else 0.8
+    assert low * sampled.spread < closed.spread < 1.25 * sampled.spread
+
+
+def test_knn_on_tied_rows_is_shuffled_not_closed_form():
+    a, b = _pair(12, n=400, d=4)
+    tied_a = embstab.Embedding(a.words, np.sign(a.vectors), name="a1")  # 1-bit rows: 16 directions
+    tied_b = embstab.Embedding(b.words, np.sign(b.vectors), name="b1")
+    levels = embstab.compare(tied_a, tied_b, measures=["knn"], top_n=None).attrs["null_levels"]
+    assert levels["knn"]["method"] == "permutation" and levels["knn"]["samples"] == 3
+    levels = embstab.compare(a, b, measures=["knn"], top_n=None).attrs["null_levels"]
+    assert levels["knn"]["method"] == "closed form"
+
+
+def test_permutation_method_shuffles_every_measure():
+    a, b = _pair(13, n=400, d=8)
+    auto = embstab.compare(a, b, top_n=None)
+    shuffled = embstab.compare(a, b, top_n=None, null_method="permutation", null_samples=5)
+    methods = {m: v["method"] for m, v in auto.attrs["null_levels"].items()}
+    assert methods == {"eis": "closed form", "knn": "closed form", "semantic_displacement": "permutation",
+                       "pip_loss": "closed form", "eigenspace_overlap": "closed form"}
+    assert {v["method"] for v in shuffled.attrs["null_levels"].values()} == {"permutation"}
+    assert auto["signal"].tolist() == shuffled["signal"].tolist()
+    with pytest.raises(ValueError, match="'auto' or 'permutation'"):
+        embstab.compare(a, b, top_n=None, null_method="exact")

@@ -73,7 +73,10 @@ def test_quick_study_end_to_end(tmp_path):
     assert "24/24 rows done" in done.stdout
     assert "ship w2v_cbow" in done.stdout
     assert "Spearman ρ of each measure" in done.stdout
+    # every measure's pairs are counted against their null, in the summary and the report
+    assert "Pairs whose value is clearly apart from its null (the level of unrelated tables): eis " in done.stdout
     assert (tmp_path / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
+    assert 'id="nulls"' in (tmp_path / "report.html").read_text()
     status = subprocess.run([*cmd[:2], "status", "--store", str(store)], capture_output=True, text=True)
     assert status.returncode == 0 and "quick" in status.stdout
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)

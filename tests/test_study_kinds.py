@@ -100,6 +100,8 @@ def test_tiny_study_of_each_kind_completes_with_rows_of_its_kind(finished):
     assert set(df["kind"]) == {kind}
     for name in spec.measures.names:
         assert df[name].notna().all()
+        # every kind's rows carry the measure's null and whether the value is apart from it
+        assert df[f"{name}_null"].notna().all() and df[f"{name}_signal"].notna().all()
     assert df["disagreement"].between(0, 100).all() and df["quality"].between(0, 100).all()
     assert df["chance"].between(0, 100).all()  # every row states its task's chance level
     # memory: the stored row's entries times the bits (KG: bits per entity row; contextual: per vector)

@@ -222,7 +222,7 @@ def test_fsspec_store_on_a_threaded_cluster(finished, tmp_path):
         run = run_study(tiny_spec(), store, tmp_path / "r.sqlite", scheduler="threads", workers=2, progress=False)
         assert not store.is_local
         assert {k for k, _, _ in store.iter_artifacts()} == {"corpus_old", "corpus_new", "embedding", "pair_old",
-                                                            "pair_new", "measures", "downstream"}
+                                                            "pair_new", "measures", "nulls", "downstream"}
     finally:
         store.fs.rm(store.root, recursive=True)
     pd.testing.assert_frame_equal(run.results, reference.results)

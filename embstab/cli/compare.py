@@ -31,10 +31,11 @@ serve as their own anchors.
 
 Reading the output: 'value' is the raw measure; 'distance' turns it into "larger = less stable"
 (1 - overlap for k-NN and eigenspace overlap), so rows can be read the same way. 'null' is the
-value for an unrelated partner (B's rows shuffled among its words, with B's anchor): a measure
-shows 'signal' only when the pair is clearly apart from it (at least twice as far from the
-uninformative end, and beyond the shuffles' noise). A value without signal says nothing about
-this pair's stability."""
+value for an unrelated partner (B's rows shuffled among its words, with B's anchor; for EIS,
+k-NN, the eigenspace overlap and PIP the exact average over all shuffles, otherwise a few
+seeded shuffles): a measure shows 'signal' only when the pair is clearly apart from it (at
+least twice as far from the uninformative end, and beyond the shuffles' noise). A value
+without signal says nothing about this pair's stability."""
 
 # word-embedding files: the measures of that geometry (the hyperbolic ones compare graph embeddings)
 WORD_MEASURES = EUCLIDEAN_MEASURES
@@ -71,8 +72,8 @@ def register(subparsers) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
                    help="compute with torch on this device (default: numpy on the CPU)")
     p.add_argument("--null-samples", type=non_negative_int, default=3, metavar="K",
-                   help="unrelated partners (B's rows shuffled) each measure is also computed on, for its null "
-                        "level and signal (default 3; 0 = skip)")
+                   help="unrelated partners (B's rows shuffled) each measure without a closed-form null is also "
+                        "computed on, for its null level and signal (default 3; 0 = skip every null)")
     p.add_argument("--output", choices=["table", "json", "csv"], default="table", help="output format")
     p.add_argument("--duplicates", choices=["error", "first"], default="error",
                    help="a word repeated in a file is an error (default) or keeps its first occurrence")

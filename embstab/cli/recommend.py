@@ -20,6 +20,12 @@ study count memory per entity row or per feature vector; a table holding several
 --kind. Rows whose downstream model came within 5 points of its task's chance level
 (its disagreement is mostly noise) are left out unless --keep-near-chance is given.
 
+A measure ranks only the configurations on which it shows signal: where the results record
+each pair's null (a study's do), a configuration whose value sits at the level of unrelated
+tables is not ranked by it, and when the measure shows signal on fewer than half of the
+configurations that fit, the next measure that does is used (eis, knn, semantic_displacement,
+eigenspace_overlap, ...; one line says so), or the command says that no measure can decide.
+
 examples:
   embstab recommend embstab-study/default.parquet --budget 400
   embstab recommend results.csv --budget 800 --measure knn --task rt_sentiment --json
@@ -49,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="fit the trend on rows with memory below this (default: 1000)")
     parser.add_argument("--top", type=non_negative_int, default=5, metavar="N",
                         help="also list the N best configurations that fit (default: 5; 0 = none)")
+    parser.add_argument("--no-fallback", action="store_true",
+                        help="do not turn to another measure when --measure shows no signal on the configurations "
+                             "that fit: fail instead")
     parser.add_argument("--keep-near-chance", action="store_true",
                         help="keep the rows whose downstream model is within 5 points of its task's chance "
                              "level (left out by default: their disagreement is mostly noise)")
@@ -74,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
 
     results = as_results(args.results, keep_near_chance=args.keep_near_chance)
     rec = recommend(results, args.budget, measure=args.measure, task=args.task,
-                    algo=args.algo, kind=args.kind, threshold=args.threshold)
+                    algo=args.algo, kind=args.kind, threshold=args.threshold, fallback=not args.no_fallback)
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))
         return 0
@@ -84,9 +93,14 @@ def handle(args: argparse.Namespace) -> int:
         print("(--keep-near-chance keeps them)")
     elif kept:
         print(f"{kept} result row(s) near chance kept (--keep-near-chance): their disagreement is mostly noise.")
-    if args.top > 0 and rec.n_candidates > 1:
-        shown = rec.candidates.head(args.top)
-        print(f"\nBest {len(shown)} of {rec.n_candidates} configurations by {rec.measure}:")
-        cols = ["algo", "dim", "bitrate", "memory", rec.measure, "mean_disagreement"]
+    ranked = rec.candidates[rec.candidates["ranked"]]
+    if args.top > 0 and len(ranked) > 1:
+        shown = ranked.head(args.top)
+        unranked = rec.n_candidates - len(ranked)
+        print(f"\nBest {len(shown)} of {len(ranked)} configurations by {rec.measure}"
+              + (f" ({unranked} more fit but are not ranked: {rec.measure} shows no signal there)" if unranked else "")
+              + ":")
+        cols = ["algo", "dim", "bitrate", "memory", rec.measure, *(["null"] if rec.signal_checked else []),
+                "mean_disagreement"]
         print(shown[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

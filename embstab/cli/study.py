@@ -199,6 +199,8 @@ def handle(args: argparse.Namespace) -> int:
                     progress=show_progress(args))
     print(f"{len(run.results)}/{run.n_rows} rows done ({run.n_skipped} resumed, {run.n_new} new, "
           f"{run.n_failed} failed) in {run.wall_s:.1f} s; table: {run.parquet_path}")
+    if run.n_nulls_added:
+        print(f"{run.n_nulls_added} resumed row(s) stored before nulls existed got their nulls from the stored pairs")
     if run.n_failed or not run.complete:
         print(f"{run.n_rows - len(run.results)} row(s) missing; see `embstab study status --store {store_url}` "
               "and re-run this command to retry (with --recompute if an error names a corrupt artifact)",
@@ -286,7 +288,7 @@ def _correlations(results: Any) -> None:
     print("Spearman ρ of each measure (as a distance) with the disagreement, [95 % bootstrap interval over "
           "pairs] (higher is better):")
     print(with_intervals(pooled).to_string())
-    for column, label in (("dim", "dimension"), ("bits", "bit width")):
+    for column, label in (("dim", "dimension"), ("bitrate", "bit width")):
         if column in results.columns and results[column].nunique() > 1:
             inside = spearman_table(results, within=column)
             print()
@@ -299,6 +301,30 @@ def _correlations(results: Any) -> None:
     for row in best_measures(pooled).itertuples():
         where = f"{row.task}" if results["algo"].nunique() == 1 else f"{row.algo} / {row.task}"
         print(f"{where}: {'best measure ' + row.best + ' — ' if row.best else ''}{row.note}")
+    _signal(results)
+
+
+def _signal(results: Any) -> None:
+    """Print how many pairs of each measure are clearly apart from their null, and name the measures
+    that sit at it on half of the pairs or more (their ρ follows the null's trend, not stability)."""
+    from embstab.selection.signal import signal_summary  # noqa: PLC0415
+
+    try:
+        summary = signal_summary(results)
+    except EmbstabError as exc:
+        print(f"no signal table: {exc}", file=sys.stderr)
+        return
+    if not summary:
+        return  # rows stored before nulls existed
+    print()
+    print("Pairs whose value is clearly apart from its null (the level of unrelated tables): "
+          + ", ".join(f"{m} {hits}/{checked}" for m, (hits, checked) in summary.items()))
+    silent = [f"{m} on {checked - hits} of {checked}" for m, (hits, checked) in summary.items()
+              if checked and 2 * hits <= checked]
+    if silent:
+        print(f"no signal: at its null (the level of unrelated tables) on half of the pairs or more: {', '.join(silent)};"
+              " such a measure's ρ above follows how its null moves with the dimension, not stability, and "
+              "recommend does not rank by it where it sits at its null")
 
 
 def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
@@ -317,12 +343,12 @@ def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
 
 
 def _first_measure(results: Any) -> str:
-    from embstab.study.results import ROW_COLUMNS  # noqa: PLC0415
+    from embstab.selection import measure_columns  # noqa: PLC0415
 
-    extra = [c for c in results.columns if c not in ROW_COLUMNS]
-    if not extra:
+    present = measure_columns(results)
+    if not present:
         raise EmbstabError("the results hold no measure column")
-    return extra[0]
+    return present[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
 from embstab.measures.eis import anchor_factors
-from embstab.measures.null import has_signal, permutation_null, shuffled_rows
+from embstab.measures.null import has_signal, null_levels
 from embstab.measures.registry import DEFAULT_MEASURES, get_measure, measures_for
 
 __all__ = ["Anchors", "compare", "compare_many", "aligned_matrices", "MIN_ANCHOR_COVERAGE"]
@@ -161,6 +161,7 @@ def compare(
     params: dict[str, dict[str, Any]] | None = None,
     null_samples: int = 3,
     null_seed: int = 0,
+    null_method: str = "auto",
 ) -> pd.DataFrame:
     """Compare two embeddings with several stability measures, each beside its null.
 
@@ -192,9 +193,14 @@ def compare(
         Parameters per measure, overriding the registry's defaults, e.g. ``{"knn": {"k": 10}}``.
     null_samples : int, default 3
         Unrelated partners (b's rows shuffled, with b's anchor) each measure is also computed on;
-        their mean is the ``null`` column. 0 skips the null (``null`` is NaN, ``signal`` None).
+        their mean is the ``null`` column. EIS, k-NN, the eigenspace overlap and the PIP loss
+        average over all shuffles in closed form instead (see
+        :func:`~embstab.measures.null.closed_form_null`). 0 skips the null (``null`` is NaN,
+        ``signal`` None).
     null_seed : int, default 0
         Seed of the shuffles.
+    null_method : {"auto", "permutation"}, default "auto"
+        ``permutation`` shuffles for every measure, closed forms included.
 
     Returns
     -------
@@ -203,7 +209,9 @@ def compare(
         e.g. 1 − overlap), ``direction``, ``null`` (the value for an unrelated partner, see
         :mod:`embstab.measures.null`) and ``signal`` (whether the pair is clearly apart from its
         null; a value without signal says nothing about this pair's stability); ``attrs``
-        records the number of words compared and the anchors used.
+        records the number of words compared, the anchors used and, in ``null_levels``, each
+        measure's null with its spread, shuffles and method (:class:`~embstab.measures.null.NullLevel`
+        as a dict).
 
     Warns
     -----
@@ -249,7 +257,7 @@ def compare(
     need = any(i.needs_anchors for i in infos)
     _check_product_cost(a, b, pair_anchors if need else None, [i.name for i in infos], len(words))
     x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
-    rows, pairs, kwargs_of = [], [], []
+    rows, pairs, kwargs_of, levels = [], [], [], []
     with shared_products():  # spans and cross products of x and y are shared by the measures
         for info in infos:
             kwargs = dict((params or {}).get(info.name, {}))
@@ -262,23 +270,17 @@ def compare(
             pairs.append(pair)
             kwargs_of.append(kwargs)
         if null_samples:
-            levels = permutation_null(infos, x, y, samples=null_samples, seed=null_seed,
-                                      anchors=[_shuffled_anchors(p) for p in pairs], params=kwargs_of)
+            levels = null_levels(infos, x, y, samples=null_samples, seed=null_seed, anchors=pairs, params=kwargs_of,
+                                 method=null_method)
             for row, info, level in zip(rows, infos, levels):
                 row.update(null=level.value, signal=has_signal(info, row["value"], level))
     out = pd.DataFrame(rows, columns=COLUMNS)
+    # how each null was found (its spread, shuffles and method), for callers that store them
+    out.attrs["null_levels"] = {info.name: asdict(level) for info, level in zip(infos, levels)}
     out.attrs.update({"n_words": len(words), "a": a.name, "b": b.name, "rank_by": rank_by,
-                      "anchors": anchor_label, "null_samples": null_samples})
+                      "anchors": anchor_label, "null_samples": null_samples,
+                      "null_method": null_method if null_samples else None})
     return out
-
-
-def _shuffled_anchors(pair):
-    # side b's anchor is shuffled with b: an unrelated partner comes with its own anchor. The k×k
-    # factor of an anchor does not depend on its row order, so only the rows are permuted.
-    if pair is None:
-        return None
-    fa, fb = pair
-    return lambda order: (fa, replace(fb, anchor=shuffled_rows(fb.anchor, order)))
 
 
 #: Measures that need no d x d products (the others factor cross products of the compared matrices).

@@ -29,6 +29,7 @@ from embstab.selection import (
     wide,
 )
 from embstab.selection.results import NEAR_CHANCE_MARGIN, chance_table, kind_label, kinds_of, ordered_tasks
+from embstab.selection.signal import signal_summary, signal_table, without_signal
 from embstab.selection.trend import VARIANTS
 
 __all__ = ["build_report", "write_report"]
@@ -45,6 +46,11 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
     error and robustness, the gap to the oracle under memory budgets, and the recommended
     configuration for each budget. Plots are embedded as base64 PNG, so the file needs nothing
     else to open in a browser.
+
+    Results that record each pair's null (a study's) also get a table of each measure against its
+    null (the value for an unrelated partner) and how many pairs show signal; the correlations
+    name the measures that show none, and the recommendations never rank configurations by a
+    measure at its null (see :func:`embstab.selection.recommend`).
 
     Results that state their tasks' chance levels (a study's) also get a table of each task's
     downstream quality against its chance level. Rows whose downstream model is near chance are
@@ -125,11 +131,13 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         bar.close()
 
     intro = [H.paragraph(_summary_sentence(df, measures)), H.table(_overview(df, kinds), index=False)]
+    nulls = _null_section(df)
     sections = [
         *([chance] if chance is not None else []),
+        *([nulls] if nulls is not None else []),
         _recommend_section(recs, measure, threshold),
         _trend_section(memory_fig, trends, threshold),
-        _correlation_section(rho),
+        _correlation_section(rho, without_signal(df)),
         *kind_sections,
         _selection_section(sel),
         _oracle_section(gap),
@@ -137,7 +145,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
     ]
     variants = _variant_table(df, measures)
     if variants is not None:
-        sections.insert(2 if chance is not None else 1, _variant_section(variants))
+        sections.insert(1 + (chance is not None) + (nulls is not None), _variant_section(variants))
     return H.page(title, intro, sections)
 
 
@@ -199,23 +207,34 @@ def _recommendations(df: pd.DataFrame, measure: str, budgets, threshold) -> pd.D
         for budget in sorted(set(part["memory"])) if budgets is None else list(budgets):
             try:
                 rec = recommend(part, budget, measure, threshold=threshold)
-            except BudgetError:
-                continue  # nothing fits this budget
+            except BudgetError as exc:
+                if "cannot decide" in str(exc):  # configurations fit, but no measure can rank them
+                    rows.append({**({"kind": kind} if len(kinds) > 1 or kinds != ["word"] else {}),
+                                 "budget": budget, "note": f"no recommendation: {exc}"})
+                continue  # otherwise nothing fits this budget
             except ResultsError as exc:  # e.g. too few rows below the threshold to fit the trend
                 if len(kinds) == 1:
                     return str(exc)
                 break
             rows.append(_recommendation_row(rec, budget, measure, kinds))
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    for col in ("dim", "bitrate", "memory"):
+        if col in out.columns:  # a budget without a recommendation leaves them empty: keep them whole
+            out[col] = out[col].astype("Int64")
+    return out
 
 
 def _recommendation_row(rec, budget: float, measure: str, kinds: list[str]) -> dict:
     row = {"kind": rec.kind} if len(kinds) > 1 or kinds != ["word"] else {}
     row.update({"budget": budget, "algo": rec.algo, "dim": rec.dim, "bitrate": rec.bitrate,
-                "memory": rec.memory, measure: rec.measure_value,
+                "memory": rec.memory, "ranked by": rec.measure, "value": rec.measure_value,
+                "null": np.nan if rec.measure_null is None else rec.measure_null,
                 "predicted disagreement (%)": rec.mean_predicted_disagreement,
                 "measured disagreement (%)": float(np.mean(list(rec.observed_disagreement.values()))),
                 "extrapolated": "yes" if rec.extrapolated else ""})
+    # the note matters only where the measure changed or some configurations were not ranked
+    if rec.measure != measure or 0 < rec.n_ranked < rec.n_candidates:
+        row["note"] = rec.signal_note
     return row
 
 
@@ -279,8 +298,11 @@ def _recommend_section(recs, measure: str, threshold) -> H.Section:
         f"For each budget, the configuration with the best {measure} "
         f"({REGISTRY[measure].direction}, mean over seeds) among those with dim × bits ≤ budget, "
         "the disagreement the memory trend predicts for it (mean over tasks), and the disagreement "
-        "actually measured for it (mean over seeds and tasks)."))
-    sec.add(H.table(recs, digits={measure: 4}, index=False))
+        "actually measured for it (mean over seeds and tasks). Where the results record nulls, a "
+        "measure ranks only the configurations on which it shows signal; where it shows none on "
+        "more than half of those that fit, the next measure that does ranks them ('ranked by'), and where no "
+        "measure does, there is no recommendation ('note')."))
+    sec.add(H.table(recs, digits={"value": 4, "null": 4}, index=False))
     if threshold is not None and (recs.get("extrapolated", pd.Series(dtype=str)) == "yes").any():
         sec.add(H.paragraph(f"'extrapolated': the chosen memory lies outside the range the trend "
                             f"was fitted on (memory < {threshold:g} bits per word), where the "
@@ -367,7 +389,7 @@ def _kind_sections(df: pd.DataFrame, kinds: list[str], threshold) -> list[H.Sect
     return out
 
 
-def _correlation_section(rho: pd.DataFrame) -> H.Section:
+def _correlation_section(rho: pd.DataFrame, silent: list[str] | None = None) -> H.Section:
     sec = H.Section("Correlation with downstream disagreement", "correlation")
     sec.add(H.paragraph("Spearman ρ between each measure (as a distance: 1 − value for k-NN and "
                         "the overlaps) and the disagreement, over all rows pooled, with its 95 % "
@@ -375,9 +397,39 @@ def _correlation_section(rho: pd.DataFrame) -> H.Section:
                         "measure ranks stability backwards, and an interval that holds 0 shows no "
                         "relation at all."))
     sec.add(H.table(with_intervals(rho)))
+    if silent:
+        sec.add(H.paragraph(f"No signal: {', '.join(silent)} {'sits' if len(silent) == 1 else 'sit'} at the level of "
+                            "unrelated tables on half of the pairs or more (see 'Measures against their null'), so "
+                            f"{'its ρ follows' if len(silent) == 1 else 'their ρ follow'} how that level moves with "
+                            "the dimension, not the pairs' stability.", "note"))
     for row in best_measures(rho).itertuples():
         sec.add(H.paragraph(f"{row.algo} / {row.task}: {row.note}."))
     return sec
+
+
+def _null_section(df: pd.DataFrame) -> H.Section | None:
+    """Each measure against its null, per algorithm and dimension; None for results without nulls."""
+    summary = signal_summary(df)
+    if not summary:
+        return None
+    by = ["algo", "dim"] if df["algo"].nunique() > 1 else ["dim"]
+    table = signal_table(df, by=by)
+    shown = table.assign(**{"pairs with signal": [f"{w}/{c}" for w, c in zip(table["with_signal"], table["checked"])]})
+    shown = shown.drop(columns=["pairs", "checked", "with_signal"]).rename(columns={"value": "mean value",
+                                                                                    "null": "mean null"})
+    sec = H.Section("Measures against their null", "nulls")
+    sec.add(H.paragraph(
+        "Each measure beside its null: its value for an unrelated partner (the other side's rows "
+        "shuffled, its anchor with them), mean over the pairs of each dimension. A pair shows signal "
+        "when its value is at least twice as far from the uninformative end as the null and beyond "
+        "3 standard deviations of the shuffles; a value at its null says nothing about the pair's "
+        "stability, however small (the null of EIS itself grows with the dimension, about 2d/n)."))
+    sec.add(H.paragraph("Pairs with signal: " + "; ".join(f"{m} {hits}/{checked}" for m, (hits, checked)
+                                                           in summary.items()) + "."))
+    silent = [m for m, (hits, checked) in summary.items() if checked and 2 * hits <= checked]
+    if silent:
+        sec.add(H.paragraph(f"No signal on half of the pairs or more: {', '.join(silent)}.", "note"))
+    return sec.add(H.table(shown, digits=4, index=False))
 
 
 def _selection_section(sel) -> H.Section:

@@ -18,6 +18,10 @@ downstream model is within :data:`NEAR_CHANCE_MARGIN` points of its task's chanc
 disagreement is mostly noise); ``analysis(as_results(table, keep_near_chance=True))`` keeps them,
 :func:`near_chance_left_out` says how many were left out and :func:`chance_table` summarises each
 task's quality against its chance level.
+
+A study's rows also record each measure's null (its value for an unrelated partner) and whether
+the pair shows signal against it: :func:`signal_table` and :func:`without_signal` summarise them,
+and :func:`recommend` never ranks configurations by a measure at its null.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from embstab.selection.results import (
 )
 from embstab.selection.trend import TrendFit, fit_trend
 from embstab.selection.recommend import Recommendation, recommend
+from embstab.selection.signal import FALLBACK_ORDER, signal_summary, signal_table, without_signal
 
 __all__ = [
     "BASELINES",
@@ -56,6 +61,10 @@ __all__ = [
     "kinds_of",
     "Recommendation",
     "recommend",
+    "FALLBACK_ORDER",
+    "signal_summary",
+    "signal_table",
+    "without_signal",
     "BudgetError",
     "ResultsError",
     "TrendFit",

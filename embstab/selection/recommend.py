@@ -2,7 +2,8 @@
 
 Given a study's results, the configuration (algorithm, dimension, bit width) whose stability
 measure is best among those that fit the budget, with the disagreement the linear-log memory trend
-predicts for it (:func:`embstab.selection.fit_trend`).
+predicts for it (:func:`embstab.selection.fit_trend`). A measure ranks only configurations on
+which it shows signal (its value clearly apart from its null, see :mod:`embstab.selection.signal`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from embstab.measures import REGISTRY
 from embstab.selection.errors import BudgetError, ResultsError
 from embstab.selection.results import (CONFIG_COLUMNS, NEAR_CHANCE_MARGIN, as_results, kind_label, kinds_of,
                                        measure_distance, near_chance_left_out, ordered_tasks)
+from embstab.selection.signal import FALLBACK_ORDER, config_signal, has_nulls
 from embstab.selection.trend import fit_trend
 
 __all__ = ["Recommendation", "recommend"]
@@ -33,7 +35,8 @@ class Recommendation:
     budget : float
         The budget, in bits per word (per entity row, per feature vector: see ``unit``).
     measure : str
-        Registry name of the measure that chose the configuration.
+        Registry name of the measure that chose the configuration (``requested_measure`` unless
+        that one showed no signal on the configurations that fit).
     algo : str
         Embedding algorithm of the chosen configuration.
     dim : int
@@ -66,6 +69,19 @@ class Recommendation:
         Rows of the results left out because a downstream model was within
         :data:`~embstab.selection.results.NEAR_CHANCE_MARGIN` points of its task's chance level
         (0 when the results were passed as ``as_results(..., keep_near_chance=True)``).
+    requested_measure : str
+        The measure asked for.
+    signal_checked : bool
+        Whether the results record the nulls of ``measure``, so that its signal was checked (a
+        published table or a study stored before nulls existed does not).
+    measure_null : float or None
+        Mean null of ``measure`` over the chosen configuration's seeds (None when unchecked).
+    n_ranked : int
+        Configurations that fit and were ranked: those on which ``measure`` shows signal (all of
+        them when unchecked).
+    signal_note : str
+        One line on how the measure was chosen: why the requested one was set aside, that the
+        signal was not checked, or that only one configuration fits; empty otherwise.
     """
 
     budget: float
@@ -84,6 +100,16 @@ class Recommendation:
     kind: str = "word"
     unit: str = "bits per word"
     near_chance_left_out: int = 0
+    requested_measure: str = ""
+    signal_checked: bool = False
+    measure_null: float | None = None
+    n_ranked: int = 0
+    signal_note: str = ""
+
+    def _ranked_phrase(self) -> str:
+        if self.n_ranked and self.n_ranked < self.n_candidates:
+            return (f"the {self.n_ranked} of {self.n_candidates} configurations that fit on which it shows signal")
+        return f"{self.n_candidates} configuration(s) that fit"
 
     @property
     def mean_predicted_disagreement(self) -> float:
@@ -103,11 +129,16 @@ class Recommendation:
         return out
 
     def __str__(self) -> str:
+        # a switched measure or unranked configurations come first: they change how to read the rest
+        first = bool(self.signal_note) and (self.measure != self.requested_measure
+                                            or 0 < self.n_ranked < self.n_candidates)
         lines = [
+            *([self.signal_note] if first else []),
             f"Under a budget of {self.budget:g} {self.unit}, ship {self.algo} with dim={self.dim} "
             f"at {self.bitrate}-bit precision ({self.memory} {self.unit}).",
-            f"Chosen by {self.measure} = {self.measure_value:.4g} ({REGISTRY[self.measure].direction}),"
-            f" the best of {self.n_candidates} configuration(s) that fit.",
+            f"Chosen by {self.measure} = {self.measure_value:.4g} ({REGISTRY[self.measure].direction}"
+            + (f"; null {self.measure_null:.4g}" if self.measure_null is not None else "")
+            + f"), the best of {self._ranked_phrase()}.",
             f"Disagreement the memory trend predicts ({self.trend_slope:+.2f} points per doubling of "
             f"memory{'; extrapolated beyond the fitted range' if self.extrapolated else ''}):",
         ]
@@ -115,6 +146,8 @@ class Recommendation:
             seen = self.observed_disagreement.get(task)
             observed = f"   (measured: {seen:.2f} %)" if seen is not None else ""
             lines.append(f"  {task:<12} {pred:6.2f} %{observed}")
+        if self.signal_note and not first:
+            lines.append(self.signal_note)
         if self.near_chance_left_out:
             lines.append(f"{self.near_chance_left_out} result row(s) left out: a downstream model within "
                          f"{NEAR_CHANCE_MARGIN:g} points of its task's chance level "
@@ -124,12 +157,33 @@ class Recommendation:
 
 def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: float,
               measure: str = "eis", *, task: str | None = None, algo: str | None = None,
-              kind: str | None = None, threshold: float | None = 1000) -> Recommendation:
+              kind: str | None = None, threshold: float | None = 1000, fallback: bool = True) -> Recommendation:
     """Choose the dimension and precision to ship under a memory budget.
 
     Among the configurations in ``results`` with memory ``dim * bitrate`` ≤ the budget, pick the one
     with the best ``measure`` (averaged over seeds; on a tie, the smaller memory), and predict its
     downstream disagreement with the linear-log memory trend fitted to the results.
+
+    A measure never ranks configurations on which it shows no signal. Where the results record
+    each pair's null (``<measure>_signal`` columns, as a study's do):
+
+    * a configuration *shows signal* for a measure when more than half of its seeds' pairs that
+      record a null are clearly apart from it (:func:`embstab.measures.null.has_signal`: at least
+      twice as far from the uninformative end as the null, and beyond 3 standard deviations of
+      the shuffles); a configuration without a recorded null does not;
+    * a measure *has signal on the candidates* when it shows signal on at least half of the
+      configurations that fit the budget (and on two or more). It then ranks only those, and the
+      others are left unranked (a value at its null is small or large with the dimension, not the
+      stability);
+    * when ``measure`` has no signal on the candidates, the next measure of ``measure``, then
+      :data:`~embstab.selection.signal.FALLBACK_ORDER` (eis, knn, semantic_displacement,
+      eigenspace_overlap, weighted_eigenspace_overlap, linear_cka, procrustes_distance) present
+      in the results that has is used, and ``signal_note`` says so in one line; when none has,
+      :class:`BudgetError` says that no measure can decide.
+
+    Results without recorded nulls for ``measure`` are ranked by it as they are, and
+    ``signal_note`` says the signal was not checked. A single configuration that fits is
+    recommended whatever its signal: there is nothing to rank.
 
     Parameters
     ----------
@@ -152,6 +206,9 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     threshold : float or None, default 1000
         Fit the trend on rows with memory below this many bits per word (see
         :func:`embstab.selection.fit_trend`); None fits on all rows.
+    fallback : bool, default True
+        Turn to another measure when ``measure`` shows no signal; False raises
+        :class:`BudgetError` instead.
 
     Returns
     -------
@@ -161,7 +218,8 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     Raises
     ------
     BudgetError
-        If the budget is not a positive number or no configuration fits under it.
+        If the budget is not a positive number, no configuration fits under it, or no measure
+        (``measure`` alone with ``fallback=False``) shows signal on the configurations that fit.
     ResultsError
         If the results table is malformed, lacks the measure, the task or the algorithm.
 
@@ -204,9 +262,12 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
         raise BudgetError(f"no configuration fits in {budget:g} {unit}; the smallest in the "
                           f"results uses {int(smallest['memory'])} bits (dim={int(smallest['dim'])},"
                           f" bitrate={int(smallest['bitrate'])})")
-    # Best measure first; on an exact tie the cheaper configuration wins.
-    fits = fits.sort_values(["distance", "memory"], kind="stable").reset_index(drop=True)
+    used, fits, checked, note = _choose_measure(df, measure, budget, unit, fits, fallback)
+    # Best measure first among the ranked; on an exact tie the cheaper configuration wins.
+    fits = fits.sort_values(["ranked", "distance", "memory"], ascending=[False, True, True],
+                            kind="stable").reset_index(drop=True)
     best = fits.iloc[0]
+    n_ranked = int(fits["ranked"].sum())
 
     trend = fit_trend(df, "memory", threshold=threshold)
     chosen = df[(df["algo"] == best["algo"]) & (df["dim"] == best["dim"])
@@ -219,15 +280,59 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     observed = chosen.groupby("task")["disagreement"].mean()
     fitted_memory = df["memory"] if threshold is None else df.loc[df["memory"] < threshold, "memory"]
     return Recommendation(
-        budget=budget, measure=measure, algo=str(best["algo"]), dim=int(best["dim"]),
+        budget=budget, measure=used, algo=str(best["algo"]), dim=int(best["dim"]),
         bitrate=int(best["bitrate"]), memory=int(best["memory"]),
-        measure_value=float(best[measure]), n_candidates=len(fits),
+        measure_value=float(best[used]), n_candidates=len(fits),
         predicted_disagreement=predicted,
         observed_disagreement={t: float(observed[t]) for t in tasks if t in observed.index},
         trend_slope=trend.slope,
         extrapolated=bool(best["memory"] > fitted_memory.max()
                           or best["memory"] < fitted_memory.min()),
-        candidates=fits, kind=kind, unit=unit, near_chance_left_out=left_out)
+        candidates=fits, kind=kind, unit=unit, near_chance_left_out=left_out, requested_measure=measure,
+        signal_checked=checked, measure_null=float(best["null"]) if checked and pd.notna(best["null"]) else None,
+        n_ranked=n_ranked, signal_note=note)
+
+
+def _choose_measure(df: pd.DataFrame, measure: str, budget: float, unit: str, fits: pd.DataFrame,
+                    fallback: bool) -> tuple[str, pd.DataFrame, bool, str]:
+    """The measure that ranks, the candidates that fit (``ranked`` marks those it ranks), whether
+    its signal was checked, and the one-line note on the choice."""
+    if len(fits) == 1:
+        verdict = fits.assign(ranked=True)
+        return measure, verdict, bool(verdict["signal"].notna().any()), (
+            f"Only one configuration fits in {budget:g} {unit}: nothing to rank.")
+    if not has_nulls(df, measure):
+        return measure, fits.assign(ranked=True), False, (
+            f"The results record no null for {measure}: whether its values are apart from the level of "
+            "unrelated tables was not checked.")
+    order = [measure, *[m for m in FALLBACK_ORDER if m != measure and m in df.columns]] if fallback else [measure]
+    tried = []
+    for m in order:
+        cands = fits if m == measure else _candidates(df, m)
+        cands = cands[cands["memory"] <= budget]
+        if cands.empty or not has_nulls(df, m):
+            continue
+        shows = cands["signal"].fillna(False).astype(bool)
+        if 2 * int(shows.sum()) >= len(cands) and int(shows.sum()) >= 2:
+            cands = cands.assign(ranked=shows.to_numpy())
+            unranked = len(cands) - int(shows.sum())
+            rest = (f"; {unranked} configuration(s) where it shows none are not ranked" if unranked else "")
+            if m == measure:
+                return m, cands, True, (f"{m} shows no signal on {unranked} of the {len(cands)} configurations that "
+                                        f"fit: they are not ranked." if unranked else "")
+            return m, cands, True, (f"{measure} shows no signal on {_count(tried[0])} configurations that fit "
+                                    f"(values at the level of unrelated tables): ranked by {m} instead, the next "
+                                    f"measure with signal (order: {', '.join(order)}){rest}.")
+        tried.append((m, int(shows.sum()), len(cands)))
+    shown = ", ".join(f"{m} on {hits} of {n}" for m, hits, n in tried)
+    raise BudgetError(f"cannot decide under a budget of {budget:g} {unit}: no measure shows signal on half of "
+                      f"the {len(fits)} configurations that fit ({shown}); their values sit at the level of "
+                      "unrelated tables" + ("" if fallback else " (fallback to other measures is off)"))
+
+
+def _count(tried: tuple[str, int, int]) -> str:
+    _, hits, n = tried
+    return f"{n - hits} of the {n}"
 
 
 def _check_budget(budget) -> float:
@@ -252,5 +357,9 @@ def _candidates(df: pd.DataFrame, measure: str) -> pd.DataFrame:
     mean_di = df.groupby(["algo", "dim", "bitrate"], sort=False)["disagreement"].mean()
     table["mean_disagreement"] = [mean_di[(a, d, b)] for a, d, b in
                                   table[["algo", "dim", "bitrate"]].itertuples(index=False)]
+    verdict = config_signal(pairs, measure).set_index(["algo", "dim", "bitrate"])
+    keys = list(table[["algo", "dim", "bitrate"]].itertuples(index=False, name=None))
+    table["null"] = [verdict.at[k, "null"] for k in keys]
+    table["signal"] = pd.array([verdict.at[k, "signal"] for k in keys], dtype="boolean")
     return table
 

@@ -28,6 +28,8 @@ from embstab.selection.errors import ResultsError
 
 __all__ = [
     "NEAR_CHANCE_MARGIN",
+    "NULL_SUFFIX",
+    "SIGNAL_SUFFIX",
     "chance_table",
     "near_chance",
     "near_chance_left_out",
@@ -50,6 +52,10 @@ __all__ = [
     "validate_results",
     "wide",
 ]
+
+#: Suffixes of the columns that hold a measure's null and whether the pair shows signal against it
+#: (``eis_null``, ``eis_signal``; see :mod:`embstab.selection.signal`).
+NULL_SUFFIX, SIGNAL_SUFFIX = "_null", "_signal"
 
 #: Columns that identify one configuration of an embedding pair.
 CONFIG_COLUMNS: tuple[str, ...] = ("algo", "seed", "dim", "bitrate")
@@ -298,7 +304,9 @@ def validate_results(df: pd.DataFrame, *, source: str = "results",
                                f"memory={out['memory'].iloc[row]!r} for dim={out['dim'].iloc[row]}"
                                f", bitrate={out['bitrate'].iloc[row]}")
     out["memory"] = memory.astype(np.int64) if (memory == memory.round()).all() else memory
-    for col in ["disagreement", "quality", "quality_old", "chance", *measure_columns(out)]:
+    measures = measure_columns(out)
+    nulls = [m + NULL_SUFFIX for m in measures if m + NULL_SUFFIX in out.columns]
+    for col in ["disagreement", "quality", "quality_old", "chance", *measures, *nulls]:
         if col in out.columns:
             converted = pd.to_numeric(out[col], errors="coerce")
             if (converted.isna() & out[col].notna()).any():
@@ -306,6 +314,9 @@ def validate_results(df: pd.DataFrame, *, source: str = "results",
                 raise ResultsError(f"{source}: column {col!r} must be numeric; row {row} has "
                                    f"{out[col].iloc[row]!r}")
             out[col] = converted.astype(np.float64)
+    for measure in measures:
+        if measure + SIGNAL_SUFFIX in out.columns:
+            out[measure + SIGNAL_SUFFIX] = _flags(out[measure + SIGNAL_SUFFIX], measure + SIGNAL_SUFFIX, source)
     missing_di = out["disagreement"].isna()
     if missing_di.any():
         warnings.warn(f"{source}: dropping {int(missing_di.sum())} row(s) without a disagreement "
@@ -328,6 +339,26 @@ def validate_results(df: pd.DataFrame, *, source: str = "results",
         front.append("quality")
     rest = [c for c in out.columns if c not in front]
     return out[front + rest].reset_index(drop=True)
+
+
+_TRUE, _FALSE = {"true", "1", "1.0", "yes"}, {"false", "0", "0.0", "no"}
+
+
+def _flags(column: pd.Series, name: str, source: str) -> pd.Series:
+    """A signal column as nullable booleans (a CSV gives strings or objects; empty is NA)."""
+    out = []
+    for i, v in enumerate(column):
+        if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+            out.append(pd.NA)
+            continue
+        text = str(v).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            out.append(text in _TRUE)
+        elif text == "":
+            out.append(pd.NA)
+        else:
+            raise ResultsError(f"{source}: column {name!r} must hold True, False or nothing; row {i} has {v!r}")
+    return pd.Series(out, index=column.index, dtype="boolean")
 
 
 def near_chance(df: pd.DataFrame, margin: float = NEAR_CHANCE_MARGIN) -> pd.Series:

@@ -17,7 +17,8 @@ from embstab.study.kinds import PLAN_VERSION, REFERENCE_RECIPE
 from embstab.study.schema import DownstreamSpec, StudySpec
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["Ref", "Node", "StudyPlan", "plan_study", "row_configs", "PLAN_VERSION", "FULL_PRECISION_BITS", "Variant"]
+__all__ = ["Ref", "Node", "StudyPlan", "plan_study", "row_configs", "measure_inputs", "MeasureInputs", "PLAN_VERSION",
+           "FULL_PRECISION_BITS", "Variant"]
 
 #: Bit width of the anchors (full precision: clipping only, no rounding).
 FULL_PRECISION_BITS = 32
@@ -185,6 +186,40 @@ def row_configs(spec: StudySpec) -> Iterable[tuple[str, dict[str, Any], dict[str
             meta = {"algo": v.algo, "recipe": v.recipe, "seed": v.seed, "dim": v.dim, "bitrate": v.bits,
                     "transform": v.transform, "task": entry.label, "model": entry.model, "kind": spec.kind}
             yield config_hash(cfg), meta, cfg
+
+
+@dataclass(frozen=True)
+class MeasureInputs:
+    """What the measures task of one row reads: its key and configuration, and the artifact keys of
+    the compressed pair, the compressed anchor pair and the new member's training."""
+
+    key: str
+    config: dict[str, Any]
+    pair_key: str
+    anchor_key: str
+    uncompressed_key: str
+
+
+def measure_inputs(spec: StudySpec) -> dict[str, MeasureInputs]:
+    """Per row id, the inputs of its measures task (:func:`embstab.study.steps.run_measures`).
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study definition.
+
+    Returns
+    -------
+    dict of str to MeasureInputs
+        Every row of the study; the rows of one pair share their measures task.
+    """
+    out = {}
+    for row_id, meta, cfg in row_configs(spec):
+        v = Variant(meta["algo"], meta["recipe"], meta["seed"], meta["dim"], meta["bitrate"], meta["transform"])
+        out[row_id] = MeasureInputs(config_hash(cfg["measures"]), cfg["measures"], config_hash(_pair_cfg(spec, v)),
+                                    config_hash(_pair_cfg(spec, v.anchor(spec))),
+                                    config_hash(_train_cfg(spec, "new", v)))
+    return out
 
 
 def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iterable[str] = ()) -> StudyPlan:

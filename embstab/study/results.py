@@ -19,8 +19,10 @@ import pandas as pd
 
 from embstab._fs import atomic_write, check_inputs
 from embstab.errors import EmbstabError
+from embstab.measures import REGISTRY
+from embstab.selection.results import NULL_SUFFIX, SIGNAL_SUFFIX
 
-__all__ = ["ResultDB", "ResultDBError", "ROW_COLUMNS"]
+__all__ = ["ResultDB", "ResultDBError", "ROW_COLUMNS", "NULL_SUFFIX", "SIGNAL_SUFFIX"]
 
 
 class ResultDBError(EmbstabError):
@@ -33,7 +35,8 @@ ROW_COLUMNS = ("algo", "seed", "dim", "bitrate", "memory", "task", "model", "dis
 #: Columns added after the first release, with the value older rows hold: (name, SQL type, default;
 #: None: NULL, read back as NaN).
 _ADDED_COLUMNS = (("recipe", "TEXT", "fp32"), ("transform", "TEXT", "none"), ("kind", "TEXT", "word"),
-                  ("chance", "REAL", None))
+                  ("chance", "REAL", None), ("nulls", "TEXT", None))
+
 
 #: Keys of a row's ``extra`` that are not result columns (how many words and test examples were used).
 _BOOKKEEPING = ("n_words", "n_test")
@@ -216,7 +219,8 @@ class ResultDB:
         """Store a result row; return False when it was already stored (it is then left unchanged).
 
         ``row`` holds the :data:`ROW_COLUMNS` plus ``measures`` (name → raw value) and optionally
-        ``extra`` (anything else worth keeping, e.g. test-set sizes).
+        ``nulls`` (name → its null level and ``signal``, as :func:`embstab.study.steps.run_measures`
+        gives them) and ``extra`` (anything else worth keeping, e.g. test-set sizes).
 
         Parameters
         ----------
@@ -231,16 +235,54 @@ class ResultDB:
             True when the row was inserted. Either way, a recorded failure of the row is removed.
         """
         defaults = {name: default for name, _, default in _ADDED_COLUMNS}
-        columns = ["row_id", *ROW_COLUMNS, "measures", "extra", "finished"]
+        columns = ["row_id", *ROW_COLUMNS, "measures", "nulls", "extra", "finished"]
         values = [row_id, *[_plain(row.get(c, defaults.get(c))) for c in ROW_COLUMNS],
                   json.dumps({k: _plain(v) for k, v in dict(row.get("measures", {})).items()}, sort_keys=True),
-                  json.dumps(row.get("extra", {}), sort_keys=True, default=str), time.time()]
+                  _nulls_json(row.get("nulls")), json.dumps(row.get("extra", {}), sort_keys=True, default=str),
+                  time.time()]
         with self._tx() as cur:
             cur.execute(f"INSERT OR IGNORE INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(values))})",
                         values)
             inserted = cur.rowcount == 1
             cur.execute("DELETE FROM failures WHERE row_id = ?", (row_id,))
         return inserted
+
+    def missing_nulls(self, row_ids: Iterable[str] | None = None) -> list[str]:
+        """Ids of stored rows that carry no nulls (stored before embstab computed them).
+
+        Parameters
+        ----------
+        row_ids : iterable of str, optional
+            Restrict to these rows.
+
+        Returns
+        -------
+        list of str
+        """
+        found = [r[0] for r in self._conn.execute("SELECT row_id FROM results WHERE nulls IS NULL")]
+        if row_ids is None:
+            return found
+        wanted = set(row_ids)
+        return [r for r in found if r in wanted]
+
+    def set_nulls(self, row_id: str, nulls: Mapping[str, Any]) -> bool:
+        """Add the nulls of a stored row that has none; return whether it was updated.
+
+        Parameters
+        ----------
+        row_id : str
+            The row's id.
+        nulls : mapping
+            Measure name → its null level and ``signal`` (see :meth:`add_result`).
+
+        Returns
+        -------
+        bool
+            False when the row does not exist or already has nulls (they are left unchanged).
+        """
+        with self._tx() as cur:
+            cur.execute("UPDATE results SET nulls = ? WHERE row_id = ? AND nulls IS NULL", (_nulls_json(nulls), row_id))
+            return cur.rowcount == 1
 
     def add_failure(self, row_id: str, stage: str, error: str, traceback: str | None = None) -> None:
         """Record (or update) the failure of a row; ``attempts`` counts how often it failed.
@@ -292,10 +334,14 @@ class ResultDB:
         Returns
         -------
         pandas.DataFrame
-            Columns ``row_id``, :data:`ROW_COLUMNS`, one column per measure (raw value), then what a
-            kind's downstream task reports beside the disagreement (``hits_at_10``,
-            ``quality_metric``...), sorted by algo, task, dim, bitrate, seed. ``chance`` is NaN for
-            rows stored before embstab recorded it.
+            Columns ``row_id``, :data:`ROW_COLUMNS`, one column per measure (raw value), then for
+            each measure with a null ``<measure>_null`` (its value for an unrelated partner, see
+            :mod:`embstab.measures.null`) and ``<measure>_signal`` (whether the row's value is
+            clearly apart from it; nullable boolean), then what a kind's downstream task reports
+            beside the disagreement (``hits_at_10``, ``quality_metric``...), sorted by algo, task,
+            dim, bitrate, seed. ``chance`` is NaN for rows stored before embstab recorded it; rows
+            stored before embstab computed nulls have NaN / NA there (a database without any has
+            no such columns).
         """
         raw = pd.read_sql_query("SELECT * FROM results", self._conn)
         if row_ids is not None:
@@ -307,11 +353,12 @@ class ResultDB:
         # all-NULL columns come back as objects
         raw["chance"] = pd.to_numeric(raw["chance"], errors="coerce").astype("float64")
         measures = pd.DataFrame([json.loads(m) for m in raw["measures"]], index=raw.index)
+        nulls = _null_columns(raw["nulls"])
         # what a kind's downstream task reports beside the disagreement (a KG model's Hits@10, the
         # quality metric's name) becomes columns; the bookkeeping counts stay in the database
         details = pd.DataFrame([{k: v for k, v in json.loads(e).items() if k not in _BOOKKEEPING}
                                 for e in raw["extra"]], index=raw.index)
-        df = pd.concat([raw[["row_id", *ROW_COLUMNS]], measures, details], axis=1)
+        df = pd.concat([raw[["row_id", *ROW_COLUMNS]], measures, nulls, details], axis=1)
         for col in ("seed", "dim", "bitrate"):
             df[col] = df[col].astype("int64")
         df["memory"] = df["memory"].astype("float64")
@@ -359,6 +406,28 @@ class _Transaction:
 
     def __exit__(self, exc_type: Any, *rest: Any) -> None:
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _nulls_json(nulls: Mapping[str, Any] | None) -> str | None:
+    """A row's nulls as stored (NULL for a row without: an older measure function gave none)."""
+    if not nulls:
+        return None
+    return json.dumps({m: {k: _plain(v) for k, v in dict(level).items()} for m, level in nulls.items()},
+                      sort_keys=True)
+
+
+def _null_columns(stored: pd.Series) -> pd.DataFrame:
+    """``<measure>_null`` and ``<measure>_signal`` columns from the stored JSON (NULL: NaN / NA)."""
+    parsed = [json.loads(v) if isinstance(v, str) else {} for v in stored]
+    seen = set(m for levels in parsed for m in levels)
+    names = [m for m in REGISTRY if m in seen] + sorted(seen.difference(REGISTRY))
+    columns: dict[str, Any] = {}
+    for m in names:
+        columns[m + NULL_SUFFIX] = pd.Series([float(p[m]["value"]) if m in p and p[m].get("value") is not None
+                                              else float("nan") for p in parsed], index=stored.index, dtype="float64")
+        columns[m + SIGNAL_SUFFIX] = pd.Series([p[m].get("signal") if m in p else None for p in parsed],
+                                               index=stored.index, dtype="boolean")
+    return pd.DataFrame(columns, index=stored.index)
 
 
 def _plain(value: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,12 @@ from tqdm.auto import tqdm
 from embstab._fs import atomic_write, to_json
 from embstab._resources import check_local_workers
 from embstab.errors import EmbstabError
+import embstab.study.steps as S
 from embstab.study.executors import check_scheduler, make_client, run_distributed, run_synchronous
-from embstab.study.plan import StudyPlan, plan_study
+from embstab.study.plan import StudyPlan, measure_inputs, plan_study
 from embstab.study.results import ResultDB
 from embstab.study.schema import StudySpec, parse_study
-from embstab.study.steps import Steps, default_steps
+from embstab.study.steps import Steps, StudyTaskError, default_steps
 from embstab.study.store import ArtifactStore
 
 __all__ = ["StudyRun", "run_study", "default_db_path", "DEFAULT_STORE"]
@@ -48,6 +50,7 @@ class StudyRun:
     wall_s : seconds this run took
     db_path : the results database
     parquet_path : the Parquet export of ``results`` (None if not written)
+    n_nulls_added : rows stored before embstab computed nulls that this run gave their nulls
     """
 
     spec: StudySpec
@@ -60,6 +63,7 @@ class StudyRun:
     wall_s: float
     db_path: str
     parquet_path: str | None
+    n_nulls_added: int = 0
 
     @property
     def complete(self) -> bool:
@@ -91,7 +95,7 @@ class StudyRun:
                 frame.to_parquet(fh, index=False)
         info = {"format": RUN_FORMAT, "n_rows": self.n_rows, "n_skipped": self.n_skipped, "n_new": self.n_new,
                 "n_failed": self.n_failed, "wall_s": self.wall_s, "db_path": self.db_path,
-                "parquet_path": self.parquet_path}
+                "parquet_path": self.parquet_path, "n_nulls_added": self.n_nulls_added}
         with atomic_write(out / "run.json", "w") as fh:
             fh.write(to_json(info))
         return out
@@ -128,7 +132,8 @@ class StudyRun:
             raise EmbstabError(f"{root}/run.json: not a saved study run (format {info.get('format')!r})")
         return cls(spec=spec, results=results, failures=failures, n_rows=int(info["n_rows"]),
                    n_skipped=int(info["n_skipped"]), n_new=int(info["n_new"]), n_failed=int(info["n_failed"]),
-                   wall_s=float(info["wall_s"]), db_path=str(info["db_path"]), parquet_path=info["parquet_path"])
+                   wall_s=float(info["wall_s"]), db_path=str(info["db_path"]), parquet_path=info["parquet_path"],
+                   n_nulls_added=int(info.get("n_nulls_added", 0)))
 
     def report(self, path: str | os.PathLike | None = None, **kwargs: Any) -> str:
         """The self-contained HTML report of this run's results.
@@ -189,7 +194,9 @@ def run_study(
 
     Rows already in the database are skipped, and so is every task whose artifact is already in
     the store. A failing task is recorded (with its error and traceback) against every row that
-    needs it; the other rows go on. Re-running retries failed rows.
+    needs it; the other rows go on. Re-running retries failed rows. Rows stored before embstab
+    computed nulls get them, in this process, from the pairs still in the store (nothing is
+    trained again; a row whose pair is gone keeps none).
 
     Parameters
     ----------
@@ -233,6 +240,7 @@ def run_study(
         rdb.register_study(spec.name, spec.fingerprint(), spec.to_dict(), plan.all_rows)
         n_skipped = len(plan.all_rows) - len(plan.rows)
         n_new, n_failed = _execute(plan, rdb, scheduler, workers, progress)
+        n_nulls = _add_missing_nulls(spec, store, steps, rdb, plan.all_rows, progress)
         results = rdb.results(plan.all_rows)
         failures = rdb.failures(set(plan.all_rows) - set(results["row_id"]))
         parquet_path = None
@@ -241,7 +249,36 @@ def run_study(
             rdb.export_parquet(parquet_path, plan.all_rows)
     return StudyRun(spec=spec, results=results.drop(columns=["row_id"]), failures=failures,
                     n_rows=len(plan.all_rows), n_skipped=n_skipped, n_new=n_new, n_failed=n_failed,
-                    wall_s=time.perf_counter() - start, db_path=db_path, parquet_path=parquet_path)
+                    wall_s=time.perf_counter() - start, db_path=db_path, parquet_path=parquet_path,
+                    n_nulls_added=n_nulls)
+
+
+def _add_missing_nulls(spec: StudySpec, store: ArtifactStore, steps: Steps, rdb: ResultDB, row_ids: Iterable[str],
+                       progress: bool) -> int:
+    """Give stored rows without nulls their nulls, from the measures and pairs in the store."""
+    missing = rdb.missing_nulls(row_ids)
+    if not missing:
+        return 0
+    inputs = measure_inputs(spec)
+    by_task: dict[str, list[str]] = {}
+    for row_id in missing:
+        by_task.setdefault(inputs[row_id].key, []).append(row_id)
+    added = 0
+    for rows in tqdm(list(by_task.values()), desc="nulls of earlier rows", unit="pair", disable=not progress):
+        task = inputs[rows[0]]
+        present = store.has_json("measures", task.key) and all(
+            store.has_embedding(kind, key) for key in (task.pair_key, task.anchor_key)
+            for kind in ("pair_new", "pair_old"))
+        if not present:
+            continue  # computing them would train the pair again
+        try:
+            out = S.run_measures(store, steps, task.key, task.config, task.pair_key, task.anchor_key,
+                                 task.uncompressed_key)
+        except StudyTaskError:
+            continue  # the row keeps its values; its nulls stay unknown
+        if out.get("nulls"):
+            added += sum(rdb.set_nulls(row_id, out["nulls"]) for row_id in rows)
+    return added
 
 
 def _check_store_reachable(store: ArtifactStore, scheduler: Any) -> None:

@@ -22,17 +22,42 @@ from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError
-from embstab.measures import compare
+from embstab.measures import REGISTRY, compare
+from embstab.measures.null import NullLevel, has_signal
 from embstab.train import train_embedding
-from embstab.study.store import ArtifactStore
+from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_corpus", "run_train",
-           "run_compress", "run_measures", "run_downstream", "assemble_row"]
+           "run_compress", "run_measures", "run_downstream", "assemble_row", "NULL_SETTINGS", "nulls_key"]
 
 #: Downstream training seeds torch's process-global RNG (``fork_rng`` + ``manual_seed``), which two
 #: threads of one worker would share; serialising downstream tasks per process keeps each model a
 #: function of its seed on multi-threaded Dask workers too.
 _GLOBAL_RNG_LOCK = threading.Lock()
+
+#: How a study row's nulls are found (:func:`embstab.compare`'s ``null_samples``, ``null_seed`` and
+#: ``null_method``): closed forms where they exist, else 3 seeded row shuffles. They name the nulls'
+#: artifact, not the measures', so measures stored before nulls existed are reused as they are.
+NULL_SETTINGS = {"samples": 3, "seed": 0, "method": "auto"}
+#: Bumped when the way nulls are computed changes meaning.
+NULLS_VERSION = 1
+
+
+def nulls_key(measures_key: str) -> str:
+    """The artifact name of the nulls of the measures stored under ``measures_key``.
+
+    Parameters
+    ----------
+    measures_key : str
+        The measures task's configuration hash.
+
+    Returns
+    -------
+    str
+        The hash of the measures key and :data:`NULL_SETTINGS`.
+    """
+    return config_hash({"v": NULLS_VERSION, "stage": "nulls", "measures": measures_key, **NULL_SETTINGS})
+
 
 class StudyTaskError(EmbstabError, RuntimeError):
     """A study task failed; names the stage and keeps the original error and traceback.
@@ -70,6 +95,8 @@ class Steps:
     compress_pair : ``(old, new, bits, rounding, seed[, transform]) -> (old_q, new_q)``
         (``transform`` is passed only for a compression transform other than none)
     measure_pair : ``(new, old, anchor_new, anchor_old, measures_config) -> {name: value}``
+        (when ``measures_config`` holds ``null``, settings as :data:`NULL_SETTINGS`, the result may
+        also hold ``"nulls"``: measure name → ``{"value", "spread", "samples", "method"}``)
     disagreement : ``(emb_a, emb_b, task, model, seed, **options) -> result`` with attributes
         ``disagreement``, ``quality_a``, ``quality_b`` (percent)
     """
@@ -110,22 +137,30 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
         The anchors (highest-dimension, full-precision pair of the same algorithm and seed).
     config : mapping
         ``names``, ``top_n`` and ``params`` (per-measure parameters; see
-        :class:`embstab.study.schema.MeasureSpec`).
+        :class:`embstab.study.schema.MeasureSpec`), and optionally ``null``: ``samples``, ``seed``
+        and ``method`` of each measure's null (:func:`embstab.compare`'s ``null_*`` arguments).
 
     Returns
     -------
     dict
-        Measure name → raw value, plus ``"n_words"``: how many words were compared.
+        Measure name → raw value, plus ``"n_words"``: how many words were compared, and with
+        ``null`` in ``config``, ``"nulls"``: measure name → its null level (``value``, ``spread``,
+        ``samples``, ``method``; see :class:`embstab.measures.null.NullLevel`).
     """
     # anchors come from the same corpora, but a different dimension may in principle keep other
     # words (trainers can drop rare words differently); compare what all four share, up to top_n.
     anchor_words = set(anchor_new.words) & set(anchor_old.words)
     available = sum(1 for w in shared_vocabulary(new, old, top_n=None, rank_by="a") if w in anchor_words)
+    null = dict(config.get("null") or {"samples": 0})
     df = compare(new, old, anchors=(anchor_new, anchor_old), measures=list(config["names"]),
                  top_n=min(int(config["top_n"]), available), rank_by="a", params=dict(config.get("params") or {}),
-                 null_samples=0)  # study rows hold the values only; their nulls are not computed here yet
-    out: dict[str, float] = {"n_words": float(df.attrs["n_words"])}
+                 null_samples=int(null.get("samples", 0)), null_seed=int(null.get("seed", 0)),
+                 null_method=str(null.get("method", "auto")))
+    out: dict[str, Any] = {"n_words": float(df.attrs["n_words"])}
     out.update({row.measure: float(row.value) for row in df.itertuples()})
+    if config.get("null") is not None:
+        out["nulls"] = {name: {k: (float(v) if k in ("value", "spread") else v) for k, v in level.items()}
+                        for name, level in df.attrs["null_levels"].items()}
     return out
 
 
@@ -288,11 +323,16 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
 
 @_guard("measures")
 def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], pair_key: str,
-                 anchor_key: str, uncompressed_key: str | None = None) -> dict[str, float]:
-    """All measures of one pair against its anchors (artifact ``measures``, JSON).
+                 anchor_key: str, uncompressed_key: str | None = None) -> dict[str, Any]:
+    """All measures of one pair against its anchors, and their nulls (artifacts ``measures`` and
+    ``nulls``, JSON).
 
     With ``uncompressed_key`` (the new member's training), also the k-NN overlap of the compressed
     new member with its uncompressed self, as ``agreement_uncompressed``.
+
+    The nulls (:data:`NULL_SETTINGS`) are stored apart from the values, under :func:`nulls_key`:
+    measures stored before nulls existed keep their name and are read as they are, and only their
+    nulls are computed (from the stored pair; nothing is trained again).
 
     Parameters
     ----------
@@ -315,21 +355,44 @@ def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
 
     Returns
     -------
-    dict of str to float
+    dict
         Measure name → value, plus ``n_words``, ``agreement_uncompressed`` with ``uncompressed_key``,
-        and ``memory_bits_per_word`` when a transform or a kg/contextual member states its own storage.
+        ``memory_bits_per_word`` when a transform or a kg/contextual member states its own storage,
+        and ``nulls`` (measure name → ``value``, ``spread``, ``samples``, ``method`` and ``signal``)
+        when the measure function gives them.
 
     Raises
     ------
     StudyTaskError
         Any failure of the task, with stage ``measures`` (an upstream task's error passes through unchanged).
     """
-    if store.has_json("measures", key):
-        return store.get_json("measures", key)
-    new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
-    anchor_new, anchor_old = _embedding(store, "pair_new", anchor_key), _embedding(store, "pair_old", anchor_key)
-    values = steps.measure_pair(new, old, anchor_new, anchor_old, config["measures"])
-    values = {k: float(v) for k, v in values.items()}
+    null_key = nulls_key(key)
+    have_values, have_nulls = store.has_json("measures", key), store.has_json("nulls", null_key)
+    values = store.get_json("measures", key) if have_values else None
+    nulls = store.get_json("nulls", null_key) if have_nulls else None
+    if values is None or nulls is None:
+        new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
+        anchor_new, anchor_old = _embedding(store, "pair_new", anchor_key), _embedding(store, "pair_old", anchor_key)
+        measured = dict(steps.measure_pair(new, old, anchor_new, anchor_old,
+                                           {**config["measures"], "null": dict(NULL_SETTINGS)}))
+        nulls = measured.pop("nulls", None)
+        if values is None:
+            values = _measured_values(store, steps, config, new, measured, uncompressed_key)
+            store.put_json("measures", key, values, config)
+        if nulls is not None:
+            store.put_json("nulls", null_key, nulls, {"v": NULLS_VERSION, "stage": "nulls", "measures": key,
+                                                      **NULL_SETTINGS})
+    out: dict[str, Any] = dict(values)
+    if nulls:
+        out["nulls"] = {name: {**level, "signal": _signal(name, values.get(name), level)}
+                        for name, level in nulls.items()}
+    return out
+
+
+def _measured_values(store: ArtifactStore, steps: Steps, config: Mapping[str, Any], new: Embedding,
+                     measured: Mapping[str, Any], uncompressed_key: str | None) -> dict[str, float]:
+    """The measures artifact's content: the values, the self-agreement and the stated memory."""
+    values = {k: float(v) for k, v in measured.items()}
     if uncompressed_key is not None:
         raw = _embedding(store, "embedding", uncompressed_key)
         params = dict(config["measures"].get("params") or {})
@@ -343,8 +406,16 @@ def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     # (a complex KG model stores two entries per dimension)
     if ("transform" in config["pair"] or "kind" in config["pair"]["new"]) and stored is not None:
         values["memory_bits_per_word"] = float(stored)
-    store.put_json("measures", key, values, config)
     return values
+
+
+def _signal(name: str, value: Any, level: Mapping[str, Any]) -> bool | None:
+    """Whether the stored value is clearly apart from its stored null (None without either)."""
+    if name not in REGISTRY or value is None or level.get("value") is None:
+        return None
+    null = NullLevel(float(level["value"]), float(level.get("spread", 0.0)), int(level.get("samples", 0)),
+                     str(level.get("method", "permutation")))
+    return has_signal(REGISTRY[name], float(value), null)
 
 
 @_guard("downstream")
@@ -413,19 +484,22 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
         ``meta`` plus ``memory`` (the stored bits per word, default dim x bitrate), ``disagreement``,
         ``quality``, ``quality_old``, ``chance`` (the task's chance level in the unit of the qualities;
         None when the downstream output, e.g. one stored by an older embstab, does not state it),
-        ``measures`` (the measure values) and ``extra`` (``n_words``, ``n_test`` and the task's details).
+        ``measures`` (the measure values), ``nulls`` (measure name → its null level and ``signal``;
+        empty when the measures carry none) and ``extra`` (``n_words``, ``n_test`` and the task's
+        details).
 
     Raises
     ------
     StudyTaskError
         Any failure of the task, with stage ``row`` (an upstream task's error passes through unchanged).
     """
-    measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word")}
+    measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word", "nulls")}
     # agreement_uncompressed stays with the measures: a column of the results beside them
     memory = measures.get("memory_bits_per_word", int(meta["dim"]) * int(meta["bitrate"]))
     # "details": what a kind's task reports beside the disagreement (e.g. a KG model's Hits@10)
     return {**meta, "memory": float(memory),
             "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],
             "quality_old": downstream["quality_b"], "chance": downstream.get("chance"), "measures": measure_values,
+            "nulls": dict(measures.get("nulls") or {}),
             "extra": {"n_words": int(measures.get("n_words", 0)), "n_test": downstream.get("n_test", 0),
                       **dict(downstream.get("details") or {})}}
