@@ -700,8 +700,11 @@ def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainRe
     _load_weights(kge, folder / "model.pt", name, dim)
     kge.eval()
     settings = {k: config[k] for k in ("model", "dim", "seed", "epochs", "lr", "batch_size", "negatives",
-                                       "model_kwargs") if k in config}
-    return KGTrainResult(kge, graph, entities, relations, losses, metrics, seconds, settings)
+                                       "model_kwargs", "early_stopping") if k in config}
+    stopping = config.get("stopping")
+    if stopping is not None and not isinstance(stopping, dict):
+        raise EmbstabError(f"{config_path}: key 'stopping' must be a mapping, got {stopping!r}"[:400])
+    return KGTrainResult(kge, graph, entities, relations, losses, metrics, seconds, settings, stopping)
 
 
 def _config_fields(config: dict[str, Any], path: Path) -> tuple[str, int, dict[str, Any], list[float],
