@@ -302,6 +302,7 @@ def _correlations(results: Any) -> None:
 
 
 def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
+    from embstab.selection.oracle import recommendation_gap_of  # noqa: PLC0415
     from embstab.selection.recommend import recommend  # noqa: PLC0415
 
     if not budgets:
@@ -314,6 +315,17 @@ def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
             continue
         print()
         print(rec)
+        try:
+            gap = recommendation_gap_of(rec, results)
+        except EmbstabError as exc:
+            print(f"no oracle gap: {exc}", file=sys.stderr)
+            continue
+        print(f"Against the best of the {int(gap['n_candidates'].max())} configuration(s) under this budget "
+              "(measured disagreement, mean over seeds):")
+        for row in gap.itertuples():
+            print(f"  {row.task:<12} chosen {row.disagreement:6.2f} %, best {row.oracle_disagreement:6.2f} % "
+                  f"({row.oracle_algo} dim={row.oracle_dim} {row.oracle_bitrate}-bit): gap {row.gap:.2f} points "
+                  f"(a random pick: {row.mean_disagreement - row.oracle_disagreement:.2f})")
 
 
 def _first_measure(results: Any) -> str:

@@ -23,6 +23,7 @@ from embstab.selection import (
     fit_trend,
     measure_columns,
     oracle_gap,
+    recommendation_gap_of,
     selection_error,
     spearman_table,
     with_intervals,
@@ -205,17 +206,24 @@ def _recommendations(df: pd.DataFrame, measure: str, budgets, threshold) -> pd.D
                 if len(kinds) == 1:
                     return str(exc)
                 break
-            rows.append(_recommendation_row(rec, budget, measure, kinds))
+            rows.append(_recommendation_row(rec, budget, measure, kinds, part))
     return pd.DataFrame(rows)
 
 
-def _recommendation_row(rec, budget: float, measure: str, kinds: list[str]) -> dict:
+def _recommendation_row(rec, budget: float, measure: str, kinds: list[str], results: pd.DataFrame) -> dict:
     row = {"kind": rec.kind} if len(kinds) > 1 or kinds != ["word"] else {}
     row.update({"budget": budget, "algo": rec.algo, "dim": rec.dim, "bitrate": rec.bitrate,
                 "memory": rec.memory, measure: rec.measure_value,
                 "predicted disagreement (%)": rec.mean_predicted_disagreement,
-                "measured disagreement (%)": float(np.mean(list(rec.observed_disagreement.values()))),
-                "extrapolated": "yes" if rec.extrapolated else ""})
+                "measured disagreement (%)": float(np.mean(list(rec.observed_disagreement.values())))})
+    try:
+        gap = recommendation_gap_of(rec, results)
+    except ResultsError:
+        gap = None
+    # the best pick under the same budget, per task (mean over tasks): what the measure's choice cost
+    row["best under budget (%)"] = np.nan if gap is None else float(gap["oracle_disagreement"].mean())
+    row["gap to best (points)"] = np.nan if gap is None else float(gap["gap"].mean())
+    row["extrapolated"] = "yes" if rec.extrapolated else ""
     return row
 
 
@@ -278,8 +286,9 @@ def _recommend_section(recs, measure: str, threshold) -> H.Section:
     sec.add(H.paragraph(
         f"For each budget, the configuration with the best {measure} "
         f"({REGISTRY[measure].direction}, mean over seeds) among those with dim × bits ≤ budget, "
-        "the disagreement the memory trend predicts for it (mean over tasks), and the disagreement "
-        "actually measured for it (mean over seeds and tasks)."))
+        "the disagreement the memory trend predicts for it (mean over tasks), the disagreement "
+        "actually measured for it (mean over seeds and tasks), the least disagreement measured for any "
+        "configuration under the same budget (per task, mean over tasks) and the gap between the two."))
     sec.add(H.table(recs, digits={measure: 4}, index=False))
     if threshold is not None and (recs.get("extrapolated", pd.Series(dtype=str)) == "yes").any():
         sec.add(H.paragraph(f"'extrapolated': the chosen memory lies outside the range the trend "
