@@ -30,7 +30,7 @@ examples:
   embstab study                         # the default study (word2vec CBOW, 25-200 dims, 1-32 bits)
   embstab study --quick                 # a tiny version (about a minute)
   embstab study kg_quick                # a bundled study by name: kg_quick, kg, contextual_quick, ...
-  embstab study pipelines/kg.yaml       # knowledge-graph embeddings (kind: kg) on the WordNet KG
+  embstab study pipelines/kg.yaml       # knowledge-graph embeddings (kind: kg) on UMLS, trained to convergence
   embstab study my_study.yaml --scheduler tcp://10.0.0.5:8786 --store s3://bucket/embstab
   embstab study status                  # what is done, pending and failed
   embstab study --recompute             # first delete artifacts that no longer read back
