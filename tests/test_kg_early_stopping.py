@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("pykeen")
 
 from embstab.kg import evaluate, load_graph, train  # noqa: E402
-from embstab.kg.training import EarlyStopping, load_kg_model  # noqa: E402
+from embstab.kg import EarlyStopping, load_kg_model  # noqa: E402
 from embstab.study import StudyDefinitionError, load_study, parse_study, run_study  # noqa: E402
 from embstab.study.plan import row_configs  # noqa: E402
 
