@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from embstab.cli.options import add_progress, bits, open_fraction, positive_float, positive_int, seed, show_progress
+from embstab.cli.options import (add_progress, bits, open_fraction, positive_float, positive_int, seed, show_progress,
+                                 unit_fraction)
+from embstab.errors import EmbstabError
 
 __all__ = ["register", "run_train", "run_downstream", "run_graphs", "run_fetch"]
 
@@ -27,8 +29,14 @@ triples removed (or held back), with the same vocabulary, for a retraining pair.
 MRR/Hits@10; with --task triple_classification, the share of test decisions that differ. --bits N
 quantizes both models first (the old model's clip for both).
 
+--patience N stops training once the filtered validation MRR, computed every --frequency epochs
+(default 10), has not improved by more than --relative-delta (default 0.01, relative) for N
+evaluations in a row (PyKEEN's early stopper); --epochs is then the most to train, and the folder
+keeps the model of the best evaluation.
+
 examples:
   embstab kg train --graph umls --model TransE --dim 64 --epochs 100 -o umls_old
+  embstab kg train --graph umls --model DistMult --dim 64 --epochs 500 --patience 2 --frequency 10 -o umls_es
   embstab kg train --graph umls --model TransE --dim 64 --epochs 100 --version remove --share 0.05 -o umls_new
   embstab compare umls_old/entities.npz umls_new/entities.npz
   embstab downstream umls_old umls_new --task link_prediction:umls
@@ -55,6 +63,13 @@ def register(subparsers) -> None:
     tr.add_argument("--lr", type=positive_float, default=0.01, help="Adam learning rate (default 0.01)")
     tr.add_argument("--batch-size", type=positive_int, default=256, help="batch size (default 256)")
     tr.add_argument("--negatives", type=positive_int, default=1, help="negatives per positive (default 1)")
+    tr.add_argument("--patience", type=positive_int, metavar="N",
+                    help="early stopping: stop after N validation evaluations without improvement "
+                         "(--epochs is then the maximum; default: no early stopping)")
+    tr.add_argument("--frequency", type=positive_int, metavar="EPOCHS",
+                    help="early stopping: evaluate on the validation triples every EPOCHS epochs (default 10)")
+    tr.add_argument("--relative-delta", type=_relative_delta, metavar="X",
+                    help="early stopping: smallest relative MRR improvement that counts, in [0, 1) (default 0.01)")
     tr.add_argument("--version", choices=["remove", "add"],
                     help="train on the graph without --share of its training triples (remove: the new version; "
                          "add: the old version, before the held-back triples were added)")
@@ -90,6 +105,26 @@ def register(subparsers) -> None:
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
+def _relative_delta(text: str) -> float:
+    """argparse type: a number in [0, 1) (a relative improvement of 1 = 100 % could never happen)."""
+    value = unit_fraction(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {value:g}")
+    return value
+
+
+def _early_stopping(args: argparse.Namespace) -> dict[str, object] | None:
+    """The early-stopping settings the options give (None without any of them)."""
+    given = {"frequency": args.frequency, "patience": args.patience, "relative_delta": args.relative_delta}
+    if all(v is None for v in given.values()):
+        return None
+    if args.patience is None:
+        flag = "--frequency" if args.frequency is not None else "--relative-delta"
+        raise EmbstabError(f"{flag} sets early stopping, which needs --patience N (evaluations without "
+                           "improvement before training stops)")
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _graph_folder(name: str) -> str | None:
     """The folder a ``--graph`` argument reads its splits from, for the input/output guard.
 
@@ -122,6 +157,10 @@ def run_train(args: argparse.Namespace) -> int:
     from embstab._fs import check_inputs, check_outputs, check_writable
     from embstab.kg import load_graph, train, version_pair
 
+    stopping = _early_stopping(args)
+    if stopping is not None and stopping.get("frequency", 10) > args.epochs:
+        raise EmbstabError(f"--frequency {stopping.get('frequency', 10)}: early stopping would never evaluate "
+                           f"within --epochs {args.epochs}; lower --frequency or raise --epochs")
     # before any training: the model folder must not land on (or in) the graph's folder
     inputs = [("--graph", _graph_folder(args.graph))]
     check_inputs(inputs)
@@ -133,11 +172,19 @@ def run_train(args: argparse.Namespace) -> int:
         # "remove": the new version lacks the triples; "add": the old version lacks them
         graph = pair.b if args.version == "remove" else pair.a
     res = train(graph, args.model, args.dim, args.epochs, args.seed, lr=args.lr, batch_size=args.batch_size,
-                negatives=args.negatives, progress=show_progress(args), threads=args.threads)
+                negatives=args.negatives, progress=show_progress(args), threads=args.threads,
+                early_stopping=stopping)
     folder = res.save(args.output)
     m = res.metrics
     print(f"{res.settings['model']} d={args.dim} on {graph.name}: {graph.n_entities} entities, {len(graph.train)} "
-          f"training triples, {args.epochs} epochs in {res.seconds:.1f} s ({res.seconds_per_epoch:.3f} s/epoch)")
+          f"training triples, {res.epochs_trained} epochs in {res.seconds:.1f} s ({res.seconds_per_epoch:.3f} s/epoch)")
+    if res.stopping is not None:
+        st = res.stopping
+        how = f"stopped early at epoch {st['epochs_trained']}" if st["stopped"] else \
+            f"ran all {st['epochs_trained']} epochs without stopping"
+        best = "no evaluation" if st["best_epoch"] is None else \
+            f"kept the model of epoch {st['best_epoch']} (validation MRR {st['valid_mrr']:.4f})"
+        print(f"early stopping: {how}; {best}")
     print(f"filtered test MRR {m.mrr:.4f}  Hits@1 {m.hits_at_1:.4f}  Hits@3 {m.hits_at_3:.4f}  "
           f"Hits@10 {m.hits_at_10:.4f}")
     print(f"wrote {folder}")

@@ -30,7 +30,7 @@ examples:
   embstab study                         # the default study (word2vec CBOW, 25-200 dims, 1-32 bits)
   embstab study --quick                 # a tiny version (about a minute)
   embstab study kg_quick                # a bundled study by name: kg_quick, kg, contextual_quick, ...
-  embstab study pipelines/kg.yaml       # knowledge-graph embeddings (kind: kg) on the WordNet KG
+  embstab study pipelines/kg.yaml       # knowledge-graph embeddings (kind: kg) on UMLS, trained to convergence
   embstab study my_study.yaml --scheduler tcp://10.0.0.5:8786 --store s3://bucket/embstab
   embstab study status                  # what is done, pending and failed
   embstab study --recompute             # first delete artifacts that no longer read back
@@ -328,6 +328,7 @@ def _signal(results: Any) -> None:
 
 
 def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
+    from embstab.selection.oracle import recommendation_gap_of  # noqa: PLC0415
     from embstab.selection.recommend import recommend  # noqa: PLC0415
 
     if not budgets:
@@ -340,6 +341,17 @@ def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
             continue
         print()
         print(rec)
+        try:
+            gap = recommendation_gap_of(rec, results)
+        except EmbstabError as exc:
+            print(f"no oracle gap: {exc}", file=sys.stderr)
+            continue
+        print(f"Against the best of the {int(gap['n_candidates'].max())} configuration(s) under this budget "
+              "(measured disagreement, mean over seeds):")
+        for row in gap.itertuples():
+            print(f"  {row.task:<12} chosen {row.disagreement:6.2f} %, best {row.oracle_disagreement:6.2f} % "
+                  f"({row.oracle_algo} dim={row.oracle_dim} {row.oracle_bitrate}-bit): gap {row.gap:.2f} points "
+                  f"(a random pick: {row.mean_disagreement - row.oracle_disagreement:.2f})")
 
 
 def _first_measure(results: Any) -> str:

@@ -18,7 +18,7 @@ from embstab.kg.versions import GraphPair, seed_pair, version_pair
 #: The downstream tasks of a knowledge-graph model pair (``embstab downstream --task KIND:GRAPH``).
 KG_TASKS = ("link_prediction", "triple_classification")
 
-__all__ = ["GRAPHS", "KG_TASKS", "STANDARD_GRAPHS", "GraphPair", "KGTrainResult", "KnowledgeGraph",
+__all__ = ["EarlyStopping", "GRAPHS", "KG_TASKS", "STANDARD_GRAPHS", "GraphPair", "KGTrainResult", "KnowledgeGraph",
            "LinkPredictionMetrics", "LinkPredictionDisagreement", "QuantizedKGModel",
            "TripleClassificationDisagreement", "download_graph", "evaluate", "kg_disagreement",
            "link_prediction_disagreement", "list_graphs", "load_graph", "load_kg_model", "load_triples_graph",
@@ -26,7 +26,7 @@ __all__ = ["GRAPHS", "KG_TASKS", "STANDARD_GRAPHS", "GraphPair", "KGTrainResult"
            "triple_classification_disagreement", "version_pair"]
 
 # PyKEEN and torch load on first use (a few seconds), not on ``import embstab.kg``.
-_LAZY = {"KGTrainResult": "training", "LinkPredictionMetrics": "training", "evaluate": "training", "train": "training",
+_LAZY = {"EarlyStopping": "training", "KGTrainResult": "training", "LinkPredictionMetrics": "training", "evaluate": "training", "train": "training",
          "load_kg_model": "training",
          "QuantizedKGModel": "quantize", "quantize_model": "quantize", "quantize_pair": "quantize",
          "LinkPredictionDisagreement": "disagreement", "TripleClassificationDisagreement": "disagreement",

@@ -36,7 +36,7 @@ from embstab.errors import EmbstabError, ShapeError, UnknownNameError
 from embstab.kg._pykeen import quiet, require_pykeen
 from embstab.kg.graph import KnowledgeGraph
 
-__all__ = ["KGTrainResult", "LinkPredictionMetrics", "train", "evaluate", "export_embeddings",
+__all__ = ["EarlyStopping", "KGTrainResult", "LinkPredictionMetrics", "train", "evaluate", "export_embeddings",
            "load_kg_model", "model_names", "check_model_fits", "check_training_fits"]
 
 
@@ -73,6 +73,79 @@ class LinkPredictionMetrics:
                 "hits_at_10": self.hits_at_10, "n_queries": self.n_queries, "split": self.split}
 
 
+@dataclass(frozen=True)
+class EarlyStopping:
+    """Stop training when the validation MRR stops improving (PyKEEN's ``EarlyStopper``).
+
+    Every ``frequency`` epochs the model's filtered MRR on the validation split is computed (every
+    known triple filtered except the target, as :func:`evaluate` does); after ``patience``
+    evaluations in a row without a relative improvement of more than ``relative_delta``, training
+    stops. The model returned is the one of the best evaluation, whether training stopped or ran
+    to its maximum number of epochs.
+
+    Attributes
+    ----------
+    frequency : int
+        Epochs between two validation evaluations (PyKEEN's default: 10).
+    patience : int
+        Evaluations without improvement that stop training (PyKEEN's default: 2).
+    relative_delta : float
+        Smallest relative improvement of the MRR that counts, in [0, 1) (PyKEEN's default: 0.01).
+    """
+
+    frequency: int = 10
+    patience: int = 2
+    relative_delta: float = 0.01
+
+    def __post_init__(self) -> None:
+        for what in ("frequency", "patience"):
+            value = getattr(self, what)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"early stopping {what} must be a positive integer, got {value!r}")
+        delta = self.relative_delta
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
+            raise ValueError(f"early stopping relative_delta must be a number in [0, 1), got {delta!r}")
+
+    @classmethod
+    def coerce(cls, value: EarlyStopping | dict[str, Any] | None) -> EarlyStopping | None:
+        """``value`` as an :class:`EarlyStopping` (a mapping of its fields, or None for none).
+
+        Parameters
+        ----------
+        value : EarlyStopping, mapping or None
+
+        Returns
+        -------
+        EarlyStopping or None
+
+        Raises
+        ------
+        ValueError
+            For a mapping with an unknown key or a bad value.
+        TypeError
+            For anything else.
+        """
+        if value is None or isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            raise TypeError(f"early_stopping must be an EarlyStopping, a mapping or None, got {type(value).__name__}")
+        unknown = sorted(set(value) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"early stopping has no setting {unknown[0]!r} "
+                             f"(settings: {', '.join(cls.__dataclass_fields__)})")
+        return cls(**value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict.
+
+        Returns
+        -------
+        dict
+        """
+        return {"frequency": int(self.frequency), "patience": int(self.patience),
+                "relative_delta": float(self.relative_delta)}
+
+
 @dataclass
 class KGTrainResult:
     """A trained knowledge-graph embedding model and what embstab measures on it.
@@ -94,7 +167,12 @@ class KGTrainResult:
     seconds : float
         Training time (without evaluation).
     settings : dict
-        Model name, dimension, seed, epochs and every training setting.
+        Model name, dimension, seed, epochs (the maximum, with early stopping) and every training
+        setting.
+    stopping : dict or None
+        With early stopping: ``stopped`` (whether the stopper ended training before the maximum),
+        ``epochs_trained``, ``best_epoch`` (the epoch of the returned model), ``valid_mrr`` (its
+        validation MRR) and ``valid_history`` (every evaluation as ``[epoch, mrr]``); None without.
     """
 
     model: Any = field(repr=False)
@@ -105,6 +183,12 @@ class KGTrainResult:
     metrics: LinkPredictionMetrics | None
     seconds: float
     settings: dict[str, Any] = field(default_factory=dict)
+    stopping: dict[str, Any] | None = None
+
+    @property
+    def epochs_trained(self) -> int:
+        """Epochs actually trained (fewer than ``settings["epochs"]`` when training stopped early)."""
+        return len(self.losses) if self.stopping is None else int(self.stopping["epochs_trained"])
 
     @property
     def seconds_per_epoch(self) -> float:
@@ -118,9 +202,12 @@ class KGTrainResult:
         dict
             What ``config.json`` of :meth:`save` holds.
         """
-        return {**self.settings, "graph": self.graph.name, "losses": list(self.losses), "seconds": self.seconds,
-                "seconds_per_epoch": self.seconds_per_epoch,
-                "metrics": None if self.metrics is None else self.metrics.to_dict()}
+        out = {**self.settings, "graph": self.graph.name, "losses": list(self.losses), "seconds": self.seconds,
+               "seconds_per_epoch": self.seconds_per_epoch,
+               "metrics": None if self.metrics is None else self.metrics.to_dict()}
+        if self.stopping is not None:  # the key only with early stopping: other folders read as before
+            out["stopping"] = dict(self.stopping)
+        return out
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write ``entities.npz``, ``relations.npz``, ``model.pt`` (the state dict) and ``config.json``.
@@ -397,8 +484,8 @@ def _build(model: str, graph: KnowledgeGraph, dim: int, model_kwargs: dict[str, 
 
 def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: int = 100, seed: int = 0, *,
           lr: float = 0.01, batch_size: int = 256, negatives: int = 1, evaluate_on: str | None = "test",
-          progress: bool = True, model_kwargs: dict[str, Any] | None = None, threads: int | None = 1
-          ) -> KGTrainResult:
+          progress: bool = True, model_kwargs: dict[str, Any] | None = None, threads: int | None = 1,
+          early_stopping: EarlyStopping | dict[str, Any] | None = None) -> KGTrainResult:
     """Train a knowledge-graph embedding model on ``graph``'s training triples.
 
     Parameters
@@ -409,8 +496,9 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
     dim : int
         Embedding dimension (complex models: complex dimension; their real view has ``2 * dim``).
     epochs : int
+        Epochs to train; with ``early_stopping``, the most epochs to train.
     seed : int
-        The same seed and settings reproduce the model exactly.
+        The same seed and settings reproduce the model exactly (early stopping included).
     lr : float
         Adam learning rate.
     batch_size : int
@@ -427,6 +515,11 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
         on shared cores one thread avoids OpenMP spin-waiting, which slows two busy threads many
         times over; None leaves torch's setting). Results are reproducible for a
         fixed thread count.
+    early_stopping : EarlyStopping or mapping, optional
+        Stop when the filtered validation MRR stops improving (:class:`EarlyStopping`, or a mapping
+        of its fields: ``frequency``, ``patience``, ``relative_delta``); the model of the best
+        evaluation is returned, and :attr:`KGTrainResult.stopping` says when training stopped.
+        Default: train all ``epochs``.
 
     Returns
     -------
@@ -437,7 +530,9 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
     UnknownNameError
         For a model PyKEEN does not have.
     ShapeError
-        For a graph with fewer than 2 entities.
+        For a graph with fewer than 2 entities, or with early stopping and no validation triple.
+    ValueError
+        For a bad setting (early stopping's included).
     InsufficientMemoryError
         When the tables and one batch (``dim``, ``negatives``, ``batch_size``) would not fit in the
         memory available (:func:`check_training_fits`).
@@ -451,40 +546,98 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
         raise ValueError(f"lr must be positive, got {lr!r}")
     if not isinstance(graph, KnowledgeGraph):
         raise TypeError(f"graph must be a KnowledgeGraph (embstab.kg.load_graph), got {type(graph).__name__}")
+    stopping = EarlyStopping.coerce(early_stopping)
     _model_class(model)
     _check_trainable(graph)
+    if stopping is not None and len(graph.valid) == 0:
+        raise ShapeError(f"graph {graph.name!r} has no validation triple: early stopping evaluates on them")
+    if stopping is not None and stopping.frequency > epochs:
+        raise ValueError(f"early stopping evaluates every {stopping.frequency} epochs, so within epochs={epochs} "
+                         "it would never evaluate; lower its frequency or raise epochs")
     check_training_fits(graph, model, int(dim), int(batch_size), int(negatives))
     model_kwargs = dict(model_kwargs or {})
     with torch_threads(threads):
         return _train(graph, model, int(dim), int(epochs), int(seed), lr, int(batch_size), int(negatives),
-                      evaluate_on, progress, model_kwargs)
+                      evaluate_on, progress, model_kwargs, stopping)
+
+
+def _stopper(kge: Any, graph: KnowledgeGraph, factory: Any, stopping: EarlyStopping, batch_size: int,
+             folder: str) -> Any:
+    """PyKEEN's early stopper on the validation MRR, filtered with every known triple of ``graph``."""
+    import torch
+    from pykeen.evaluation import RankBasedEvaluator
+    from pykeen.stoppers import EarlyStopper
+    from pykeen.triples import CoreTriplesFactory
+
+    # the stopper filters its ranking with its "training" factory: give it every known triple (the
+    # left-out triples of a graph version included), so the validation MRR is the one evaluate()
+    # gives, whichever version the model trains on
+    known = CoreTriplesFactory(torch.as_tensor(graph.known_triples().copy(), dtype=torch.long),
+                               num_entities=graph.n_entities, num_relations=graph.n_relations)
+    return EarlyStopper(
+        model=kge, training_triples_factory=known,
+        # the MRR alone: the default metric set costs 0.3 s per evaluation (scipy statistics of every rank)
+        evaluator=RankBasedEvaluator(metrics=["inverse_harmonic_mean_rank"], add_defaults=False),
+        evaluation_triples_factory=graph.triples_factory("valid"),
+        # a fixed batch size: no memory probing, which is meant for GPUs
+        evaluation_batch_size=batch_size, frequency=stopping.frequency, patience=stopping.patience,
+        relative_delta=stopping.relative_delta, metric="both.realistic.inverse_harmonic_mean_rank",
+        larger_is_better=True,
+        # the best weights go to a private folder, not to PyKEEN's checkpoint folder in the home directory
+        best_model_path=Path(folder) / "best.pt")
 
 
 def _train(graph: KnowledgeGraph, model: str, dim: int, epochs: int, seed: int, lr: float, batch_size: int,
-           negatives: int, evaluate_on: str | None, progress: bool, model_kwargs: dict[str, Any]) -> KGTrainResult:
+           negatives: int, evaluate_on: str | None, progress: bool, model_kwargs: dict[str, Any],
+           stopping: EarlyStopping | None = None) -> KGTrainResult:
+    import tempfile
+
     import torch
     from pykeen.training import SLCWATrainingLoop
 
-    with _seeded(int(seed)), quiet():
+    with _seeded(int(seed)), quiet(), tempfile.TemporaryDirectory(prefix="embstab-kg-stop-") as tmp:
         factory = graph.triples_factory("train")
         kge = _build(model, graph, int(dim), model_kwargs, factory)
         optimizer = torch.optim.Adam(kge.parameters(), lr=lr)
         loop = SLCWATrainingLoop(model=kge, triples_factory=factory, optimizer=optimizer,
                                  negative_sampler_kwargs={"num_negs_per_pos": int(negatives)})
+        stopper = None if stopping is None else _stopper(kge, graph, factory, stopping, batch_size, tmp)
         with _frozen_heap():
             start = time.perf_counter()
             losses = loop.train(triples_factory=factory, num_epochs=int(epochs), batch_size=int(batch_size),
-                                use_tqdm=progress, use_tqdm_batch=False, pin_memory=False)
+                                use_tqdm=progress, use_tqdm_batch=False, pin_memory=False, stopper=stopper)
             seconds = time.perf_counter() - start
+        summary = None
+        if stopper is not None:
+            summary = _stopping_summary(kge, stopper, stopping, len(losses or []))
     kge.eval()
     settings = {"model": type(kge).__name__, "dim": int(dim), "seed": int(seed), "epochs": int(epochs), "lr": lr,
                 "batch_size": int(batch_size), "negatives": int(negatives), "model_kwargs": model_kwargs,
                 "torch_threads": torch.get_num_threads()}
+    if stopping is not None:  # the key only with early stopping: other models' metadata reads as before
+        settings["early_stopping"] = stopping.to_dict()
     name = f"{graph.name}_{type(kge).__name__}_d{dim}_s{seed}"
     entities, relations = export_embeddings(kge, graph, name, {**settings, "graph": graph.name})
     metrics = None if evaluate_on is None else evaluate(kge, graph, evaluate_on, batch_size, threads=None)
     return KGTrainResult(kge, graph, entities, relations, [float(x) for x in (losses or [])], metrics, seconds,
-                         settings)
+                         settings, summary)
+
+
+def _stopping_summary(kge: Any, stopper: Any, stopping: EarlyStopping, epochs_trained: int) -> dict[str, Any]:
+    """What early stopping did; restores the best evaluation's weights when training ran to the end."""
+    import torch
+
+    epochs = [stopping.frequency * (i + 1) for i in range(len(stopper.results))]
+    best = stopper.best_epoch
+    if not stopper.stopped and best is not None and best != epochs_trained:
+        # PyKEEN reloads the best weights when its stopper ends training, not when the epochs run
+        # out first: do it here too, so the model is always the one whose validation MRR is recorded
+        kge.load_state_dict(torch.load(stopper.best_model_path, weights_only=True))
+    return {"stopped": bool(stopper.stopped), "epochs_trained": int(epochs_trained),
+            "best_epoch": None if best is None else int(best),
+            "valid_mrr": None if best is None else float(stopper.best_metric),
+            "valid_history": [[int(e), float(m)] for e, m in zip(epochs, stopper.results)],
+            **stopping.to_dict()}
 
 
 def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainResult:
@@ -547,8 +700,11 @@ def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainRe
     _load_weights(kge, folder / "model.pt", name, dim)
     kge.eval()
     settings = {k: config[k] for k in ("model", "dim", "seed", "epochs", "lr", "batch_size", "negatives",
-                                       "model_kwargs") if k in config}
-    return KGTrainResult(kge, graph, entities, relations, losses, metrics, seconds, settings)
+                                       "model_kwargs", "early_stopping") if k in config}
+    stopping = config.get("stopping")
+    if stopping is not None and not isinstance(stopping, dict):
+        raise EmbstabError(f"{config_path}: key 'stopping' must be a mapping, got {stopping!r}"[:400])
+    return KGTrainResult(kge, graph, entities, relations, losses, metrics, seconds, settings, stopping)
 
 
 def _config_fields(config: dict[str, Any], path: Path) -> tuple[str, int, dict[str, Any], list[float],

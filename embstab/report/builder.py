@@ -23,6 +23,7 @@ from embstab.selection import (
     fit_trend,
     measure_columns,
     oracle_gap,
+    recommendation_gap_of,
     selection_error,
     spearman_table,
     with_intervals,
@@ -216,7 +217,7 @@ def _recommendations(df: pd.DataFrame, measure: str, budgets, threshold) -> pd.D
                 if len(kinds) == 1:
                     return str(exc)
                 break
-            rows.append(_recommendation_row(rec, budget, measure, kinds))
+            rows.append(_recommendation_row(rec, budget, measure, kinds, part))
     out = pd.DataFrame(rows)
     for col in ("dim", "bitrate", "memory"):
         if col in out.columns:  # a budget without a recommendation leaves them empty: keep them whole
@@ -224,14 +225,21 @@ def _recommendations(df: pd.DataFrame, measure: str, budgets, threshold) -> pd.D
     return out
 
 
-def _recommendation_row(rec, budget: float, measure: str, kinds: list[str]) -> dict:
+def _recommendation_row(rec, budget: float, measure: str, kinds: list[str], results: pd.DataFrame) -> dict:
     row = {"kind": rec.kind} if len(kinds) > 1 or kinds != ["word"] else {}
     row.update({"budget": budget, "algo": rec.algo, "dim": rec.dim, "bitrate": rec.bitrate,
                 "memory": rec.memory, "ranked by": rec.measure, "value": rec.measure_value,
                 "null": np.nan if rec.measure_null is None else rec.measure_null,
                 "predicted disagreement (%)": rec.mean_predicted_disagreement,
-                "measured disagreement (%)": float(np.mean(list(rec.observed_disagreement.values()))),
-                "extrapolated": "yes" if rec.extrapolated else ""})
+                "measured disagreement (%)": float(np.mean(list(rec.observed_disagreement.values())))})
+    try:
+        gap = recommendation_gap_of(rec, results)
+    except ResultsError:
+        gap = None
+    # the best pick under the same budget, per task (mean over tasks): what the measure's choice cost
+    row["best under budget (%)"] = np.nan if gap is None else float(gap["oracle_disagreement"].mean())
+    row["gap to best (points)"] = np.nan if gap is None else float(gap["gap"].mean())
+    row["extrapolated"] = "yes" if rec.extrapolated else ""
     # the note matters only where the measure changed or some configurations were not ranked
     if rec.measure != measure or 0 < rec.n_ranked < rec.n_candidates:
         row["note"] = rec.signal_note
@@ -297,11 +305,12 @@ def _recommend_section(recs, measure: str, threshold) -> H.Section:
     sec.add(H.paragraph(
         f"For each budget, the configuration with the best {measure} "
         f"({REGISTRY[measure].direction}, mean over seeds) among those with dim × bits ≤ budget, "
-        "the disagreement the memory trend predicts for it (mean over tasks), and the disagreement "
-        "actually measured for it (mean over seeds and tasks). Where the results record nulls, a "
-        "measure ranks only the configurations on which it shows signal; where it shows none on "
-        "more than half of those that fit, the next measure that does ranks them ('ranked by'), and where no "
-        "measure does, there is no recommendation ('note')."))
+        "the disagreement the memory trend predicts for it (mean over tasks), the disagreement "
+        "actually measured for it (mean over seeds and tasks), the least disagreement measured for any "
+        "configuration under the same budget (per task, mean over tasks) and the gap between the two. "
+        "Where the results record nulls, a measure ranks only the configurations on which it shows "
+        "signal; where it shows none on more than half of those that fit, the next measure that does "
+        "ranks them ('ranked by'), and where no measure does, there is no recommendation ('note')."))
     sec.add(H.table(recs, digits={"value": 4, "null": 4}, index=False))
     if threshold is not None and (recs.get("extrapolated", pd.Series(dtype=str)) == "yes").any():
         sec.add(H.paragraph(f"'extrapolated': the chosen memory lies outside the range the trend "

@@ -8,6 +8,8 @@ The analyses of a study's results table (one row per embedding pair and task, se
 - :func:`selection_error`: how often a measure orders two configurations wrongly (and how badly);
 - :func:`oracle_gap`: the cost of choosing dimension and precision by a measure under a memory
   budget, against the oracle and the highest-/lowest-precision baselines;
+- :func:`recommendation_gap`: the measured disagreement of what :func:`recommend` ships under a
+  budget against the best configuration under the same budget;
 - :func:`fit_trend`: the linear-log stability–memory trend.
 
 :func:`from_published_csv` imports the published results CSVs; :func:`read_results` reads either
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from embstab.selection.correlation import best_measures, bootstrap_interval, spearman_table, with_intervals
 from embstab.selection.errors import BudgetError, ResultsError
-from embstab.selection.oracle import BASELINES, oracle_decisions, oracle_gap
+from embstab.selection.oracle import BASELINES, oracle_decisions, oracle_gap, recommendation_gap, recommendation_gap_of
 from embstab.selection.pairwise import pairwise_votes, selection_error
 from embstab.selection.results import (
     KIND_LABELS,
@@ -75,6 +77,8 @@ __all__ = [
     "measure_distance",
     "oracle_decisions",
     "oracle_gap",
+    "recommendation_gap",
+    "recommendation_gap_of",
     "pairwise_votes",
     "read_results",
     "selection_error",

@@ -1,4 +1,10 @@
-"""Gap to the oracle: choosing dimension and precision under a fixed memory budget."""
+"""Gap to the oracle: choosing dimension and precision under a fixed memory budget.
+
+:func:`oracle_gap` scores each measure as a selector among the configurations of *exactly* one
+memory; :func:`recommendation_gap` scores what :func:`~embstab.selection.recommend` ships under a
+budget (every configuration of memory up to the budget) against the configuration that measured
+the least disagreement under the same budget.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,9 @@ import pandas as pd
 from embstab.measures import REGISTRY
 from embstab.selection._common import groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
-from embstab.selection.results import as_results
+from embstab.selection.results import as_results, ordered_tasks
 
-__all__ = ["BASELINES", "oracle_decisions", "oracle_gap"]
+__all__ = ["BASELINES", "oracle_decisions", "oracle_gap", "recommendation_gap", "recommendation_gap_of"]
 
 #: Baseline selectors that ignore the measures: always the highest bit width (so the smallest
 #: dimension) or always the lowest bit width (the largest dimension) that fits the budget.
@@ -101,3 +107,104 @@ def oracle_gap(df: pd.DataFrame, measures: Sequence[str] | None = None) -> pd.Da
     order = list(dict.fromkeys(decisions["selector"]))
     order = [s for s in order if s not in BASELINES] + list(BASELINES)
     return order_by(table, "selector", order)
+
+
+def recommendation_gap_of(rec, results: pd.DataFrame) -> pd.DataFrame:
+    """The measured disagreement of a recommendation against the best pick under its budget.
+
+    For each task, the disagreement measured for the recommended configuration (mean over seeds)
+    and the smallest mean disagreement measured for any configuration the recommender could have
+    picked (every candidate of ``rec``: the configurations that fit the budget and have a value of
+    its measure); the gap is their difference (≥ 0, in percentage points). The mean over the
+    candidates is what picking one of them at random would give on average.
+
+    Parameters
+    ----------
+    rec : Recommendation
+        What :func:`~embstab.selection.recommend` returned for ``results``.
+    results : pandas.DataFrame, str or os.PathLike
+        The results table ``rec`` was computed from (read through :func:`as_results`, so rows near
+        chance are left out exactly as the recommendation left them out).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per task: ``budget, task, measure, algo, dim, bitrate, memory, disagreement,
+        oracle_algo, oracle_dim, oracle_bitrate, oracle_memory, oracle_disagreement, gap,
+        mean_disagreement, worst_disagreement, n_candidates``.
+
+    Raises
+    ------
+    ResultsError
+        If the results hold no row of the recommended configuration.
+    """
+    df = as_results(results)
+    if "kind" in df.columns:
+        df = df[df["kind"] == rec.kind]
+    per_config = (df.groupby(["algo", "dim", "bitrate", "task"], sort=False)["disagreement"].mean())
+    keys = list(rec.candidates[["algo", "dim", "bitrate", "memory"]].itertuples(index=False, name=None))
+    chosen = (rec.algo, rec.dim, rec.bitrate)
+    rows = []
+    for task in ordered_tasks(df["task"]):
+        measured = [(a, int(d), int(b), int(m), float(per_config[(a, d, b, task)])) for a, d, b, m in keys
+                    if (a, d, b, task) in per_config.index]
+        mine = [x for x in measured if x[:3] == chosen]
+        if not mine:
+            continue  # the chosen configuration has no row of this task (e.g. left out near chance)
+        values = np.array([x[4] for x in measured])
+        best = measured[int(np.argmin(values))]
+        rows.append({"budget": rec.budget, "task": task, "measure": rec.measure, "algo": rec.algo,
+                     "dim": rec.dim, "bitrate": rec.bitrate, "memory": rec.memory, "disagreement": mine[0][4],
+                     "oracle_algo": best[0], "oracle_dim": best[1], "oracle_bitrate": best[2],
+                     "oracle_memory": best[3], "oracle_disagreement": best[4], "gap": mine[0][4] - best[4],
+                     "mean_disagreement": float(values.mean()), "worst_disagreement": float(values.max()),
+                     "n_candidates": len(measured)})
+    if not rows:
+        raise ResultsError(f"the results hold no row of the recommended configuration ({rec.algo}, dim={rec.dim}, "
+                           f"{rec.bitrate} bits)")
+    return pd.DataFrame(rows)
+
+
+def recommendation_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None, measure: str = "eis", *,
+                       kind: str | None = None, algo: str | None = None,
+                       threshold: float | None = 1000) -> pd.DataFrame:
+    """The oracle gap of :func:`~embstab.selection.recommend` at each budget, per task.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame, str or os.PathLike
+        A study's results table (rows near chance are left out unless it comes from
+        ``as_results(..., keep_near_chance=True)``).
+    budgets : sequence of float, optional
+        Memory budgets; default every memory value of the results. A budget nothing fits is skipped.
+    measure : str, default "eis"
+        The measure the recommender ranks by.
+    kind, algo : str, optional
+        Passed to :func:`~embstab.selection.recommend`.
+    threshold : float or None, default 1000
+        Passed to :func:`~embstab.selection.recommend` (its memory trend; it does not change the pick).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of :func:`recommendation_gap_of` for every budget.
+
+    Raises
+    ------
+    ResultsError
+        If no budget has a recommendation, or the results are malformed.
+    """
+    from embstab.selection.errors import BudgetError
+    from embstab.selection.recommend import recommend
+
+    df = as_results(results)
+    parts = []
+    for budget in sorted(set(df["memory"])) if budgets is None else list(budgets):
+        try:
+            rec = recommend(df, budget, measure, kind=kind, algo=algo, threshold=threshold)
+        except BudgetError:
+            continue
+        parts.append(recommendation_gap_of(rec, df))
+    if not parts:
+        raise ResultsError("no budget has a recommendation to compare with the oracle")
+    return pd.concat(parts, ignore_index=True)

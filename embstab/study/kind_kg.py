@@ -29,7 +29,8 @@ from embstab.study.settings import Setting, TaskRule
 from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["GraphSpec", "TRAINING", "TASK_MODELS", "parse_graph", "check_algorithms", "tasks", "run_source",
+__all__ = ["GraphSpec", "TRAINING", "TASK_MODELS", "parse_graph", "check_algorithms", "check_study", "tasks",
+           "run_source",
            "run_train", "run_compress", "run_downstream"]
 
 #: The decision rule of each KG task (the ``model`` column of its rows).
@@ -47,12 +48,18 @@ class GraphSpec:
     lost: str = "protect"
 
 
-#: ``training`` settings of a KG study (passed to :func:`embstab.kg.train`).
+#: ``training`` settings of a KG study (passed to :func:`embstab.kg.train`). ``early_stopping``
+#: (absent by default: every model trains ``epochs`` epochs) stops a model when its filtered
+#: validation MRR stops improving; ``epochs`` is then the most it trains.
 TRAINING = {
     "epochs": Setting(50, "int", 1, 100_000),
     "lr": Setting(0.01, "float", 1e-8, 10.0),
     "batch_size": Setting(256, "int", 1, 10_000_000),
     "negatives": Setting(1, "int", 1, 1000),
+    "early_stopping": Setting(None, "mapping", nullable=True, optional=True, fields=(
+        ("frequency", Setting(10, "int", 1, 100_000)),
+        ("patience", Setting(2, "int", 1, 100_000)),
+        ("relative_delta", Setting(0.01, "float", 0.0, 0.99)))),
 }
 
 
@@ -130,6 +137,30 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
             raise v.fail(key, f"duplicate value {text!r}")
         out.append(text)
     return tuple(out)
+
+
+def check_study(v: Any, spec: Any) -> None:
+    """Cross-checks of a KG study: early stopping must evaluate at least once within ``epochs``.
+
+    Parameters
+    ----------
+    v : validator
+        The schema's validator (its ``fail`` builds the error naming the key).
+    spec : StudySpec
+        The parsed study.
+
+    Raises
+    ------
+    StudyDefinitionError
+        If ``training.early_stopping.frequency`` exceeds ``training.epochs``.
+    """
+    params = spec.training.params_dict()
+    stopping = params.get("early_stopping")
+    if stopping is not None and stopping["frequency"] > params["epochs"]:
+        raise v.fail("training.early_stopping.frequency",
+                     f"evaluating every {stopping['frequency']} epochs never happens within training.epochs = "
+                     f"{params['epochs']} (with early stopping, epochs is the most to train); lower the frequency "
+                     "or raise epochs")
 
 
 def tasks() -> dict[str, TaskRule]:
@@ -289,7 +320,8 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     with _GLOBAL_RNG_LOCK:
         result = train(graph, model=config["algo"], dim=config["dim"], epochs=config["epochs"],
                        seed=config["seed"], lr=config["lr"], batch_size=config["batch_size"],
-                       negatives=config["negatives"], evaluate_on=None, progress=False)
+                       negatives=config["negatives"], evaluate_on=None, progress=False,
+                       early_stopping=config.get("early_stopping"))
     store.put_bytes("kg_model", key, "tar", _folder_bytes(result.save), config)
     store.put_embedding("embedding", key, result.entities, config)
     return key
@@ -338,6 +370,20 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     return key
 
 
+def _stopping_details(new: Any, old: Any) -> dict[str, Any]:
+    """With early stopping, the epochs each member trained and its validation MRR (%, full precision)."""
+    if new.stopping is None or old.stopping is None:
+        return {}
+
+    def mrr(member: Any) -> float | None:
+        value = member.stopping.get("valid_mrr")
+        return None if value is None else 100.0 * float(value)
+
+    return {"epochs_trained": new.epochs_trained, "epochs_trained_old": old.epochs_trained,
+            "best_epoch": new.stopping.get("best_epoch"), "best_epoch_old": old.stopping.get("best_epoch"),
+            "valid_mrr": mrr(new), "valid_mrr_old": mrr(old)}
+
+
 @_guard("downstream")
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
@@ -364,7 +410,8 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         MRR for link prediction, accuracy for triple classification), ``chance`` (what a model that
         learned nothing scores, in the same unit: a random ranking's filtered MRR, computed exactly
         from each query's candidate count; the share of the more frequent label), ``n_test`` and
-        ``details``.
+        ``details`` (with early stopping: ``epochs_trained``, ``best_epoch`` and ``valid_mrr`` of the
+        new member, and the same with ``_old`` for the old one).
     """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
@@ -387,6 +434,7 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
                  "details": {"quality_metric": "filtered MRR (%)", "top_k_overlap": float(r.top_k_overlap),
                              "k": int(r.k), "hits_at_10": 100.0 * r.metrics_a.hits_at_10,
                              "hits_at_10_old": 100.0 * r.metrics_b.hits_at_10}}
+        value["details"].update(_stopping_details(new, old))
     else:
         r = triple_classification_disagreement(q_new, q_old, graph, seed=int(config["seed"]))
         # always answering the more frequent label (positives and negatives are nearly balanced)
@@ -394,6 +442,6 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         value = {"disagreement": float(r.disagreement), "quality_a": float(r.accuracy_a),
                  "quality_b": float(r.accuracy_b), "n_test": int(r.n_test),
                  "chance": 100.0 * max(n_pos, n_neg) / (n_pos + n_neg),
-                 "details": {"quality_metric": "accuracy (%)"}}
+                 "details": {"quality_metric": "accuracy (%)", **_stopping_details(new, old)}}
     store.put_json("downstream", key, value, config)
     return value

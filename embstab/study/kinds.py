@@ -213,7 +213,7 @@ def _contextual_source_config(spec: StudySpec) -> dict[str, Any]:
 KG_KIND = StudyKind(
     name="kg", source_key="graph", source_stage="graph",
     parse_source=KG.parse_graph, algorithms=KG.check_algorithms, training=KG.TRAINING, tasks=KG.tasks,
-    check=None, source_config=_graph_source_config,
+    check=KG.check_study, source_config=_graph_source_config,
     train_config=lambda spec, side, v: _kind_train_config(spec, side, v, _graph_source_config(spec)),
     run_source=KG.run_source, run_train=KG.run_train, run_compress=KG.run_compress,
     run_downstream=KG.run_downstream,

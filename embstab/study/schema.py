@@ -82,6 +82,7 @@ class TrainingSpec:
     #: Training recipes (precision of the tables while they are fitted); ``fp32`` is the reference.
     recipes: tuple[str, ...] = ("fp32",)
     #: Settings of a knowledge-graph or contextual study's trainer (sorted ``(name, value)`` pairs;
+    #: a setting that is itself a mapping is held as sorted pairs too, so the spec stays hashable;
     #: empty for a word study, whose settings are the fields above).
     params: tuple[tuple[str, Any], ...] = ()
 
@@ -91,9 +92,10 @@ class TrainingSpec:
         Returns
         -------
         dict
-            Parameter name → value (a new dict).
+            Parameter name → value (a new dict; a mapping setting, such as a KG study's
+            ``early_stopping``, as a dict).
         """
-        return dict(self.params)
+        return {name: dict(value) if isinstance(value, tuple) else value for name, value in self.params}
 
 
 @dataclass(frozen=True)
@@ -496,7 +498,9 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         kind: kg
         graph*:    {name*: umls, change: remove|add, share: 0.05, seed: 0, lost: protect|error|drop}
         training*: {algorithms*: [TransE, DistMult], dimensions*, seeds*, epochs: 50, lr: 0.01,
-                    batch_size: 256, negatives: 1}
+                    batch_size: 256, negatives: 1,
+                    early_stopping: {frequency: 10, patience: 2, relative_delta: 0.01}}
+                   (early_stopping: stop on the validation MRR; epochs is then the most to train)
         downstream*: [{task: link_prediction, options: {k: 10}}, {task: triple_classification}]
 
         kind: contextual
@@ -641,6 +645,9 @@ def _kind_training(v: _Validator, kind: StudyKind, value: Any) -> TrainingSpec:
         raise v.fail("training.recipes", f"a {kind.name} study trains in fp32 only (training recipes apply to "
                                          f"the {', '.join(_TORCH_ALGORITHMS)} word trainers)")
     params = {name: s.check(v, t.get(name, s.default), f"training.{name}") for name, s in settings.items()}
+    # an optional setting left unset is no part of the configuration: studies written before it
+    # existed keep their fingerprints and artifacts
+    params = {name: value for name, value in params.items() if not (settings[name].optional and value is None)}
     return TrainingSpec(algorithms=kind.algorithms(v, t["algorithms"]),
                         dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
                         seeds=v.int_list(t["seeds"], "training.seeds", 0, 2**32 - 1),

@@ -23,13 +23,20 @@ class Setting:
     default : Any
         Value when the key is absent.
     type : str
-        ``"int"``, ``"float"``, ``"choice"`` or ``"any"`` (passed through; the consumer checks it).
+        ``"int"``, ``"float"``, ``"choice"``, ``"mapping"`` (a mapping of the settings in
+        ``fields``, held as sorted ``(name, value)`` pairs) or ``"any"`` (passed through; the
+        consumer checks it).
     low, high : float, optional
         Inclusive bounds of an ``int`` or ``float``.
     choices : tuple
         Accepted values of a ``choice``.
     nullable : bool
         Whether ``null`` is accepted (meaning "no limit" / "all").
+    fields : tuple of (str, Setting)
+        The settings of a ``mapping``, each with its default.
+    optional : bool
+        Left out of the study's configuration (and fingerprint) when absent or null, so that
+        adding the setting changes no existing study.
     """
 
     default: Any
@@ -38,6 +45,8 @@ class Setting:
     high: float | None = None
     choices: tuple[Any, ...] = ()
     nullable: bool = False
+    fields: tuple[tuple[str, Setting], ...] = ()
+    optional: bool = False
 
     def check(self, v: Any, value: Any, key: str) -> Any:
         """The validated value; ``v`` is the schema's validator (its ``fail`` names ``key``).
@@ -54,12 +63,14 @@ class Setting:
         Returns
         -------
         Any
-            ``value``, checked against the type and bounds (None when null is accepted).
+            ``value``, checked against the type and bounds (None when null is accepted; a mapping's
+            settings as sorted ``(name, value)`` pairs, defaults filled in).
 
         Raises
         ------
         StudyDefinitionError
-            A value of the wrong type, outside the bounds or not one of the choices.
+            A value of the wrong type, outside the bounds or not one of the choices, or a mapping with
+            an unknown key (naming the key of the bad value).
         """
         if value is None and self.nullable:
             return None
@@ -69,6 +80,10 @@ class Setting:
         if self.type == "float":
             return v.number(value, key, float("-inf") if self.low is None else self.low,
                             float("inf") if self.high is None else self.high)
+        if self.type == "mapping":
+            given = v.mapping({} if value is None else value, key, dict.fromkeys(dict(self.fields), False))
+            return tuple(sorted((name, s.check(v, given.get(name, s.default), f"{key}.{name}"))
+                                for name, s in self.fields))
         if self.type == "choice":
             if value not in self.choices:
                 hint = did_you_mean(str(value), [str(c) for c in self.choices])
