@@ -75,6 +75,10 @@ def test_a_best_measure_is_named_only_where_intervals_separate():
     assert tied["best"].tolist() == [None] and "eis, knn overlap" in tied["note"][0]
     nothing = best_measures(_table([("eis", 0.2, -0.1, 0.5), ("knn", -0.3, -0.6, 0.0)]))
     assert nothing["best"].tolist() == [None] and "above 0" in nothing["note"][0]
+    # one task with a best measure, one without: None stays None (not NaN, which reads as true)
+    mixed = best_measures(pd.concat([_table([("eis", 0.8, 0.7, 0.9), ("knn", 0.4, 0.2, 0.6)]),
+                                     _table([("eis", 0.8, 0.5, 0.9), ("knn", 0.6, 0.4, 0.7)]).assign(task="u")]))
+    assert mixed["best"].tolist() == ["eis", None]
 
 
 def test_cells_show_rho_and_interval():

@@ -194,4 +194,7 @@ def best_measures(table: pd.DataFrame) -> pd.DataFrame:
         else:
             rows.append({"algo": algo, "task": task, "best": top["measure"],
                          "note": f"{top['measure']}'s interval lies above every other measure's"})
-    return pd.DataFrame(rows, columns=["algo", "task", "best", "note"])
+    out = pd.DataFrame(rows, columns=["algo", "task", "best", "note"])
+    # a string column would turn None into NaN (truthy): keep None where no measure is best
+    out["best"] = pd.Series([r["best"] for r in rows], index=out.index, dtype=object)
+    return out
