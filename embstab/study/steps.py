@@ -23,6 +23,7 @@ from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError
 from embstab.measures import compare
+from embstab.measures.compare import Anchors
 from embstab.train import train_embedding
 from embstab.study.store import ArtifactStore
 
@@ -121,12 +122,31 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
     # words (trainers can drop rare words differently); compare what all four share, up to top_n.
     anchor_words = set(anchor_new.words) & set(anchor_old.words)
     available = sum(1 for w in shared_vocabulary(new, old, top_n=None, rank_by="a") if w in anchor_words)
-    df = compare(new, old, anchors=(anchor_new, anchor_old), measures=list(config["names"]),
+    df = compare(new, old, anchors=_anchors(anchor_new, anchor_old), measures=list(config["names"]),
                  top_n=min(int(config["top_n"]), available), rank_by="a", params=dict(config.get("params") or {}),
                  null_samples=0)  # study rows hold the values only; their nulls are not computed here yet
     out: dict[str, float] = {"n_words": float(df.attrs["n_words"])}
     out.update({row.measure: float(row.value) for row in df.itertuples()})
     return out
+
+
+#: The last few anchor pairs a process measured against, by identity (each entry holds them, so an
+#: identity is not reused while it is here).
+_ANCHORS: dict[tuple[int, int], Anchors] = {}
+_ANCHORS_KEPT = 4
+_ANCHORS_LOCK = threading.Lock()
+
+
+def _anchors(anchor_new: Embedding, anchor_old: Embedding) -> Anchors:
+    # every pair of an (algorithm, seed) is measured against the same anchors (one object per
+    # process, from _embedding's cache) and mostly on the same words: factor them once, not per pair
+    key = (id(anchor_new), id(anchor_old))
+    with _ANCHORS_LOCK:  # threads of one worker share it
+        if key not in _ANCHORS:
+            while len(_ANCHORS) >= _ANCHORS_KEPT:
+                _ANCHORS.pop(next(iter(_ANCHORS)))
+            _ANCHORS[key] = Anchors(anchor_new, anchor_old)
+        return _ANCHORS[key]
 
 
 # --------------------------------------------------------------------------------------------
