@@ -15,6 +15,7 @@ from embstab.data.registry import DATASETS
 from embstab.data.sources import SOURCES, source_path
 from embstab.data.tasks import ClassificationData, TaggingData
 from embstab.downstream import MODELS, TASKS, DisagreementResult, disagreement, seed_baseline, train_and_predict, TrainResult
+from embstab.downstream.api import token_coverage
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
 from embstab.downstream.models import CRF
 from embstab.errors import EmbstabError, ShapeError
@@ -195,3 +196,43 @@ def test_real_rt_linear_beats_the_majority_class():
     assert res.disagreement == 0.0
     assert res.quality_a > res.settings["majority_rate"] + 5
     assert res.settings["coverage_a"] > 0.5  # of word types; rare names and typos are the misses
+
+
+def test_token_coverage_counts_tokens_with_repeats():
+    data = _classification()
+    emb = _embedding()
+    tokens = [w for split in (data.train_x, data.dev_x, data.test_x) for seq in split for w in seq]
+    expected = sum(w in emb for w in tokens) / len(tokens)
+    assert token_coverage(emb, data) == pytest.approx(expected, abs=1e-12)
+    assert 0.8 < expected < 1.0  # "unknownword" is the only miss
+
+
+def test_task_data_built_by_the_caller_is_prepared_afresh_each_call():
+    """Vocabulary and encodings are shared between models only for tasks loaded by name: a
+    caller's data may change between calls, and a stale vocabulary would not know its new words."""
+    data = _classification()
+    emb = _embedding()
+    first = train_and_predict(emb, data, "linear", seed=0, epochs=2)
+    data.test_x[0] = ["neverseenbefore", *data.test_x[0]]
+    again = train_and_predict(emb, data, "linear", seed=0, epochs=2)
+    assert len(again.pred) == len(first.pred)
+
+
+@pytest.mark.skipif(not _available("rt_subjectivity"), reason="run `embstab data fetch rt_subjectivity`")
+def test_task_by_name_gives_what_its_loaded_data_gives():
+    """The by-name path shares one prepared vocabulary between calls; results equal the path
+    that prepares the same data afresh."""
+    from embstab.downstream import load_task
+
+    words = sorted({w for seq in load_task("rt_subjectivity", 0, 400).train_x for w in seq})
+    rng = np.random.default_rng(0)
+    a = Embedding(words[::2], rng.normal(size=(len(words[::2]), 8)).astype(np.float32))
+    b = Embedding(words[::2], rng.normal(size=(len(words[::2]), 8)).astype(np.float32))
+    opts = dict(seed=3, limit=400, epochs=5, lr=0.03, batch_size=4096, min_coverage=0.0)
+    by_name = [disagreement(a, b, "rt_subjectivity", "linear", **opts) for _ in range(2)]
+    by_data = disagreement(a, b, load_task("rt_subjectivity", 0, 400), "linear",
+                           **{k: v for k, v in opts.items() if k != "limit"})
+    for res in by_name:
+        assert (res.disagreement, res.quality_a, res.quality_b) == (by_data.disagreement, by_data.quality_a,
+                                                                    by_data.quality_b)
+        assert res.settings["token_coverage_a"] == by_data.settings["token_coverage_a"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,10 +68,15 @@ def test_quick_study_end_to_end(tmp_path):
     """`embstab study --quick` on a LocalCluster: rows, report, recommendation; then status and resume."""
     store = tmp_path / "store"
     cmd = [sys.executable, str(REPO / "pipelines" / "run_study.py"), "--quick", "--store", str(store),
-           "--workers", "2", "-o", str(tmp_path / "report.html")]
+           "--workers", "2", "-o", str(tmp_path / "report.html"), "--timings"]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "24/24 rows done" in done.stdout
+    # --timings: one line per stage with its task count (2 dims x 2 seeds x 2 corpus versions
+    # trainings, 24 downstream rows), then the report and the whole command
+    assert re.search(r"^\s*train\s+8\s", done.stdout, re.M), done.stdout[-3000:]
+    assert re.search(r"^\s*downstream\s+24\s", done.stdout, re.M)
+    assert re.search(r"^\s*whole command\s+\d", done.stdout, re.M)
     assert "ship w2v_cbow" in done.stdout
     assert "Spearman ρ of each measure" in done.stdout
     # every measure's pairs are counted against their null, in the summary and the report

@@ -136,12 +136,30 @@ def test_rows_hold_the_measures_of_their_pair(finished):
     assert checked == 4
 
 
+def test_run_times_every_task_it_ran(finished, tmp_path):
+    _, run = finished
+    planned = plan_study(tiny_spec(), ArtifactStore(tmp_path), PLAN_ONLY).stage_counts()
+    stages = run.stage_times()
+    assert list(stages["stage"]) == ["corpus", "train", "compress", "measures", "downstream", "row"]
+    assert dict(zip(stages["stage"], stages["tasks"])) == planned
+    t = run.timings
+    assert len(t) == sum(planned.values()) and t["key"].is_unique
+    assert (t["wall_s"] >= 0).all() and (t["cpu_s"] >= 0).all()
+    # a training (gensim on 60k tokens) is real work; assembling a row dict is not
+    assert t.loc[t["stage"] == "train", "wall_s"].min() > t.loc[t["stage"] == "row", "wall_s"].max()
+    assert (stages["span_s"] >= stages["wall_s"] - 1e-3).all()  # one task at a time: spans cover the sums
+    assert set(run.phases) == {"plan", "execute", "export"}
+    assert sum(run.phases.values()) == pytest.approx(run.wall_s, abs=1e-3)
+    assert run.phases["execute"] >= t["wall_s"].sum()
+
+
 def test_rerun_resumes_without_recomputing(finished):
     root, first = finished
     store = ArtifactStore(root / "store")
     stamps = {p: os.stat(p).st_mtime_ns for _, _, p in store.iter_artifacts()}
     run = run_study(tiny_spec(), store, progress=False)
     assert run.n_skipped == N_ROWS and run.n_new == 0
+    assert run.timings.empty and run.stage_times().empty  # nothing was planned, nothing ran
     assert {p: os.stat(p).st_mtime_ns for _, _, p in store.iter_artifacts()} == stamps
     pd.testing.assert_frame_equal(run.results, first.results)
 
@@ -196,6 +214,9 @@ def test_dask_cluster_over_tcp_gives_the_same_results(finished, tmp_path):
         run = run_study(tiny_spec(), tmp_path / "store", scheduler=cluster.scheduler_address, progress=False)
     assert run.complete and run.n_failed == 0
     pd.testing.assert_frame_equal(run.results, reference.results)
+    # every task's time came back from the workers, as in the synchronous run
+    counts = lambda r: dict(zip(r.stage_times()["stage"], r.stage_times()["tasks"]))  # noqa: E731
+    assert counts(run) == counts(reference)
     with ResultDB(run.db_path) as db:
         assert db.journal_mode == "wal"
     np.testing.assert_array_equal(run.results["eis"].to_numpy(), reference.results["eis"].to_numpy())
@@ -314,6 +335,9 @@ def test_separate_process_cluster_gives_the_same_results(finished, tmp_path):
     assert address.startswith("tcp://127.0.0.1:")
     assert run.complete and run.n_failed == 0
     pd.testing.assert_frame_equal(run.results, reference.results)
+    # the worker processes' task times reached this process through the scheduler
+    assert sorted(run.timings["key"]) == sorted(reference.timings["key"])
+    assert run.timings.loc[run.timings["stage"] == "train", "cpu_s"].min() > 0
 
 
 def test_a_saved_run_reopens_with_the_same_results_and_reports(finished, tmp_path):
@@ -324,6 +348,8 @@ def test_a_saved_run_reopens_with_the_same_results_and_reports(finished, tmp_pat
     assert back.spec.fingerprint() == run.spec.fingerprint()
     assert (back.n_rows, back.n_new, back.n_failed, back.db_path) == (run.n_rows, run.n_new, run.n_failed,
                                                                         run.db_path)
+    pd.testing.assert_frame_equal(back.timings, run.timings)
+    assert back.phases == run.phases and not back.stage_times().empty
     html = back.report(tmp_path / "report.html")
     assert html.startswith("<!DOCTYPE html>") and (tmp_path / "report.html").read_text(encoding="utf-8") == html
     (tmp_path / "saved" / "run.json").write_text('{"format": "something else"}', encoding="utf-8")

@@ -1,7 +1,7 @@
 """``embstab study``: run (or resume) a study, write its report, print the recommendation::
 
     embstab study [STUDY.yaml] [--quick] [--scheduler tcp://HOST:PORT] [--store DIR_OR_URL]
-                  [--workers N] [-o report.html]
+                  [--workers N] [-o report.html] [--timings]
     embstab study status [--store DIR_OR_URL] [--db FILE]
 
 The bundled studies ship inside the package (``embstab.pipelines``), so an installed embstab
@@ -11,9 +11,12 @@ finds them without a source checkout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.resources
 import os
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +82,10 @@ def register(subparsers: Any) -> None:
                    help="HTML report (default: STORE/<study name>.html)")
     p.add_argument("--no-report", action="store_true", help="do not write the HTML report")
     add_progress(p, no_progress=True, quiet_help="hide the progress bar")
+    p.add_argument("--timings", action="store_true",
+                   help="print at the end where the time went: wall and CPU seconds of each stage (corpus, "
+                        "train, compress, measures, downstream, row), of the runner's planning and export, "
+                        "and of the report and summary")
     p.add_argument("--recompute", action="store_true",
                    help="check every artifact of the store first and delete those that no longer read back "
                         "(a corrupt file fails its rows until it is recomputed)")
@@ -146,6 +153,7 @@ def handle(args: argparse.Namespace) -> int:
     """
     from embstab.study import DEFAULT_STORE, ArtifactStore  # noqa: PLC0415
 
+    started = time.perf_counter()
     store_url = args.store or DEFAULT_STORE
     if args.study == "status":
         return _status(store_url, args.db)
@@ -206,13 +214,70 @@ def handle(args: argparse.Namespace) -> int:
               "and re-run this command to retry (with --recompute if an error names a corrupt artifact)",
               file=sys.stderr)
     if run.results.empty:
+        if args.timings:
+            _timings(run, {}, started)
         return 1
-    if report_path is not None:
-        _report(run.results, report_path)
-    _qualities(run.results)
-    _correlations(run.results)
-    _recommend(run.results, spec.budgets)
+    summary: dict[str, tuple[float, float]] = {}
+    with _clock(summary, "report"):
+        if report_path is not None:
+            _report(run.results, report_path)
+    with _clock(summary, "summary"):
+        _qualities(run.results)
+        _correlations(run.results)
+        _recommend(run.results, spec.budgets)
+    if args.timings:
+        _timings(run, summary, started)
     return 0 if run.complete else 1
+
+
+@contextlib.contextmanager
+def _clock(into: dict[str, tuple[float, float]], name: str) -> Iterator[None]:
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        into[name] = (time.perf_counter() - t0, time.process_time() - c0)
+
+
+def _timings(run: Any, summary: dict[str, tuple[float, float]], started: float) -> None:
+    """Print ``--timings``: the run's stages (tasks' wall and CPU seconds, added up), the runner's
+    phases, the report and summary, and the whole command."""
+    import resource  # noqa: PLC0415
+
+    import pandas as pd  # noqa: PLC0415
+
+    stages = run.stage_times()
+    print()
+    print("Timings in seconds (a stage's wall and CPU add up its tasks' times, which overlap on several "
+          "workers; span: its first task's start to its last task's end; tasks found done in the store "
+          "take next to nothing):")
+    rows = [{"stage": r.stage, "tasks": str(r.tasks), "wall": f"{r.wall_s:.1f}", "cpu": f"{r.cpu_s:.1f}",
+             "span": f"{r.span_s:.1f}"} for r in stages.itertuples()]
+    for name in ("plan", "execute", "export"):
+        if name in run.phases:
+            what = "runner: " + {"plan": "planning", "execute": "cluster start + all tasks (elapsed)",
+                                 "export": "results export"}[name]
+            rows.append({"stage": what, "tasks": "", "wall": f"{run.phases[name]:.1f}", "cpu": "", "span": ""})
+    for name, (wall, cpu) in summary.items():
+        rows.append({"stage": {"report": "HTML report", "summary": "printed summary"}[name], "tasks": "",
+                     "wall": f"{wall:.1f}", "cpu": f"{cpu:.1f}", "span": ""})
+    # children: local worker processes, counted once the cluster has shut them down
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    cpu_all = sum(u.ru_utime + u.ru_stime for u in usage)
+    wall = time.perf_counter() - started
+    try:  # from the process start, imports included
+        import psutil  # noqa: PLC0415
+
+        wall = time.time() - psutil.Process().create_time()
+    except (ImportError, OSError):
+        pass
+    rows.append({"stage": "whole command", "tasks": "", "wall": f"{wall:.1f}", "cpu": f"{cpu_all:.1f}", "span": ""})
+    print(pd.DataFrame(rows).to_string(index=False))
+    try:
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"load average (1, 5, 15 min): {load}; usable cores: {len(os.sched_getaffinity(0))}")
+    except (OSError, AttributeError):  # not on Linux
+        pass
 
 
 def _status(store_url: str, db: str | None) -> int:
@@ -263,14 +328,38 @@ def _qualities(results: Any) -> None:
     except EmbstabError as exc:
         print(f"no quality table: {exc}", file=sys.stderr)
         return
+    top = _top_rows(results)
+    label = (f"at {top['dim'].iloc[0]:g} dims, {top['bitrate'].iloc[0]:g} bits" if top is not None and len(top)
+             else None)
     print()
     print(f"Downstream quality against chance (test quality of both models, %; a row is near chance when a "
           f"model is within {NEAR_CHANCE_MARGIN:g} points of it, and is left out of what follows):")
-    shown = [{"task": r.task, "mean quality": f"{r.quality_mean:.1f}",
-              "range": f"{r.quality_min:.1f} – {r.quality_max:.1f}",
-              "chance": f"{r.chance:.1f}" if math.isfinite(r.chance) else "unknown",
-              "near chance": f"{r.near_chance}/{r.rows} rows"} for r in table.itertuples()]
+    shown = []
+    for r in table.itertuples():
+        row = {"task": r.task, "mean quality": f"{r.quality_mean:.1f}",
+               "range": f"{r.quality_min:.1f} – {r.quality_max:.1f}"}
+        if label is not None:
+            # the largest, uncompressed embeddings: what the task reaches at its best
+            part = top[top["task"] == r.task]
+            both = pd.to_numeric(pd.concat([part[c] for c in ("quality", "quality_old") if c in part.columns]),
+                                 errors="coerce")
+            row[label] = f"{both.mean():.1f}" if both.notna().any() else "–"
+        row["chance"] = f"{r.chance:.1f}" if math.isfinite(r.chance) else "unknown"
+        row["near chance"] = f"{r.near_chance}/{r.rows} rows"
+        shown.append(row)
     print(pd.DataFrame(shown).to_string(index=False))
+
+
+def _top_rows(results: Any) -> Any:
+    """The rows of the largest dimension at its largest bit width (None without those columns)."""
+    import pandas as pd  # noqa: PLC0415
+
+    if not {"dim", "bitrate", "task"} <= set(results.columns) or results.empty:
+        return None
+    dims = pd.to_numeric(results["dim"], errors="coerce")
+    at_dim = results[dims == dims.max()]
+    bits = pd.to_numeric(at_dim["bitrate"], errors="coerce")
+    return at_dim[bits == bits.max()]
 
 
 def _correlations(results: Any) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import itertools
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,20 +44,54 @@ def token_coverage(emb: Embedding, data: ClassificationData | TaggingData) -> fl
     float
         In [0, 1]; 1.0 for a task without tokens.
     """
-    total = known = 0
-    for split in (data.train_x, data.dev_x, data.test_x):
-        for seq in split:
-            total += len(seq)
-            known += sum(1 for w in seq if w in emb)
+    return _coverage(emb, _token_counts(data))
+
+
+def _token_counts(data: ClassificationData | TaggingData) -> Counter:
+    return Counter(itertools.chain.from_iterable(itertools.chain(data.train_x, data.dev_x, data.test_x)))
+
+
+def _coverage(emb: Embedding, counts: Counter) -> float:
+    # per word type, not per token: a task's million tokens hold a few ten thousand types
+    total = sum(counts.values())
+    known = sum(c for w, c in counts.items() if w in emb)
     return known / total if total else 1.0
 
 
-def _check_coverage(data, min_coverage: float, **embs: Embedding) -> dict[str, float]:
+@dataclass
+class _Prepared:
+    """What every model of one task shares, whatever the embedding: its vocabulary, encoded splits
+    and token counts."""
+
+    vocab: TaskVocabulary
+    counts: Counter
+    encoded: dict = field(default_factory=dict)  # max_len -> (train, dev, test) index arrays
+
+    def splits(self, data: ClassificationData | TaggingData, max_len: int | None):
+        if max_len not in self.encoded:
+            self.encoded[max_len] = tuple(self.vocab.encode(xs, max_len) for xs in (data.train_x, data.dev_x,
+                                                                                    data.test_x))
+        return self.encoded[max_len]
+
+
+def _prepare(data: ClassificationData | TaggingData) -> _Prepared:
+    return _Prepared(TaskVocabulary(data.train_x, data.dev_x, data.test_x), _token_counts(data))
+
+
+@functools.lru_cache(maxsize=8)
+def _prepared_task(name: str, split_seed: int, limit: int | None) -> _Prepared:
+    # a task loaded by name is never modified, so its preparation is shared by every model trained
+    # on it in this process (a study trains hundreds)
+    return _prepare(load_task(name, split_seed, limit))
+
+
+def _check_coverage(data, min_coverage: float, counts: Counter | None = None, **embs: Embedding) -> dict[str, float]:
     if not 0.0 <= min_coverage <= 1.0:
         raise EmbstabError(f"the coverage floor (--min-coverage) must be in [0, 1], got {min_coverage}")
+    counts = _token_counts(data) if counts is None else counts
     out = {}
     for label, emb in embs.items():
-        cov = token_coverage(emb, data)
+        cov = _coverage(emb, counts)
         if cov < min_coverage:
             raise LowCoverageError(f"embedding {label} ({emb.name}) knows {cov:.1%} of the tokens of task "
                                    f"{data.name!r}, below the floor of {min_coverage:.0%}: its disagreement would "
@@ -228,7 +264,9 @@ def _resolve(task, model: str, split_seed: int, limit: int | None):
         fits = [m for m, (k, _) in MODELS.items() if k == kind]
         raise EmbstabError(f"model {model!r} is for {MODELS[model][0]}, but task {data.name!r} is {kind}; "
                            f"use one of {', '.join(fits)}")
-    return data, kind
+    # data built by the caller may change between calls: prepared afresh each time
+    prepared = _prepared_task(task, split_seed, limit) if isinstance(task, str) else _prepare(data)
+    return data, kind, prepared
 
 
 def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
@@ -271,25 +309,29 @@ def train_and_predict(emb: Embedding, task: str | ClassificationData | TaggingDa
         For a recipe name that is not registered (the message suggests the closest).
     """
     recipe_name = training_recipe(recipe).name  # refuse a bad name before loading anything
-    data, kind = _resolve(task, model, split_seed, limit)
+    data, kind, prepared = _resolve(task, model, split_seed, limit)
+    return _train(emb, data, kind, prepared, model, seed, progress, recipe_name, kwargs)
+
+
+def _train(emb: Embedding, data: ClassificationData | TaggingData, kind: str, prepared: _Prepared, model: str,
+           seed: int, progress: bool, recipe_name: str, kwargs: dict[str, Any]) -> TrainResult:
+    kwargs = dict(kwargs)
     settings = {**MODELS[model][1], **{k: kwargs.pop(k) for k in list(kwargs) if k in _TRAIN_KEYS}}
     model_kwargs = kwargs
-    vocab = TaskVocabulary(data.train_x, data.dev_x, data.test_x)
-    table, coverage = lookup_table(emb, vocab, seed)
-    max_len = settings.get("max_len")
-    enc = lambda xs: vocab.encode(xs, max_len)  # noqa: E731
+    table, coverage = lookup_table(emb, prepared.vocab, seed)
+    train_x, dev_x, test_x = prepared.splits(data, settings.get("max_len"))
     train_args = dict(seed=seed, lr=settings["lr"], epochs=settings["epochs"], batch_size=settings["batch_size"],
                       patience=settings["patience"], threads=settings.get("threads", 1), progress=progress,
                       recipe=recipe_name, **model_kwargs)
     if kind == "classification":
-        fit = fit_classifier(model, table, len(data.labels), (enc(data.train_x), data.train_y),
-                             (enc(data.dev_x), data.dev_y), enc(data.test_x), **train_args)
+        fit = fit_classifier(model, table, len(data.labels), (train_x, data.train_y), (dev_x, data.dev_y), test_x,
+                             **train_args)
         gold = np.asarray(data.test_y)
         quality = float(100.0 * np.mean(fit.test_pred == gold))
     else:
         outside = data.tags.index(data.outside_tag) if data.outside_tag else None
-        fit = fit_tagger(model, table, len(data.tags), (enc(data.train_x), data.train_y),
-                         (enc(data.dev_x), data.dev_y), enc(data.test_x), outside=outside, **train_args)
+        fit = fit_tagger(model, table, len(data.tags), (train_x, data.train_y), (dev_x, data.dev_y), test_x,
+                         outside=outside, **train_args)
         gold = np.concatenate(data.test_y)
         quality = tagging_score(fit.test_pred, gold, outside)
     return TrainResult(fit.test_pred, gold, quality, fit.dev_score, fit.best_epoch, fit.epochs_run, fit.seconds,
@@ -355,13 +397,11 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
         if not isinstance(emb, Embedding):
             raise ShapeError(f"{name} must be an embstab.Embedding, got {type(emb).__name__}")
     seed_b = seed if seed_b is None else seed_b
-    training_recipe(recipe)  # refuse a bad recipe name before any training
-    data, kind = _resolve(task, model, split_seed, limit)
-    coverage = _check_coverage(data, min_coverage, A=emb_a, B=emb_b)
-    ra = train_and_predict(emb_a, data, model, seed, split_seed=split_seed, progress=progress, recipe=recipe,
-                           **dict(kwargs))
-    rb = train_and_predict(emb_b, data, model, seed_b, split_seed=split_seed, progress=progress, recipe=recipe,
-                           **dict(kwargs))
+    recipe_name = training_recipe(recipe).name  # refuse a bad recipe name before any training
+    data, kind, prepared = _resolve(task, model, split_seed, limit)
+    coverage = _check_coverage(data, min_coverage, prepared.counts, A=emb_a, B=emb_b)
+    ra = _train(emb_a, data, kind, prepared, model, seed, progress, recipe_name, kwargs)
+    rb = _train(emb_b, data, kind, prepared, model, seed_b, progress, recipe_name, kwargs)
     gold = ra.gold
     if kind == "tagging" and data.outside_tag is not None:
         counted = gold != data.tags.index(data.outside_tag)

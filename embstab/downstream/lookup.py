@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -87,11 +88,18 @@ def lookup_table(emb: Embedding, vocab: TaskVocabulary, seed: int) -> tuple[torc
     coverage : float
         Fraction of task words (excluding padding) found in the embedding.
     """
-    gen = torch.Generator().manual_seed(int(seed))
-    table = (torch.rand(len(vocab), emb.dim, generator=gen) * 2 - 1) * OOV_RANGE
+    table = _random_rows(int(seed), len(vocab), emb.dim).clone()
     table[0] = 0.0  # padding: excluded from means and masked in sequence models
     rows = [(i, emb.index(w)) for i, w in enumerate(vocab.words) if i > 0 and w in emb]
     if rows:
         task_idx, emb_idx = (np.asarray(x, dtype=np.int64) for x in zip(*rows))
         table[torch.as_tensor(task_idx)] = torch.as_tensor(np.asarray(emb.vectors, dtype=np.float32)[emb_idx])
     return table, len(rows) / max(len(vocab) - 1, 1)
+
+
+@functools.lru_cache(maxsize=4)
+def _random_rows(seed: int, n: int, dim: int) -> torch.Tensor:
+    # the same draw for every embedding of one dimension and model seed: a study trains a model on
+    # a dozen of them in a row, so it is drawn once (callers copy it before writing)
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, dim, generator=gen) * 2 - 1) * OOV_RANGE

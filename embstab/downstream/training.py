@@ -56,12 +56,18 @@ def pad_batch(seqs: Sequence[np.ndarray], min_len: int = 1) -> tuple[torch.Tenso
 
 
 def _batches(n: int, batch_size: int, gen: torch.Generator, lengths: np.ndarray | None = None
-             ) -> Iterator[np.ndarray]:
+             ) -> Iterator[np.ndarray | slice]:
     """Shuffled mini-batches; with ``lengths``, batches of similar length in a shuffled order.
 
     Length bucketing (as the reference does for SST) cuts padding, which dominates the cost of
-    recurrent models on CPU; ties in length are broken by a seeded permutation.
+    recurrent models on CPU; ties in length are broken by a seeded permutation. Without
+    ``lengths``, a batch that holds the whole set is ``slice(None)``: shuffling it would change
+    only the rounding of the mean loss, and gathering a shuffled copy of the set at every step
+    cost more than the step of a linear model (measured: 2.5 vs 1.2 ms for 1,755 x 200).
     """
+    if lengths is None and batch_size >= n:
+        yield slice(None)
+        return
     perm = torch.randperm(n, generator=gen).numpy()
     if lengths is None:
         for start in range(0, n, batch_size):

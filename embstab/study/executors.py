@@ -8,8 +8,10 @@ other task still runs.
 from __future__ import annotations
 
 import os
+import time
+import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,8 @@ from embstab.errors import EmbstabError
 from embstab.study.plan import Ref, StudyPlan
 from embstab.study.steps import StudyTaskError
 
-__all__ = ["Outcome", "run_synchronous", "run_distributed", "make_client", "default_workers", "check_scheduler"]
+__all__ = ["Outcome", "TaskTiming", "run_synchronous", "run_distributed", "make_client", "default_workers",
+           "check_scheduler"]
 
 #: glibc's mmap threshold in local worker processes (its largest value, 32 MiB): allocations below
 #: it reuse heap memory instead of fresh, zero-filled pages.
@@ -67,6 +70,61 @@ class Outcome:
     error: StudyTaskError | None = None
 
 
+@dataclass(frozen=True)
+class TaskTiming:
+    """How long one task of a plan took where it ran.
+
+    Attributes
+    ----------
+    key : str
+        The task's node key.
+    stage : str
+        Its stage (``corpus``, ``train``, ``compress``, ``measures``, ``downstream``, ``row``...).
+    start : float
+        Wall-clock start (``time.time()`` of the process that ran it).
+    wall_s : float
+        Elapsed seconds.
+    cpu_s : float
+        CPU seconds of the process that ran it over the same span (all its threads, so a library's
+        own threads count; where several tasks share a process, as with the ``threads`` scheduler,
+        each task's figure also holds the others' CPU time of that span).
+    """
+
+    key: str
+    stage: str
+    start: float
+    wall_s: float
+    cpu_s: float
+
+
+def _timed_call(func: Callable[..., Any], args: list[Any]) -> tuple[Any, Exception | None, float, float, float]:
+    """``func(*args)`` → ``(value, error, start, wall_s, cpu_s)``; a failed task's time counts too."""
+    start, t0, c0 = time.time(), time.perf_counter(), time.process_time()
+    try:
+        value, error = func(*args), None
+    except Exception as exc:  # noqa: BLE001 - handed back to the caller, which records or re-raises it
+        value, error = None, exc
+    return value, error, start, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _timed_task(topic: str, key: str, stage: str, func: Callable[..., Any], *args: Any) -> Any:
+    """Run one task on a Dask worker and log its times under ``topic`` (read back by the client)."""
+    value, error, start, wall, cpu = _timed_call(func, list(args))
+    _log_timing(topic, key, stage, start, wall, cpu)
+    if error is not None:
+        raise error
+    return value
+
+
+def _log_timing(topic: str, key: str, stage: str, start: float, wall: float, cpu: float) -> None:
+    try:
+        from distributed import get_worker  # noqa: PLC0415
+
+        get_worker().log_event(topic, {"key": key, "stage": stage, "start": start, "wall_s": wall, "cpu_s": cpu})
+    except (ImportError, ValueError):  # not on a Dask worker: nothing to report to
+        pass
+
+
 def _as_task_error(exc: BaseException) -> StudyTaskError:
     if isinstance(exc, StudyTaskError):
         return exc
@@ -74,13 +132,15 @@ def _as_task_error(exc: BaseException) -> StudyTaskError:
     return StudyTaskError("scheduler", f"{type(exc).__name__}: {exc}", "")
 
 
-def run_synchronous(plan: StudyPlan) -> Iterator[Outcome]:
+def run_synchronous(plan: StudyPlan, timings: list[TaskTiming] | None = None) -> Iterator[Outcome]:
     """Run every task in this process, in plan order (deterministic; used by tests and debugging).
 
     Parameters
     ----------
     plan : StudyPlan
         The task graph to run.
+    timings : list, optional
+        Receives one :class:`TaskTiming` per task that ran (not those an upstream failure skipped).
 
     Yields
     ------
@@ -95,10 +155,14 @@ def run_synchronous(plan: StudyPlan) -> Iterator[Outcome]:
         failed = next((errors[d] for d in node.deps if d in errors), None)
         if failed is None:
             args = [values[a.key] if isinstance(a, Ref) else a for a in node.args]
-            try:
-                values[key] = node.func(*args)
-            except Exception as exc:  # noqa: BLE001 - one failing task must not stop the study
-                failed = _as_task_error(exc)
+            # one failing task must not stop the study: its error fails the rows that need it
+            value, error, start, wall, cpu = _timed_call(node.func, args)
+            if error is None:
+                values[key] = value
+            else:
+                failed = _as_task_error(error)
+            if timings is not None:
+                timings.append(TaskTiming(key, node.stage, start, wall, cpu))
         if failed is not None:
             errors[key] = failed
         for d in node.deps:  # drop outputs nobody needs any more (row dicts, measure dicts)
@@ -117,7 +181,7 @@ def _count_users(plan: StudyPlan) -> dict[str, int]:
     return users
 
 
-def run_distributed(plan: StudyPlan, client: Any) -> Iterator[Outcome]:
+def run_distributed(plan: StudyPlan, client: Any, timings: list[TaskTiming] | None = None) -> Iterator[Outcome]:
     """Submit the plan to a Dask distributed ``client`` and yield rows as they complete.
 
     Task keys are the content-hash node keys, so a task already held by the cluster (for
@@ -129,6 +193,10 @@ def run_distributed(plan: StudyPlan, client: Any) -> Iterator[Outcome]:
         The task graph to run.
     client : distributed.Client
         A connected client.
+    timings : list, optional
+        Receives one :class:`TaskTiming` per task that ran, once every row is yielded (each worker
+        logs its tasks' times as a Dask event; a task another client's submission ran is not
+        among them).
 
     Yields
     ------
@@ -138,9 +206,12 @@ def run_distributed(plan: StudyPlan, client: Any) -> Iterator[Outcome]:
     from distributed import as_completed  # noqa: PLC0415
 
     futures: dict[str, Any] = {}
+    # one topic per run: a shared scheduler keeps other runs' events too
+    topic = f"embstab-timings-{uuid.uuid4().hex}"
     for key, node in plan.nodes.items():
         args = [futures[a.key] if isinstance(a, Ref) else a for a in node.args]
-        futures[key] = client.submit(node.func, *args, key=key, pure=False, priority=node.priority, retries=0)
+        call = (_timed_task, topic, key, node.stage, node.func) if timings is not None else (node.func,)
+        futures[key] = client.submit(*call, *args, key=key, pure=False, priority=node.priority, retries=0)
     row_of = {node_key: row_id for row_id, node_key in plan.rows.items()}
     leaves = [futures[k] for k in row_of]
     # Only the leaves are kept alive from here on; the cluster frees intermediate results once
@@ -157,6 +228,22 @@ def run_distributed(plan: StudyPlan, client: Any) -> Iterator[Outcome]:
                 exc = err
             yield Outcome(row_id, None, _as_task_error(exc))
         fut.release()
+    if timings is not None:
+        timings.extend(_collect_timings(client, topic, len(plan.nodes)))
+
+
+def _collect_timings(client: Any, topic: str, expected: int, wait_s: float = 1.0) -> list[TaskTiming]:
+    """The times the workers logged under ``topic``; waits briefly for events still in flight (a
+    worker logs before it reports the task done, so they rarely are; fewer than ``expected``
+    arrive when an upstream failure kept tasks from running)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        events = client.get_events(topic)
+        if len(events) >= expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return [TaskTiming(str(m["key"]), str(m["stage"]), float(m["start"]), float(m["wall_s"]), float(m["cpu_s"]))
+            for _, m in events]
 
 
 def default_workers() -> int:

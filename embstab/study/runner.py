@@ -6,7 +6,7 @@ import json
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from embstab._fs import atomic_write, to_json
 from embstab._resources import check_local_workers
 from embstab.errors import EmbstabError
 import embstab.study.steps as S
-from embstab.study.executors import check_scheduler, make_client, run_distributed, run_synchronous
+from embstab.study.executors import TaskTiming, check_scheduler, make_client, run_distributed, run_synchronous
 from embstab.study.plan import StudyPlan, measure_inputs, plan_study
 from embstab.study.results import ResultDB
 from embstab.study.schema import StudySpec, parse_study
@@ -32,6 +32,10 @@ DEFAULT_STORE = "embstab-study"
 STALE_TEMP_SECONDS = 600.0
 #: Written into ``run.json`` by :meth:`StudyRun.save`; :meth:`StudyRun.load` checks it.
 RUN_FORMAT = "embstab-study-run-1"
+#: Columns of :attr:`StudyRun.timings`.
+TIMING_COLUMNS = ("key", "stage", "start", "wall_s", "cpu_s")
+#: The stages of the task graph in the order they run (a kind's source stage first).
+STAGE_ORDER = ("corpus", "graph", "train", "compress", "measures", "downstream", "row")
 
 
 @dataclass
@@ -51,6 +55,11 @@ class StudyRun:
     db_path : the results database
     parquet_path : the Parquet export of ``results`` (None if not written)
     n_nulls_added : rows stored before embstab computed nulls that this run gave their nulls
+    timings : one row per task this run computed (``key``, ``stage``, ``start``, ``wall_s``,
+        ``cpu_s``: where it ran; see :class:`embstab.study.executors.TaskTiming`); empty for a run
+        that only resumed
+    phases : seconds of the runner's own phases: ``plan`` (planning, opening the database),
+        ``execute`` (starting the cluster and running every task, elapsed) and ``export``
     """
 
     spec: StudySpec
@@ -64,17 +73,43 @@ class StudyRun:
     db_path: str
     parquet_path: str | None
     n_nulls_added: int = 0
+    timings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(TIMING_COLUMNS)))
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
         """Whether every row of the study is stored."""
         return len(self.results) == self.n_rows
 
+    def stage_times(self) -> pd.DataFrame:
+        """Where this run's time went, per stage of the task graph.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per stage in graph order (``corpus``/``graph``, ``train``, ``compress``,
+            ``measures``, ``downstream``, ``row``, then any other) with ``tasks``, ``wall_s`` (the
+            tasks' seconds added up: with several workers they overlap, so the sum can exceed the
+            run's elapsed time), ``cpu_s`` (their CPU seconds added up) and ``span_s`` (from the
+            stage's first task start to its last task end).
+        """
+        t = self.timings
+        rows = []
+        if len(t):
+            order = {s: i for i, s in enumerate(STAGE_ORDER)}
+            for stage in sorted(t["stage"].unique(), key=lambda s: (order.get(s, len(order)), s)):
+                part = t[t["stage"] == stage]
+                span = float((part["start"] + part["wall_s"]).max() - part["start"].min())
+                rows.append({"stage": stage, "tasks": len(part), "wall_s": float(part["wall_s"].sum()),
+                             "cpu_s": float(part["cpu_s"].sum()), "span_s": span})
+        return pd.DataFrame(rows, columns=["stage", "tasks", "wall_s", "cpu_s", "span_s"])
+
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the run to ``directory`` so that :meth:`load` can reopen it.
 
         Writes ``study.json`` (the validated study definition), ``results.parquet``,
-        ``failures.parquet`` and ``run.json`` (counts, time and paths), each atomically.
+        ``failures.parquet``, ``timings.parquet`` and ``run.json`` (counts, times and paths), each
+        atomically.
 
         Parameters
         ----------
@@ -90,12 +125,12 @@ class StudyRun:
         out.mkdir(parents=True, exist_ok=True)
         with atomic_write(out / "study.json", "w") as fh:
             fh.write(to_json(self.spec.to_dict()))
-        for name, frame in (("results", self.results), ("failures", self.failures)):
+        for name, frame in (("results", self.results), ("failures", self.failures), ("timings", self.timings)):
             with atomic_write(out / f"{name}.parquet") as fh:
                 frame.to_parquet(fh, index=False)
         info = {"format": RUN_FORMAT, "n_rows": self.n_rows, "n_skipped": self.n_skipped, "n_new": self.n_new,
                 "n_failed": self.n_failed, "wall_s": self.wall_s, "db_path": self.db_path,
-                "parquet_path": self.parquet_path, "n_nulls_added": self.n_nulls_added}
+                "parquet_path": self.parquet_path, "n_nulls_added": self.n_nulls_added, "phases": self.phases}
         with atomic_write(out / "run.json", "w") as fh:
             fh.write(to_json(info))
         return out
@@ -124,6 +159,9 @@ class StudyRun:
             spec = parse_study(json.loads((root / "study.json").read_text(encoding="utf-8")), source=str(root))
             results = pd.read_parquet(root / "results.parquet")
             failures = pd.read_parquet(root / "failures.parquet")
+            # runs saved before timings were recorded have none
+            timings = (pd.read_parquet(root / "timings.parquet") if (root / "timings.parquet").is_file()
+                       else pd.DataFrame(columns=list(TIMING_COLUMNS)))
         except FileNotFoundError as exc:
             raise EmbstabError(f"{root}: not a saved study run ({Path(exc.filename).name} is missing)") from None
         except (ValueError, OSError) as exc:  # JSON and Parquet decoding errors
@@ -133,7 +171,8 @@ class StudyRun:
         return cls(spec=spec, results=results, failures=failures, n_rows=int(info["n_rows"]),
                    n_skipped=int(info["n_skipped"]), n_new=int(info["n_new"]), n_failed=int(info["n_failed"]),
                    wall_s=float(info["wall_s"]), db_path=str(info["db_path"]), parquet_path=info["parquet_path"],
-                   n_nulls_added=int(info.get("n_nulls_added", 0)))
+                   n_nulls_added=int(info.get("n_nulls_added", 0)),
+                   timings=timings, phases={str(k): float(v) for k, v in (info.get("phases") or {}).items()})
 
     def report(self, path: str | os.PathLike | None = None, **kwargs: Any) -> str:
         """The self-contained HTML report of this run's results.
@@ -234,23 +273,29 @@ def run_study(
     _check_store_reachable(store, scheduler)
     steps = steps or default_steps()
     store.clean_temp(older_than=STALE_TEMP_SECONDS)
+    timings: list[TaskTiming] = []
     with ResultDB(db_path) as rdb:
         done = rdb.finished_ids()
         plan = plan_study(spec, store, steps, done)
         rdb.register_study(spec.name, spec.fingerprint(), spec.to_dict(), plan.all_rows)
         n_skipped = len(plan.all_rows) - len(plan.rows)
-        n_new, n_failed = _execute(plan, rdb, scheduler, workers, progress)
+        executing = time.perf_counter()
+        n_new, n_failed = _execute(plan, rdb, scheduler, workers, progress, timings)
         n_nulls = _add_missing_nulls(spec, store, steps, rdb, plan.all_rows, progress)
+        exporting = time.perf_counter()
         results = rdb.results(plan.all_rows)
         failures = rdb.failures(set(plan.all_rows) - set(results["row_id"]))
         parquet_path = None
         if export:
             parquet_path = os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.parquet")
             rdb.export_parquet(parquet_path, plan.all_rows)
+    end = time.perf_counter()
+    phases = {"plan": executing - start, "execute": exporting - executing, "export": end - exporting}
+    timing_frame = pd.DataFrame([asdict(t) for t in timings], columns=list(TIMING_COLUMNS))
     return StudyRun(spec=spec, results=results.drop(columns=["row_id"]), failures=failures,
                     n_rows=len(plan.all_rows), n_skipped=n_skipped, n_new=n_new, n_failed=n_failed,
-                    wall_s=time.perf_counter() - start, db_path=db_path, parquet_path=parquet_path,
-                    n_nulls_added=n_nulls)
+                    wall_s=end - start, db_path=db_path, parquet_path=parquet_path, timings=timing_frame,
+                    phases=phases, n_nulls_added=n_nulls)
 
 
 def _add_missing_nulls(spec: StudySpec, store: ArtifactStore, steps: Steps, rdb: ResultDB, row_ids: Iterable[str],
@@ -289,17 +334,18 @@ def _check_store_reachable(store: ArtifactStore, scheduler: Any) -> None:
                            "see it. Use a directory or a shared fsspec URL, or scheduler='threads'")
 
 
-def _execute(plan: StudyPlan, rdb: ResultDB, scheduler: Any, workers: int | None, progress: bool) -> tuple[int, int]:
+def _execute(plan: StudyPlan, rdb: ResultDB, scheduler: Any, workers: int | None, progress: bool,
+             timings: list[TaskTiming]) -> tuple[int, int]:
     if not plan.rows:
         return 0, 0
     client = cluster = None
     if isinstance(scheduler, str) and scheduler in ("synchronous", "sync"):
-        outcomes = run_synchronous(plan)
+        outcomes = run_synchronous(plan, timings)
     elif isinstance(scheduler, str):
         client, cluster = make_client(scheduler, workers)
-        outcomes = run_distributed(plan, client)
+        outcomes = run_distributed(plan, client, timings)
     else:  # an existing distributed.Client
-        outcomes = run_distributed(plan, scheduler)
+        outcomes = run_distributed(plan, scheduler, timings)
     n_new = n_failed = 0
     bar = tqdm(total=len(plan.rows), desc=f"study {plan.spec.name}", unit="row", disable=not progress)
     try:

@@ -23,6 +23,7 @@ from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError
 from embstab.measures import REGISTRY, compare
+from embstab.measures.compare import Anchors
 from embstab.measures.null import NullLevel, has_signal
 from embstab.train import train_embedding
 from embstab.study.store import ArtifactStore, config_hash
@@ -152,7 +153,7 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
     anchor_words = set(anchor_new.words) & set(anchor_old.words)
     available = sum(1 for w in shared_vocabulary(new, old, top_n=None, rank_by="a") if w in anchor_words)
     null = dict(config.get("null") or {"samples": 0})
-    df = compare(new, old, anchors=(anchor_new, anchor_old), measures=list(config["names"]),
+    df = compare(new, old, anchors=_anchors(anchor_new, anchor_old), measures=list(config["names"]),
                  top_n=min(int(config["top_n"]), available), rank_by="a", params=dict(config.get("params") or {}),
                  null_samples=int(null.get("samples", 0)), null_seed=int(null.get("seed", 0)),
                  null_method=str(null.get("method", "auto")))
@@ -162,6 +163,25 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
         out["nulls"] = {name: {k: (float(v) if k in ("value", "spread") else v) for k, v in level.items()}
                         for name, level in df.attrs["null_levels"].items()}
     return out
+
+
+#: The last few anchor pairs a process measured against, by identity (each entry holds them, so an
+#: identity is not reused while it is here).
+_ANCHORS: dict[tuple[int, int], Anchors] = {}
+_ANCHORS_KEPT = 4
+_ANCHORS_LOCK = threading.Lock()
+
+
+def _anchors(anchor_new: Embedding, anchor_old: Embedding) -> Anchors:
+    # every pair of an (algorithm, seed) is measured against the same anchors (one object per
+    # process, from _embedding's cache) and mostly on the same words: factor them once, not per pair
+    key = (id(anchor_new), id(anchor_old))
+    with _ANCHORS_LOCK:  # threads of one worker share it
+        if key not in _ANCHORS:
+            while len(_ANCHORS) >= _ANCHORS_KEPT:
+                _ANCHORS.pop(next(iter(_ANCHORS)))
+            _ANCHORS[key] = Anchors(anchor_new, anchor_old)
+        return _ANCHORS[key]
 
 
 # --------------------------------------------------------------------------------------------
