@@ -29,6 +29,9 @@ class Setting:
         Accepted values of a ``choice``.
     nullable : bool
         Whether ``null`` is accepted (meaning "no limit" / "all").
+    omit_default : bool
+        Leave the setting out of the study's configuration while it holds its default, so that
+        adding it changes neither older studies' fingerprints nor their artifacts' names.
     """
 
     default: Any
@@ -37,6 +40,7 @@ class Setting:
     high: float | None = None
     choices: tuple[Any, ...] = ()
     nullable: bool = False
+    omit_default: bool = False
 
     def check(self, v: Any, value: Any, key: str) -> Any:
         """The validated value; ``v`` is the schema's validator (its ``fail`` names ``key``).
