@@ -249,7 +249,8 @@ def test_word_studies_keep_their_fingerprints_and_configurations():
         assert "kind" not in cfg["measures"]["pair"]["new"] and cfg["measures"]["pair"]["new"]["corpus"]["stage"] == "corpus"
 
 
-@pytest.mark.parametrize("name", ["kg_quick.yaml", "kg.yaml", "contextual_quick.yaml", "contextual.yaml"])
+@pytest.mark.parametrize("name", ["kg_quick.yaml", "kg.yaml", "contextual_quick.yaml", "contextual.yaml",
+                                  "contextual_minilm_quick.yaml", "contextual_minilm.yaml"])
 def test_pipeline_files_parse(name):
     spec = load_study(PIPELINES / name)
     assert spec.kind in ("kg", "contextual") and spec.n_rows() > 0

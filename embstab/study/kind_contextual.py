@@ -30,15 +30,23 @@ from embstab.study.settings import Setting, TaskRule
 from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["TRAINING", "SOURCE_SETTINGS", "ALGORITHMS", "check_algorithms", "check_study", "corpus_vocabulary", "tasks",
-           "run_source",
-           "run_train", "run_downstream"]
+__all__ = ["TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "check_algorithms", "check_study",
+           "corpus_vocabulary", "tasks", "source_settings", "start_model", "run_source", "run_train",
+           "run_downstream"]
 
 #: The models a contextual study pretrains (a BERT masked-LM built from the study's settings).
 ALGORITHMS = ("bert",)
 
+#: Pretrained models a member can start from (``training.init``): name → (layers, hidden size,
+#: position limit). Their hidden size is the study's only dimension; kept here as numbers so that
+#: parsing a study file does not load the model (``start_model`` checks the loaded model against them).
+INIT_MODELS = {"builtin:minilm_l6": (6, 384, 512)}
+
 #: ``training`` settings of a contextual study.
 TRAINING = {
+    # start from a pretrained model and continue its masked-LM pretraining (null: from scratch);
+    # left out of the configuration when null, so from-scratch studies keep their artifacts' names
+    "init": Setting(None, "choice", choices=tuple(INIT_MODELS), nullable=True, omit_default=True),
     # the model: hidden size = the study's dimension
     "layers": Setting(2, "int", 1, 48),
     "heads": Setting(2, "int", 1, 64),
@@ -64,6 +72,28 @@ TRAINING = {
 }
 #: The settings that shape the source pair (part of the corpus stage's configuration).
 SOURCE_SETTINGS = ("heldout_fraction", "tokenizer", "vocab_size", "sample_docs")
+#: Settings a starting model fixes (its shape and its vocabulary): a study with ``init`` leaves them out.
+_FIXED_BY_INIT = ("layers", "heads", "intermediate_factor", "tokenizer", "vocab_size")
+
+
+def source_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings that belong to the source pair's configuration.
+
+    Parameters
+    ----------
+    params : mapping
+        The study's ``training`` settings (:meth:`~embstab.study.schema.TrainingSpec.params_dict`).
+
+    Returns
+    -------
+    dict
+        :data:`SOURCE_SETTINGS`; with a starting model, its name in place of the tokenizer settings
+        (its own vocabulary is the tokenizer).
+    """
+    if params.get("init"):
+        return {"init": params["init"], "heldout_fraction": params["heldout_fraction"],
+                "sample_docs": params["sample_docs"]}
+    return {k: params[k] for k in SOURCE_SETTINGS}
 
 
 def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
@@ -90,7 +120,9 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
 
 
 def check_study(v: Any, spec: Any) -> None:
-    """Cross-checks: every hidden size splits into the attention heads; the layer exists.
+    """Cross-checks: every hidden size splits into the attention heads; the layer exists. With a
+    starting model (``init``): the one dimension is its hidden size, the settings it fixes are left
+    out, the blocks fit its positions.
 
     Parameters
     ----------
@@ -100,6 +132,9 @@ def check_study(v: Any, spec: Any) -> None:
         The parsed study.
     """
     p = spec.training.params_dict()
+    if p.get("init"):
+        _check_init(v, spec, p)
+        return
     for i, dim in enumerate(spec.training.dimensions):
         if dim % p["heads"]:
             raise v.fail(f"training.dimensions[{i}]", f"hidden size {dim} is not a multiple of the "
@@ -107,6 +142,24 @@ def check_study(v: Any, spec: Any) -> None:
     if not -(p["layers"] + 1) <= p["layer"] <= p["layers"]:
         raise v.fail("training.layer", f"layer {p['layer']} does not exist in a {p['layers']}-layer model "
                                        f"(0 = input embeddings, {p['layers']} or -1 = last)")
+
+
+def _check_init(v: Any, spec: Any, p: Mapping[str, Any]) -> None:
+    init = p["init"]
+    layers, hidden, positions = INIT_MODELS[init]
+    if tuple(spec.training.dimensions) != (hidden,):
+        raise v.fail("training.dimensions", f"a study that starts from {init} has one dimension, its hidden size: "
+                                            f"use [{hidden}] (got {list(spec.training.dimensions)})")
+    for name in _FIXED_BY_INIT:
+        if p[name] != TRAINING[name].default:
+            raise v.fail(f"training.{name}", f"{init} fixes its own shape and vocabulary; remove this key "
+                                             f"(got {p[name]!r})")
+    if p["max_length"] > positions:
+        raise v.fail("training.max_length", f"blocks of {p['max_length']} pieces do not fit the {positions} "
+                                            f"positions of {init}")
+    if not -(layers + 1) <= p["layer"] <= layers:
+        raise v.fail("training.layer", f"layer {p['layer']} does not exist in {init}, a {layers}-layer model "
+                                       f"(0 = input embeddings, {layers} or -1 = last)")
 
 
 def tasks() -> dict[str, TaskRule]:
@@ -213,6 +266,52 @@ def corpus_vocabulary(base: Any, docs: list[list[str]], size: int) -> Any:
     return tok
 
 
+def _init_folder(name: str) -> Path:
+    from embstab.contextual.pretrained import minilm_dir  # noqa: PLC0415
+
+    return {"builtin:minilm_l6": minilm_dir}[name]()
+
+
+def start_model(config: Mapping[str, Any], tokenizer: Any = None) -> Any:
+    """The model a member's masked-LM training starts from.
+
+    From scratch: a BERT whose hidden size is the member's dimension, initialised from its seed.
+    With ``init``: the pretrained model itself, every encoder weight as packaged (only its
+    masked-LM head, which the package does not ship, is initialised, identically at every load).
+
+    Parameters
+    ----------
+    config : mapping
+        The member's training configuration (``dim``, ``seed``, ``init`` and the shape settings).
+    tokenizer : tokenizers.Tokenizer, optional
+        The source pair's tokenizer (unused with ``init``: a pretrained model reads its own vocabulary).
+
+    Returns
+    -------
+    ContextualModel
+
+    Raises
+    ------
+    EmbstabError
+        If the pretrained model's shape is not the one :data:`INIT_MODELS` records.
+    """
+    from embstab.contextual.model import ModelSize, build_model  # noqa: PLC0415
+    from embstab.contextual.pretrained import load_model  # noqa: PLC0415
+    from embstab.errors import EmbstabError  # noqa: PLC0415
+
+    init = config.get("init")
+    if init:
+        model = load_model(init)
+        shape = (model.n_layers, model.hidden_size, model.max_length)
+        if shape != INIT_MODELS[init]:
+            raise EmbstabError(f"{init} loaded as {shape[0]} layers x {shape[1]} hidden with {shape[2]} positions, "
+                               f"not the {INIT_MODELS[init]} a study expects; reinstall its package")
+        return model
+    dim = int(config["dim"])
+    size = ModelSize(int(config["layers"]), dim, int(config["heads"]), int(config["intermediate_factor"]) * dim)
+    return build_model(size, tokenizer, int(config["seed"]), max_length=int(config["max_length"]))
+
+
 def _tokenizer(store: ArtifactStore, key: str) -> Any:
     from embstab.contextual.tokenizer import plain_tokenizer  # noqa: PLC0415
     from tokenizers import Tokenizer  # noqa: PLC0415
@@ -256,7 +355,10 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     train_docs, held = split_heldout(docs, config["heldout_fraction"], seed=config["seed"])
     old, new = steps.make_corpus_pair(train_docs, kind=config["pair"], fraction=config["fraction"],
                                       seed=config["seed"])
-    if config["tokenizer"] == "trained":
+    if config.get("init"):
+        # a pretrained model reads its own vocabulary: its embedding rows are numbered by it
+        tokenizer = load_tokenizer(_init_folder(config["init"]))
+    elif config["tokenizer"] == "trained":
         # one WordPiece vocabulary for both versions, trained on A ∪ B; the tokenizers library breaks
         # ties between equally frequent merges in hash order, so two fresh stores may differ
         tokenizer = train_wordpiece(train_docs, vocab_size=config["vocab_size"])
@@ -299,25 +401,27 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     if store.has_embedding("embedding", key) and store.exists("bert", key, "tar"):
         return key
     from embstab.contextual.features import word_type_embedding  # noqa: PLC0415
-    from embstab.contextual.model import ModelSize, build_model  # noqa: PLC0415
     from embstab.contextual.pretrain import train_mlm  # noqa: PLC0415
 
-    dim = int(config["dim"])
-    size = ModelSize(int(config["layers"]), dim, int(config["heads"]), int(config["intermediate_factor"]) * dim)
+    init = config.get("init")
+    side, seed = config["side"], int(config["seed"])
+    name = (f"{init.removeprefix('builtin:')}-mlm{config['steps']}-{side}-s{seed}" if init
+            else f"bert-{config['layers']}x{config['dim']}-{side}-s{seed}")
     # initialisation and dropout draw from torch's process-global RNG (seeded, then restored):
     # one pretraining at a time per process keeps each model a function of its seed
     with _GLOBAL_RNG_LOCK:
-        start = build_model(size, _tokenizer(store, source_key), int(config["seed"]),
-                            max_length=int(config["max_length"]))
-        result = train_mlm(start, _docs(store, f"corpus_{config['side']}", source_key), int(config["steps"]),
-                           int(config["seed"]), heldout=_docs(store, "corpus_heldout", source_key),
-                           batch_size=int(config["batch_size"]), lr=float(config["lr"]),
-                           name=f"bert-{config['layers']}x{dim}-{config['side']}-s{config['seed']}")
+        start = start_model(config, None if init else _tokenizer(store, source_key))
+        # a pretrained model has more positions than a block needs: the block length is the setting
+        result = train_mlm(start, _docs(store, f"corpus_{side}", source_key), int(config["steps"]), seed,
+                           heldout=_docs(store, "corpus_heldout", source_key), batch_size=int(config["batch_size"]),
+                           lr=float(config["lr"]), block_length=int(config["max_length"]) if init else None,
+                           name=name)
     emb = word_type_embedding(result.model, _docs(store, "corpus_sample", source_key), layer=int(config["layer"]),
                               subword=config["subword"], min_count=int(config["min_count"]),
                               max_occurrences=config["max_occurrences"])
     emb = emb.with_vectors(emb.vectors, heldout_loss=result.heldout_loss,
-                           heldout_perplexity=result.heldout_perplexity, mlm_steps=result.steps)
+                           heldout_perplexity=result.heldout_perplexity, mlm_steps=result.steps,
+                           initial_heldout_loss=result.initial_heldout_loss, init=init)
     store.put_bytes("bert", key, "tar", _folder_bytes(result.model.save), config)
     store.put_embedding("embedding", key, emb, config)
     return key

@@ -207,7 +207,7 @@ def _contextual_source_config(spec: StudySpec) -> dict[str, Any]:
     p = spec.training.params_dict()
     # the tokenizer, the held-out text and the word-type sample are made with the corpus pair
     return {"v": PLAN_VERSION, "embstab": embstab.__version__, "stage": "corpus", "kind": "contextual",
-            **asdict(spec.corpus), **{k: p[k] for k in KC.SOURCE_SETTINGS}}
+            **asdict(spec.corpus), **KC.source_settings(p)}
 
 
 KG_KIND = StudyKind(

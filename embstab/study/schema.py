@@ -509,6 +509,8 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
                     heads: 2, steps: 200, batch_size: 32, lr: 5e-4, vocab_size: 8000, max_length: 128,
                     heldout_fraction: 0.02, sample_docs: null, layer: -1, subword: first,
                     min_count: 3, max_occurrences: 50}
+                   (init: builtin:minilm_l6 continues the packaged MiniLM's pretraining instead: then
+                    dimensions is [384], its hidden size, and it fixes layers, heads, tokenizer, vocab_size)
         downstream*: [{task: rt_subjectivity, model: linear|mlp, options: {limit, pooling, ...}}]
 
     Parameters
@@ -645,9 +647,11 @@ def _kind_training(v: _Validator, kind: StudyKind, value: Any) -> TrainingSpec:
         raise v.fail("training.recipes", f"a {kind.name} study trains in fp32 only (training recipes apply to "
                                          f"the {', '.join(_TORCH_ALGORITHMS)} word trainers)")
     params = {name: s.check(v, t.get(name, s.default), f"training.{name}") for name, s in settings.items()}
-    # an optional setting left unset is no part of the configuration: studies written before it
-    # existed keep their fingerprints and artifacts
-    params = {name: value for name, value in params.items() if not (settings[name].optional and value is None)}
+    # a setting added later stays out of the configuration while unset (optional) or at its default
+    # (omit_default): studies written before it existed keep their fingerprints and artifacts
+    params = {name: value for name, value in params.items()
+              if not (settings[name].optional and value is None)
+              and not (settings[name].omit_default and value == settings[name].default)}
     return TrainingSpec(algorithms=kind.algorithms(v, t["algorithms"]),
                         dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
                         seeds=v.int_list(t["seeds"], "training.seeds", 0, 2**32 - 1),

@@ -37,6 +37,9 @@ class Setting:
     optional : bool
         Left out of the study's configuration (and fingerprint) when absent or null, so that
         adding the setting changes no existing study.
+    omit_default : bool
+        Leave the setting out of the study's configuration while it holds its default, so that
+        adding it changes neither older studies' fingerprints nor their artifacts' names.
     """
 
     default: Any
@@ -47,6 +50,7 @@ class Setting:
     nullable: bool = False
     fields: tuple[tuple[str, Setting], ...] = ()
     optional: bool = False
+    omit_default: bool = False
 
     def check(self, v: Any, value: Any, key: str) -> Any:
         """The validated value; ``v`` is the schema's validator (its ``fail`` names ``key``).
