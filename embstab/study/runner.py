@@ -54,12 +54,15 @@ class StudyRun:
     wall_s : seconds this run took
     db_path : the results database
     parquet_path : the Parquet export of ``results`` (None if not written)
-    n_nulls_added : rows stored before embstab computed nulls that this run gave their nulls
-    timings : one row per task this run computed (``key``, ``stage``, ``start``, ``wall_s``,
-        ``cpu_s``: where it ran; see :class:`embstab.study.executors.TaskTiming`); empty for a run
-        that only resumed
-    phases : seconds of the runner's own phases: ``plan`` (planning, opening the database),
-        ``execute`` (starting the cluster and running every task, elapsed) and ``export``
+    n_nulls_added : int
+        Rows stored before embstab computed nulls that this run gave their nulls.
+    timings : pandas.DataFrame
+        One row per task this run ran (``key``, ``stage``, ``start``, ``wall_s``, ``cpu_s``, measured
+        where it ran: see :class:`embstab.study.executors.TaskTiming`); empty for a run that only
+        resumed. :meth:`stage_times` sums it per stage.
+    phases : dict of str to float
+        Seconds of the runner's own phases: ``plan`` (planning, opening the database), ``execute``
+        (starting the cluster and running every task, elapsed) and ``export``.
     """
 
     spec: StudySpec
