@@ -77,6 +77,8 @@ def test_quick_study_end_to_end(tmp_path):
     assert re.search(r"^\s*train\s+8\s", done.stdout, re.M), done.stdout[-3000:]
     assert re.search(r"^\s*downstream\s+24\s", done.stdout, re.M)
     assert re.search(r"^\s*whole command\s+\d", done.stdout, re.M)
+    # the quality table names each task's quality at the largest dimension beside its chance level
+    assert re.search(r"task .*at 25 dims, 32 bits\s+chance", done.stdout), done.stdout[:3000]
     assert "ship w2v_cbow" in done.stdout
     assert "Spearman ρ of each measure" in done.stdout
     # every measure's pairs are counted against their null, in the summary and the report

@@ -339,7 +339,7 @@ def _qualities(results: Any) -> None:
         row = {"task": r.task, "mean quality": f"{r.quality_mean:.1f}",
                "range": f"{r.quality_min:.1f} – {r.quality_max:.1f}"}
         if label is not None:
-            # the largest, uncompressed embeddings: what the task reaches at its best
+            # the largest embeddings in full precision: the task's quality without compression
             part = top[top["task"] == r.task]
             both = pd.to_numeric(pd.concat([part[c] for c in ("quality", "quality_old") if c in part.columns]),
                                  errors="coerce")
