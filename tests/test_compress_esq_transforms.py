@@ -145,6 +145,9 @@ def test_corrupt_transform_headers_are_refused(tmp_path):
               (lambda h: h["transform"].update(splits="x"), "cannot have")],
         "t": [(lambda h: h["transform"]["tt"]["core_shapes"][0].__setitem__(1, 10 ** 9), "tensor train of"),
               (lambda h: h["transform"]["tt"].update(core_shapes=[[1, 2, 2, 2]]), "three 4-d cores"),
+              (lambda h: (h["transform"]["tt"]["core_shapes"][0].__setitem__(2, 10 ** 6),
+                          h["transform"].update(dim=10 ** 6 * 16)), "tensor train of"),
+              (lambda h: h["transform"].update(dim=1e400), "corrupt header"),
               (lambda h: h["transform"]["tt"].update(clips=[1.0, -1.0, 2.0]), "inconsistent contents")],
     }
     for name, edits in cases.items():
@@ -153,6 +156,13 @@ def test_corrupt_transform_headers_are_refused(tmp_path):
             _rewrite_header(tmp_path / f"{name}.esq", bad, edit)
             with pytest.raises(EmbeddingFormatError, match=message):
                 read_compressed(bad)
+
+
+def test_an_empty_transformed_table_builds_no_rotation(tmp_path):
+    data = CompressedData([], np.zeros((0, 10 ** 7 + 1), np.uint8), 4, np.zeros(16),
+                          transform=StoredTransform(10 ** 7, "orthogonal", 0, [(0, 10 ** 7)]))
+    write_compressed(data, tmp_path / "empty.esq")
+    assert read_compressed_data(tmp_path / "empty.esq").decode().shape == (0, 10 ** 7)
 
 
 def test_stored_transform_checks_its_parts():

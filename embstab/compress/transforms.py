@@ -6,7 +6,8 @@ few dimensions are spread over all of them), ``"ocs:R"`` splits the ``ceil(R d)`
 the largest values of the old member in half (the same dimensions for both members), and
 ``"tt:R"`` replaces each member by a tensor train of inner rank ``R`` whose cores are quantized.
 ``"none"`` is plain uniform quantization. Each transform reports the memory it really needs per
-word, which is what a budget compares.
+word, which is what a budget compares, and keeps its codes in the coordinates it quantized in
+(:class:`StoredCodes`), so a ``.esq`` file of the result holds that many bits per word.
 """
 
 from __future__ import annotations
@@ -195,7 +196,13 @@ class StoredCodes:
                               metadata=dict(metadata or {}), transform=self.transform)
 
     def decode(self) -> np.ndarray:
-        """The float32 table these codes stand for, in the original coordinates."""
+        """The table these codes stand for, in the original coordinates.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 ``(n, dim)``.
+        """
         return self.to_data([""] * len(self.codes)).decode()
 
 

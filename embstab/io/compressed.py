@@ -50,6 +50,7 @@ MAGIC = b"\x89EMBSTAB-Q\r\n\x1a\n\x00\x00"
 VERSION = 3
 _READABLE_VERSIONS = (1, 2, 3)
 _ROTATIONS = ("hadamard", "orthogonal")
+_MAX_TT_DIM = 1 << 16  # widest tensor-train table a file may describe (embeddings are far narrower)
 _MAX_HEADER = 1 << 26  # 64 MiB of JSON is far beyond any real header (metadata is small)
 _CHUNK = 1 << 20  # codes packed per step: bounds the temporary bit matrix to a few MB
 
@@ -163,7 +164,13 @@ class StoredTransform:
         return int(np.prod([c.shape[1] for c in self.tt_cores])) if self.is_tt else 0
 
     def header(self) -> dict[str, Any]:
-        """The JSON description written in the file header (the cores' codes go in the body)."""
+        """The JSON description written in the file header (the cores' codes go in the body).
+
+        Returns
+        -------
+        dict
+            ``dim``, ``rotation``, ``seed``, ``splits`` and ``tt`` (core shapes and clips, or None).
+        """
         tt = None if not self.is_tt else {"core_shapes": [list(map(int, c.shape)) for c in self.tt_cores],
                                           "clips": self.tt_clips}
         return {"dim": self.dim, "rotation": self.rotation, "seed": self.seed,
@@ -194,11 +201,13 @@ class StoredTransform:
             else:
                 cores = [uniform_table(bits, clip)[c.astype(np.int64)] for c, clip in zip(self.tt_cores, self.tt_clips)]
             return tt_full(cores, n, self.dim)
+        if not n:  # no rows: nothing to merge or rotate (and no matrix to build)
+            return np.zeros((0, self.dim))
         if self.splits:
             from embstab.recipes.ocs import OCSSplit, ocs_merge
 
             values = ocs_merge(OCSSplit(values, self.splits, rule="half", axis=1))
-        if self.rotation is not None and n:  # no rows: nothing to rotate (and no matrix to build)
+        if self.rotation is not None:
             from embstab.recipes.rotation import random_hadamard, random_orthogonal
 
             make = random_hadamard if self.rotation == "hadamard" else random_orthogonal
@@ -611,14 +620,16 @@ def _transform_header(path: str, t: Any, n: int, dim: int) -> tuple[dict | None,
         splits = t.get("splits") or []
         tt = t.get("tt")
         shapes = [] if tt is None else [tuple(int(v) for v in sh) for sh in tt["core_shapes"]]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
         raise EmbeddingFormatError(path, f"corrupt header transform ({type(exc).__name__}: {exc})") from None
     if tt is not None:
         if dim != 0 or len(shapes) != 3 or any(len(sh) != 4 or min(sh) < 1 for sh in shapes):
             raise EmbeddingFormatError(path, "corrupt header: a tensor train has three 4-d cores and no row codes")
         rows = int(np.prod([sh[1] for sh in shapes], dtype=object))
-        # TT grids pad the rows by a few percent; far more would make decoding allocate without bound
-        if rows > 2 * n + 1024 or out_dim != int(np.prod([sh[2] for sh in shapes], dtype=object)):
+        # TT grids pad the rows by a few percent, and tiny cores can name a huge table: bound both,
+        # or decoding a small file could allocate without limit
+        width = int(np.prod([sh[2] for sh in shapes], dtype=object))
+        if rows > 2 * n + 1024 or out_dim > _MAX_TT_DIM or out_dim != width:
             raise EmbeddingFormatError(path, f"corrupt header: a tensor train of {rows} rows x {out_dim} dims "
                                        f"for {n} words")
     elif not isinstance(splits, list) or out_dim < 1 or out_dim + len(splits) != dim:
