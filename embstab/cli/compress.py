@@ -40,7 +40,8 @@ seed and the splits, or the quantized TT cores; reading it undoes the transform.
 bits per word the summary line reports, plus the vocabulary and a header.
 
 The summary line also gives the k-NN overlap of the result with IN (5 nearest neighbours by cosine,
-at most 1000 query words drawn with a fixed seed; 1 = every neighbourhood kept). Below 0.5 a
+at most 1000 query words drawn with a fixed seed; 1 = every neighbourhood kept; about 8 s for a
+100,000 x 300 table on 2 cores). Below 0.5 a
 one-line warning goes to stderr, even with --quiet: the compressed table has lost most of the
 neighbourhood structure (a low TT rank usually does).
 
@@ -229,8 +230,9 @@ def _knn_overlap(reference, out) -> float | None:
     n = len(reference)
     if n < _KNN_K + 1:
         return None
-    return float(knn(reference.vectors, out.vectors, k=_KNN_K,
-                     n_queries=_KNN_QUERIES if n > _KNN_QUERIES else None, seed=_KNN_SEED))
+    # float32 scores: half the time of float64 on a large table, and a summary needs no more
+    return float(knn(reference.vectors, out.vectors, k=_KNN_K, n_queries=_KNN_QUERIES if n > _KNN_QUERIES else None,
+                     seed=_KNN_SEED, dtype="float32"))
 
 
 def _compress_transformed(emb, args: argparse.Namespace, bits: int, transform: str):
