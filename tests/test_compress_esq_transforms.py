@@ -142,7 +142,9 @@ def test_corrupt_transform_headers_are_refused(tmp_path):
               (lambda h: h["transform"].update(seed=-1), "inconsistent contents"),
               (lambda h: h["transform"].update(rotation="fourier"), "inconsistent contents"),
               (lambda h: h["transform"].update(splits=[[0, 3], [1, 17]]), "inconsistent contents"),
-              (lambda h: h["transform"].update(splits="x"), "cannot have")],
+              (lambda h: h["transform"].update(splits="x"), "cannot have"),
+              (lambda h: (h.update(n_words=1, dim=10 ** 6 + 2), h["transform"].update(dim=10 ** 6)),
+               "rotation for only 1 words")],
         "t": [(lambda h: h["transform"]["tt"]["core_shapes"][0].__setitem__(1, 10 ** 9), "tensor train of"),
               (lambda h: h["transform"]["tt"].update(core_shapes=[[1, 2, 2, 2]]), "three 4-d cores"),
               (lambda h: (h["transform"]["tt"]["core_shapes"][0].__setitem__(2, 10 ** 6),
@@ -161,8 +163,10 @@ def test_corrupt_transform_headers_are_refused(tmp_path):
 def test_an_empty_transformed_table_builds_no_rotation(tmp_path):
     data = CompressedData([], np.zeros((0, 10 ** 7 + 1), np.uint8), 4, np.zeros(16),
                           transform=StoredTransform(10 ** 7, "orthogonal", 0, [(0, 10 ** 7)]))
+    assert data.decode().shape == (0, 10 ** 7)  # no 10^7 x 10^7 matrix is built for no rows
     write_compressed(data, tmp_path / "empty.esq")
-    assert read_compressed_data(tmp_path / "empty.esq").decode().shape == (0, 10 ** 7)
+    with pytest.raises(EmbeddingFormatError, match="rotation for only 0 words"):
+        read_compressed_data(tmp_path / "empty.esq")  # a reader does not trust such a header at all
 
 
 def test_stored_transform_checks_its_parts():

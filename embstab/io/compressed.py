@@ -635,6 +635,9 @@ def _transform_header(path: str, t: Any, n: int, dim: int) -> tuple[dict | None,
     elif not isinstance(splits, list) or out_dim < 1 or out_dim + len(splits) != dim:
         raise EmbeddingFormatError(path, f"corrupt header: a {out_dim}-d transform with {len(splits)} splits "
                                    f"cannot have {dim} code columns")
+    elif t.get("rotation") is not None and out_dim > max(1024, 64 * n):
+        # the d x d rotation is rebuilt on reading: a few rows must not name a huge matrix
+        raise EmbeddingFormatError(path, f"corrupt header: a {out_dim}-d rotation for only {n} words")
     return t, shapes
 
 
