@@ -19,7 +19,8 @@ WN18RR's relations, `embstab[wordnet]`; wordnet_k3 has ~38k entities), a fetched
 (wn18rr, fb15k237: `embstab kg fetch`), or a folder with train.txt/valid.txt/test.txt.
 
 `kg train` writes a model folder: entities.npz and relations.npz (any embstab command reads them:
-`embstab compare A/entities.npz B/entities.npz`), model.pt (the PyKEEN state dict) and
+`embstab compare A/entities.npz B/entities.npz`), model.safetensors (the PyKEEN state dict;
+folders of older versions held model.pt, which is refused with the command that converts it) and
 config.json. --version remove|add trains on a version of the graph with --share of its training
 triples removed (or held back), with the same vocabulary, for a retraining pair.
 
