@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from embstab._bits import BIT_WIDTHS, check_bits
-from embstab.errors import EmbstabError, did_you_mean
+from embstab.errors import ConfigError, EmbstabError, did_you_mean
 from embstab.study.kind_kg import GraphSpec
 from embstab.study.kinds import KINDS, CorpusSpec, StudyKind
 
@@ -47,7 +47,7 @@ MAX_BITS = max(BIT_WIDTHS)
 MAX_ROWS = 20_000
 
 
-class StudyDefinitionError(EmbstabError, ValueError):
+class StudyDefinitionError(ConfigError):
     """A study definition is malformed; the message names the offending key.
 
     Parameters

@@ -21,7 +21,7 @@ from embstab.compress import compress_pair
 from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
-from embstab.errors import EmbstabError
+from embstab.errors import RunError
 from embstab.measures import REGISTRY, compare
 from embstab.measures.compare import Anchors
 from embstab.measures.null import NullLevel, has_signal
@@ -60,7 +60,7 @@ def nulls_key(measures_key: str) -> str:
     return config_hash({"v": NULLS_VERSION, "stage": "nulls", "measures": measures_key, **NULL_SETTINGS})
 
 
-class StudyTaskError(EmbstabError, RuntimeError):
+class StudyTaskError(RunError):
     """A study task failed; names the stage and keeps the original error and traceback.
 
     Parameters
