@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from embstab.compress import compress_pair
+from embstab.compress import compress_pair, memory_bits
 from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
@@ -515,7 +515,7 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
     """
     measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word", "nulls")}
     # agreement_uncompressed stays with the measures: a column of the results beside them
-    memory = measures.get("memory_bits_per_word", int(meta["dim"]) * int(meta["bitrate"]))
+    memory = measures.get("memory_bits_per_word", memory_bits(int(meta["dim"]), int(meta["bitrate"])))
     # "details": what a kind's task reports beside the disagreement (e.g. a KG model's Hits@10)
     return {**meta, "memory": float(memory),
             "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],
