@@ -22,8 +22,9 @@ from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import RunError
-from embstab.measures import REGISTRY, compare
-from embstab.measures.compare import Anchors
+from embstab.measures import REGISTRY
+# from its own module: once imported, the module embstab.measures.compare shadows the lazy function
+from embstab.measures.compare import Anchors, compare
 from embstab.measures.null import NullLevel, has_signal
 from embstab.train import train_embedding
 from embstab.study.store import ArtifactStore, config_hash
@@ -150,11 +151,10 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
     """
     # anchors come from the same corpora, but a different dimension may in principle keep other
     # words (trainers can drop rare words differently); compare what all four share, up to top_n.
-    anchor_words = set(anchor_new.words) & set(anchor_old.words)
-    available = sum(1 for w in shared_vocabulary(new, old, top_n=None, rank_by="a") if w in anchor_words)
+    words = shared_vocabulary(new, old, int(config["top_n"]), rank_by="a", also_in=(anchor_new, anchor_old))
     null = dict(config.get("null") or {"samples": 0})
     df = compare(new, old, anchors=_anchors(anchor_new, anchor_old), measures=list(config["names"]),
-                 top_n=min(int(config["top_n"]), available), rank_by="a", params=dict(config.get("params") or {}),
+                 top_n=len(words), rank_by="a", params=dict(config.get("params") or {}),
                  null_samples=int(null.get("samples", 0)), null_seed=int(null.get("seed", 0)),
                  null_method=str(null.get("method", "auto")))
     out: dict[str, Any] = {"n_words": float(df.attrs["n_words"])}
