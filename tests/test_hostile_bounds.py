@@ -412,7 +412,7 @@ def test_hostile_input_exits_2_with_one_line(ws, capsys, case, argv, words):
 def test_missing_standard_graph_names_the_kg_fetch_command(ws, capsys, monkeypatch):
     monkeypatch.setenv("EMBSTAB_DATA", str(ws / "empty_cache"))
     _run_case(ws, capsys, ["kg", "train", "--graph", "wn18rr", "-o", "{d}/out_kg"],
-              ["wn18rr", "embstab kg fetch wn18rr"])
+              ["wn18rr", "embstab data fetch wn18rr"])
 
 
 # ----------------------------------------------------------------------------- contextual tokenizers
