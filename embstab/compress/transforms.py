@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from embstab.compress.uniform import optimal_clip, uniform_quantize
-from embstab.errors import EmbstabError, lookup
+from embstab.errors import ConfigError, EmbstabError, lookup
 from embstab.io.compressed import CompressedData, StoredTransform, uniform_table
 from embstab.recipes.ocs import ocs_split
 from embstab.recipes.rotation import random_hadamard, random_orthogonal
@@ -30,7 +30,7 @@ __all__ = ["Transform", "TransformError", "TRANSFORMS", "StoredCodes", "Transfor
            "transform_quantize_pair"]
 
 
-class TransformError(EmbstabError, ValueError):
+class TransformError(ConfigError):
     """A compression transform that is malformed or cannot apply to this pair."""
 
 
