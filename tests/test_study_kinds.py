@@ -228,7 +228,7 @@ _DROP = object()
      "downstream[0].options.pooling", "choose from mean, cls, max, mean_sqrt_len"),
     (CONTEXTUAL, "graph", {"name": "nations"}, "graph", "from 'corpus'"),
     (WORD, "training.algorithms", ["TransE"], "training.algorithms[0]", "unknown value"),
-    (WORD, "downstream", [{"task": "link_prediction"}], "downstream[0].task", "unknown value"),
+    (WORD, "downstream", [{"task": "link_prediction"}], "downstream[0].task", "word study has no downstream task"),
 ])
 def test_kind_specific_values_are_rejected_with_their_key(base, path, value, key, words):
     with pytest.raises(StudyDefinitionError) as err:
@@ -270,7 +270,7 @@ def test_corpus_vocabulary_is_a_function_of_its_inputs_and_splits_kept_words_as_
     from embstab.contextual import load_tokenizer
     from embstab.contextual.pretrained import minilm_dir
     from embstab.data import load_corpus
-    from embstab.study.kind_contextual import corpus_vocabulary
+    from embstab.contextual.study import corpus_vocabulary
 
     docs = load_corpus("gensim_lee")[:100]
     base = load_tokenizer(minilm_dir())
