@@ -64,6 +64,52 @@ def test_registry_covers_every_tiny_definition():
         get_kind("hyperbolic_nope")
 
 
+def test_registry_is_one_module_per_kind_and_feeds_the_report_labels():
+    import importlib
+
+    from embstab.selection import KIND_LABELS, kind_label
+    from embstab.study.kinds import KIND_MODULES
+
+    kinds = [importlib.import_module(m).KIND for m in KIND_MODULES]
+    assert list(KINDS) == [k.name for k in kinds] and list(KINDS)[0] == "word"
+    assert all(KINDS[k.name] is k for k in kinds)
+    # the report's labels are a view of the registry
+    assert set(KIND_LABELS) == set(KINDS)
+    for k in kinds:
+        assert (KIND_LABELS[k.name].title, KIND_LABELS[k.name].unit) == (k.label, k.memory_unit)
+        assert k.memory_unit.startswith("bits per")
+    assert kind_label("nope").unit == "bits per row"
+
+
+def test_a_registered_kind_is_parsed_and_planned_without_naming_it_anywhere(tmp_path):
+    from embstab.study.kinds import register_kind
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_kind(dataclasses.replace(get_kind("kg")))
+    twin = register_kind(dataclasses.replace(get_kind("word"), name="word_twin", memory_unit="bits per twin"))
+    try:
+        spec = parse_study({**WORD, "kind": "word_twin"})
+        assert spec.kind == "word_twin" and spec.study_kind is twin
+        assert spec.to_dict()["kind"] == "word_twin" and spec.fingerprint() != parse_study(WORD).fingerprint()
+        plan = plan_study(spec, ArtifactStore(tmp_path), Steps(*[_broken] * 6))
+        assert {m["kind"] for m in plan.all_rows.values()} == {"word_twin"}
+        from embstab.selection import kind_label
+
+        assert kind_label("word_twin").unit == "bits per twin"
+    finally:
+        KINDS._kinds.pop("word_twin")  # the registry's own store: leave it as it was
+
+
+def test_importing_selection_imports_no_kind():
+    import subprocess
+    import sys
+
+    code = ("import sys, embstab.selection, embstab.report; "
+            "print(sorted(m for m in sys.modules if m.endswith('.study') or m == 'embstab.study.kinds'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 @pytest.mark.parametrize("kind", sorted(TINY))
 def test_every_kind_plans_its_grid(kind, tmp_path):
     spec = parse_study(TINY[kind])
