@@ -48,9 +48,18 @@ CONTEXTUAL = {
     "measures": {"names": ["eis", "knn", "pip_loss"], "top_n": 200, "params": {"knn": {"n_queries": 50}}},
     "downstream": [{"task": "rt_subjectivity", "options": {"limit": 200, "epochs": 2}}],
 }
-TINY = {"word": WORD, "kg": KG, "contextual": CONTEXTUAL}
+HYPERBOLIC = {
+    "name": "kinds_hyperbolic", "kind": "hyperbolic",
+    "graph": {"name": "les_miserables", "remove": 0.1, "seed": 0},
+    "training": {"algorithms": ["hmds"], "dimensions": [4, 8], "seeds": [0]},
+    "compression": {"bit_widths": [4, 32]},
+    "measures": {"names": ["hyperbolic_knn", "hyperbolic_map", "distortion_avg"]},
+    "downstream": [{"task": "reconstruction"}],
+}
+TINY = {"word": WORD, "kg": KG, "contextual": CONTEXTUAL, "hyperbolic": HYPERBOLIC}
 #: The trainer each kind calls: broken on a resumed run, which must not train anything.
-TRAINERS = {"kg": ("embstab.kg.training", "train"), "contextual": ("embstab.contextual.pretrain", "train_mlm")}
+TRAINERS = {"kg": ("embstab.kg.training", "train"), "contextual": ("embstab.contextual.pretrain", "train_mlm"),
+            "hyperbolic": ("embstab.hyperbolic", "embed")}
 
 
 def _broken(*args, **kwargs):
@@ -58,7 +67,7 @@ def _broken(*args, **kwargs):
 
 
 def test_registry_covers_every_tiny_definition():
-    assert set(KINDS) == set(TINY) == {"word", "kg", "contextual"}
+    assert set(KINDS) == set(TINY) == {"word", "kg", "contextual", "hyperbolic"}
     assert get_kind("kg").source_key == "graph" and get_kind("word").source_key == "corpus"
     with pytest.raises(KeyError, match="study kind"):
         get_kind("hyperbolic_nope")
@@ -152,9 +161,9 @@ def test_tiny_study_of_each_kind_completes_with_rows_of_its_kind(finished):
     assert df["chance"].between(0, 100).all()  # every row states its task's chance level
     # memory: the stored row's entries times the bits (KG: bits per entity row; contextual: per vector)
     assert (df["memory"] == df["dim"] * df["bitrate"]).all()
-    # 1-bit members keep fewer of their own neighbourhoods than full-precision ones
-    by_bits = df.groupby("bitrate")["agreement_uncompressed"].mean()
-    assert by_bits[1] < by_bits[32]
+    # the fewest-bit members keep fewer of their own neighbourhoods than full-precision ones
+    by_bits = df.groupby("bitrate")["agreement_uncompressed"].mean().sort_index()
+    assert by_bits.iloc[0] < by_bits.iloc[-1]
     if kind == "kg":  # quality is the filtered MRR; Hits@10 of both models is kept beside it
         lp = df[df["task"] == "link_prediction"]
         assert set(lp["quality_metric"]) == {"filtered MRR (%)"}
@@ -221,7 +230,8 @@ def test_report_and_recommend_read_each_kind(finished):
     assert 'id="chance"' in document
     if kind != "word":
         assert "kind-" + kind in document and document.count("<img ") == 2 + len(spec.measures.names)
-    rec = recommend(as_results(run.results, keep_near_chance=True), int(run.results["memory"].max()), "eis")
+    measure = "eis" if "eis" in spec.measures.names else spec.measures.names[0]
+    rec = recommend(as_results(run.results, keep_near_chance=True), int(run.results["memory"].max()), measure)
     assert rec.kind == kind and rec.unit.startswith("bits per") and rec.near_chance_left_out == 0
     assert rec.unit in str(rec)
 
@@ -273,6 +283,16 @@ _DROP = object()
     (CONTEXTUAL, "downstream", [{"task": "rt_sentiment", "options": {"pooling": "median"}}],
      "downstream[0].options.pooling", "choose from mean, cls, max, mean_sqrt_len"),
     (CONTEXTUAL, "graph", {"name": "nations"}, "graph", "from 'corpus'"),
+    (HYPERBOLIC, "training.algorithms", ["combinatorial"], "training.algorithms[0]", "more precision than"),
+    (HYPERBOLIC, "training.algorithms", ["hmds", "sgdd"], "training.algorithms[1]", "did you mean 'sgd'"),
+    (HYPERBOLIC, "graph.name", "karate", "graph.name", "did you mean 'karate_club'"),
+    (HYPERBOLIC, "graph.remove", 0.0, "graph.remove", "(0.0, 1.0)"),
+    (HYPERBOLIC, "graph.share", 0.1, "graph.share", "unknown key"),
+    (HYPERBOLIC, "compression.bit_widths", [1, 32], "compression.bit_widths[0]", "at least 2"),
+    (HYPERBOLIC, "measures.names", ["eis"], "measures.names[0]", "unknown value"),
+    (HYPERBOLIC, "downstream", [{"task": "link_prediction"}], "downstream[0].task", "hyperbolic study has no downstream"),
+    (HYPERBOLIC, "training.recipes", ["bf16-kahan"], "training.recipes", "fp32 only"),
+    (HYPERBOLIC, "corpus", {"name": "gensim_lee"}, "corpus", "from 'graph'"),
     (WORD, "training.algorithms", ["TransE"], "training.algorithms[0]", "unknown value"),
     (WORD, "downstream", [{"task": "link_prediction"}], "downstream[0].task", "word study has no downstream task"),
 ])
@@ -296,10 +316,10 @@ def test_word_studies_keep_their_fingerprints_and_configurations():
 
 
 @pytest.mark.parametrize("name", ["kg_quick.yaml", "kg.yaml", "contextual_quick.yaml", "contextual.yaml",
-                                  "contextual_minilm_quick.yaml", "contextual_minilm.yaml"])
+                                  "contextual_minilm_quick.yaml", "contextual_minilm.yaml", "hyperbolic_quick.yaml"])
 def test_pipeline_files_parse(name):
     spec = load_study(PIPELINES / name)
-    assert spec.kind in ("kg", "contextual") and spec.n_rows() > 0
+    assert spec.kind in ("kg", "contextual", "hyperbolic") and spec.n_rows() > 0
     assert np.all(np.diff(sorted(spec.compression.bit_widths)) > 0)
 
 
@@ -330,3 +350,43 @@ def test_corpus_vocabulary_is_a_function_of_its_inputs_and_splits_kept_words_as_
     assert all(tok.encode(w).tokens == base.encode(w).tokens for w in frequent)
     # every word of the corpus still splits into known pieces (its characters are kept)
     assert all("[UNK]" not in tok.encode(w).tokens for w in counts if "[UNK]" not in base.encode(w).tokens)
+
+
+@pytest.mark.parametrize("finished", ["hyperbolic"], indirect=True)
+def test_hyperbolic_rows_are_the_fixed_point_embeddings_reconstruction(finished):
+    """Cross-check one hyperbolic row against embstab.hyperbolic directly: same graph pair, same
+    h-MDS members, 4-bit fixed-point coordinates decoded into the ball."""
+    _, _, _, run = finished
+    from embstab.hyperbolic import embed
+    from embstab.hyperbolic.embedding import HyperbolicEmbedding
+    from embstab.hyperbolic.metrics import evaluate
+    from embstab.hyperbolic.stability import perturb_graph, quantize_coordinates
+    from embstab.hyperbolic.study import decode_fixed_point, load_graph, nearest_neighbours
+    from embstab.lowprec import FixedFormat
+
+    old_graph = load_graph("les_miserables")
+    new_graph = perturb_graph(old_graph, 0.1, 0)
+    members = []
+    for graph in (old_graph, new_graph):
+        e = embed(graph, "hmds", dim=4)
+        q = quantize_coordinates(e, FixedFormat(4, 3))
+        members.append(HyperbolicEmbedding(decode_fixed_point(q.poincare64(check=False), 4), scale=e.scale,
+                                           nodes=list(e.nodes)))
+    old, new = members
+    assert np.linalg.norm(new.poincare64(), axis=1).max() < 1  # every decoded point inside the ball
+    row = run.results.query("dim == 4 and bitrate == 4").iloc[0]
+    assert row["disagreement"] == pytest.approx(100 * np.mean(nearest_neighbours(new) != nearest_neighbours(old)))
+    assert row["quality"] == pytest.approx(100 * evaluate(new_graph, new, progress=False).map)
+    assert row["quality_old"] == pytest.approx(100 * evaluate(old_graph, old, progress=False).map)
+    assert row["memory"] == 16 and 0 < row["chance"] < row["quality"]
+
+
+def test_nearest_neighbours_and_the_fixed_point_decoding_rule():
+    from embstab.hyperbolic.embedding import HyperbolicEmbedding
+    from embstab.hyperbolic.study import decode_fixed_point, nearest_neighbours
+
+    line = HyperbolicEmbedding(np.array([[0.0, 0.0], [0.1, 0.0], [0.5, 0.0], [0.55, 0.0]]), nodes=list("abcd"))
+    assert nearest_neighbours(line).tolist() == [1, 0, 3, 2]
+    decoded = decode_fixed_point(np.array([[0.875, 0.875], [0.5, 0.0]]), 4)
+    assert np.linalg.norm(decoded[0]) == pytest.approx(1 - 2 ** -3) and decoded[0, 0] == pytest.approx(decoded[0, 1])
+    assert decoded[1].tolist() == [0.5, 0.0]  # inside the ball: as stored

@@ -31,9 +31,9 @@ from embstab.study.settings import Setting, TaskRule, member_config, source_conf
 from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded, run_compress
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["KIND", "TRAINING", "contextual_source_config", "contextual_train_config", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "check_algorithms", "check_study",
-           "corpus_vocabulary", "tasks", "source_settings", "start_model", "run_source", "run_train",
-           "run_downstream"]
+__all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "contextual_source_config",
+           "contextual_train_config", "check_algorithms", "check_study", "corpus_vocabulary", "tasks",
+           "source_settings", "start_model", "run_source", "run_train", "run_downstream"]
 
 #: The models a contextual study pretrains (a BERT masked-LM built from the study's settings).
 ALGORITHMS = ("bert",)

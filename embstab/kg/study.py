@@ -30,9 +30,9 @@ from embstab.study.settings import Setting, TaskRule, member_config, source_conf
 from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["KIND", "GraphSpec", "TRAINING", "TASK_MODELS", "graph_source_config", "graph_train_config", "parse_graph", "check_algorithms", "check_study", "tasks",
-           "run_source",
-           "run_train", "run_compress", "run_downstream"]
+__all__ = ["KIND", "GraphSpec", "TRAINING", "TASK_MODELS", "graph_source_config", "graph_train_config",
+           "parse_graph", "check_algorithms", "check_study", "tasks", "run_source", "run_train", "run_compress",
+           "run_downstream"]
 
 #: The decision rule of each KG task (the ``model`` column of its rows).
 TASK_MODELS = {"link_prediction": "filtered_top1", "triple_classification": "relation_threshold"}

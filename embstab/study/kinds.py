@@ -36,6 +36,7 @@ KIND_MODULES: tuple[str, ...] = (
     "embstab.train.study",
     "embstab.kg.study",
     "embstab.contextual.study",
+    "embstab.hyperbolic.study",
 )
 
 
@@ -77,6 +78,9 @@ class StudyKind:
         Whether ``training.recipes`` (reduced-precision training) applies.
     transforms : bool
         Whether ``compression.transforms`` (rotations, outlier splitting...) applies.
+    measure_pair : callable or None
+        The kind's own ``measure_pair`` (as :attr:`embstab.study.steps.Steps.measure_pair`), for
+        members the shared one does not compare (another geometry); None: the shared one.
     """
 
     name: str
@@ -98,6 +102,26 @@ class StudyKind:
     geometry: str = "euclidean"
     recipes: bool = False
     transforms: bool = False
+    measure_pair: Callable[..., Any] | None = None
+
+    def measure_steps(self, steps: Any) -> Any:
+        """``steps`` with this kind's ``measure_pair``, if it has one.
+
+        Parameters
+        ----------
+        steps : Steps
+            The study's computations.
+
+        Returns
+        -------
+        Steps
+            ``steps`` itself, or a copy whose ``measure_pair`` is the kind's.
+        """
+        if self.measure_pair is None:
+            return steps
+        from dataclasses import replace  # noqa: PLC0415
+
+        return replace(steps, measure_pair=self.measure_pair)
 
 
 class _Registry(Mapping[str, StudyKind]):

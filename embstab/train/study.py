@@ -148,8 +148,8 @@ def check_study(v: Any, spec: Any) -> None:
     reduced = [r for r in spec.training.recipes if r != REFERENCE_RECIPE]
     gensim_algos = [a for a in spec.training.algorithms if a not in TORCH_ALGORITHMS]
     if reduced and gensim_algos:
-        raise v.fail("training.recipes", f"recipe {reduced[0]!r} needs a torch trainer ({', '.join(TORCH_ALGORITHMS)}); "
-                                         f"{gensim_algos[0]} trains only in fp32")
+        raise v.fail("training.recipes", f"recipe {reduced[0]!r} needs a torch trainer "
+                                         f"({', '.join(TORCH_ALGORITHMS)}); {gensim_algos[0]} trains only in fp32")
 
 
 def tasks() -> dict[str, TaskRule]:
