@@ -320,7 +320,7 @@ def measure_pair(new: Any, old: Any, anchor_new: Any, anchor_old: Any, config: M
         Measure name → value, ``n_words`` (the number of nodes) and, with ``null``, ``nulls``.
     """
     from embstab.hyperbolic.embedding import HyperbolicEmbedding  # noqa: PLC0415
-    from embstab.measures import compare  # noqa: PLC0415
+    from embstab.measures.compare import compare  # noqa: PLC0415 (the package attribute may be the module)
 
     a, b = _hyperbolic(new), _hyperbolic(old)
     asked = list(config["names"])

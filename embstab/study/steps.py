@@ -25,8 +25,8 @@ from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError
-from embstab.measures import REGISTRY, compare
-from embstab.measures.compare import Anchors
+from embstab.measures import REGISTRY
+from embstab.measures.compare import Anchors, compare
 from embstab.measures.null import NullLevel, has_signal
 from embstab.train import train_embedding
 from embstab.study.store import ArtifactStore, config_hash
