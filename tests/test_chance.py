@@ -25,7 +25,8 @@ from embstab.selection import (
     spearman_table,
 )
 from embstab.study.results import ResultDB
-from embstab.study.steps import assemble_row, run_downstream
+from embstab.study.steps import assemble_row
+from embstab.train.study import run_downstream
 
 # --------------------------------------------------------------------------------------------
 # chance levels against literal references

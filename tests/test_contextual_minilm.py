@@ -13,7 +13,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may reach a hub
 
 from embstab.study import ArtifactStore, StudyDefinitionError, load_study, parse_study, run_study  # noqa: E402
-from embstab.study import kind_contextual as KC  # noqa: E402
+from embstab.contextual import study as KC  # noqa: E402
 from embstab.study.plan import Variant, _corpus_cfg, _train_cfg, row_configs  # noqa: E402
 from embstab.study.steps import default_steps  # noqa: E402
 from embstab.study.store import config_hash  # noqa: E402

@@ -48,9 +48,18 @@ CONTEXTUAL = {
     "measures": {"names": ["eis", "knn", "pip_loss"], "top_n": 200, "params": {"knn": {"n_queries": 50}}},
     "downstream": [{"task": "rt_subjectivity", "options": {"limit": 200, "epochs": 2}}],
 }
-TINY = {"word": WORD, "kg": KG, "contextual": CONTEXTUAL}
+HYPERBOLIC = {
+    "name": "kinds_hyperbolic", "kind": "hyperbolic",
+    "graph": {"name": "les_miserables", "remove": 0.1, "seed": 0},
+    "training": {"algorithms": ["hmds"], "dimensions": [4, 8], "seeds": [0]},
+    "compression": {"bit_widths": [4, 32]},
+    "measures": {"names": ["hyperbolic_knn", "hyperbolic_map", "distortion_avg"]},
+    "downstream": [{"task": "reconstruction"}],
+}
+TINY = {"word": WORD, "kg": KG, "contextual": CONTEXTUAL, "hyperbolic": HYPERBOLIC}
 #: The trainer each kind calls: broken on a resumed run, which must not train anything.
-TRAINERS = {"kg": ("embstab.kg.training", "train"), "contextual": ("embstab.contextual.pretrain", "train_mlm")}
+TRAINERS = {"kg": ("embstab.kg.training", "train"), "contextual": ("embstab.contextual.pretrain", "train_mlm"),
+            "hyperbolic": ("embstab.hyperbolic", "embed")}
 
 
 def _broken(*args, **kwargs):
@@ -58,10 +67,56 @@ def _broken(*args, **kwargs):
 
 
 def test_registry_covers_every_tiny_definition():
-    assert set(KINDS) == set(TINY) == {"word", "kg", "contextual"}
+    assert set(KINDS) == set(TINY) == {"word", "kg", "contextual", "hyperbolic"}
     assert get_kind("kg").source_key == "graph" and get_kind("word").source_key == "corpus"
     with pytest.raises(KeyError, match="study kind"):
         get_kind("hyperbolic_nope")
+
+
+def test_registry_is_one_module_per_kind_and_feeds_the_report_labels():
+    import importlib
+
+    from embstab.selection import KIND_LABELS, kind_label
+    from embstab.study.kinds import KIND_MODULES
+
+    kinds = [importlib.import_module(m).KIND for m in KIND_MODULES]
+    assert list(KINDS) == [k.name for k in kinds] and list(KINDS)[0] == "word"
+    assert all(KINDS[k.name] is k for k in kinds)
+    # the report's labels are a view of the registry
+    assert set(KIND_LABELS) == set(KINDS)
+    for k in kinds:
+        assert (KIND_LABELS[k.name].title, KIND_LABELS[k.name].unit) == (k.label, k.memory_unit)
+        assert k.memory_unit.startswith("bits per")
+    assert kind_label("nope").unit == "bits per row"
+
+
+def test_a_registered_kind_is_parsed_and_planned_without_naming_it_anywhere(tmp_path):
+    from embstab.study.kinds import register_kind
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_kind(dataclasses.replace(get_kind("kg")))
+    twin = register_kind(dataclasses.replace(get_kind("word"), name="word_twin", memory_unit="bits per twin"))
+    try:
+        spec = parse_study({**WORD, "kind": "word_twin"})
+        assert spec.kind == "word_twin" and spec.study_kind is twin
+        assert spec.to_dict()["kind"] == "word_twin" and spec.fingerprint() != parse_study(WORD).fingerprint()
+        plan = plan_study(spec, ArtifactStore(tmp_path), Steps(*[_broken] * 6))
+        assert {m["kind"] for m in plan.all_rows.values()} == {"word_twin"}
+        from embstab.selection import kind_label
+
+        assert kind_label("word_twin").unit == "bits per twin"
+    finally:
+        KINDS._kinds.pop("word_twin")  # the registry's own store: leave it as it was
+
+
+def test_importing_selection_imports_no_kind():
+    import subprocess
+    import sys
+
+    code = ("import sys, embstab.selection, embstab.report; "
+            "print(sorted(m for m in sys.modules if m.endswith('.study') or m == 'embstab.study.kinds'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 @pytest.mark.parametrize("kind", sorted(TINY))
@@ -106,9 +161,9 @@ def test_tiny_study_of_each_kind_completes_with_rows_of_its_kind(finished):
     assert df["chance"].between(0, 100).all()  # every row states its task's chance level
     # memory: the stored row's entries times the bits (KG: bits per entity row; contextual: per vector)
     assert (df["memory"] == df["dim"] * df["bitrate"]).all()
-    # 1-bit members keep fewer of their own neighbourhoods than full-precision ones
-    by_bits = df.groupby("bitrate")["agreement_uncompressed"].mean()
-    assert by_bits[1] < by_bits[32]
+    # the fewest-bit members keep fewer of their own neighbourhoods than full-precision ones
+    by_bits = df.groupby("bitrate")["agreement_uncompressed"].mean().sort_index()
+    assert by_bits.iloc[0] < by_bits.iloc[-1]
     if kind == "kg":  # quality is the filtered MRR; Hits@10 of both models is kept beside it
         lp = df[df["task"] == "link_prediction"]
         assert set(lp["quality_metric"]) == {"filtered MRR (%)"}
@@ -175,7 +230,8 @@ def test_report_and_recommend_read_each_kind(finished):
     assert 'id="chance"' in document
     if kind != "word":
         assert "kind-" + kind in document and document.count("<img ") == 2 + len(spec.measures.names)
-    rec = recommend(as_results(run.results, keep_near_chance=True), int(run.results["memory"].max()), "eis")
+    measure = "eis" if "eis" in spec.measures.names else spec.measures.names[0]
+    rec = recommend(as_results(run.results, keep_near_chance=True), int(run.results["memory"].max()), measure)
     assert rec.kind == kind and rec.unit.startswith("bits per") and rec.near_chance_left_out == 0
     assert rec.unit in str(rec)
 
@@ -227,8 +283,18 @@ _DROP = object()
     (CONTEXTUAL, "downstream", [{"task": "rt_sentiment", "options": {"pooling": "median"}}],
      "downstream[0].options.pooling", "choose from mean, cls, max, mean_sqrt_len"),
     (CONTEXTUAL, "graph", {"name": "nations"}, "graph", "from 'corpus'"),
+    (HYPERBOLIC, "training.algorithms", ["combinatorial"], "training.algorithms[0]", "more precision than"),
+    (HYPERBOLIC, "training.algorithms", ["hmds", "sgdd"], "training.algorithms[1]", "did you mean 'sgd'"),
+    (HYPERBOLIC, "graph.name", "karate", "graph.name", "did you mean 'karate_club'"),
+    (HYPERBOLIC, "graph.remove", 0.0, "graph.remove", "(0.0, 1.0)"),
+    (HYPERBOLIC, "graph.share", 0.1, "graph.share", "unknown key"),
+    (HYPERBOLIC, "compression.bit_widths", [1, 32], "compression.bit_widths[0]", "at least 2"),
+    (HYPERBOLIC, "measures.names", ["eis"], "measures.names[0]", "unknown value"),
+    (HYPERBOLIC, "downstream", [{"task": "link_prediction"}], "downstream[0].task", "hyperbolic study has no downstream"),
+    (HYPERBOLIC, "training.recipes", ["bf16-kahan"], "training.recipes", "fp32 only"),
+    (HYPERBOLIC, "corpus", {"name": "gensim_lee"}, "corpus", "from 'graph'"),
     (WORD, "training.algorithms", ["TransE"], "training.algorithms[0]", "unknown value"),
-    (WORD, "downstream", [{"task": "link_prediction"}], "downstream[0].task", "unknown value"),
+    (WORD, "downstream", [{"task": "link_prediction"}], "downstream[0].task", "word study has no downstream task"),
 ])
 def test_kind_specific_values_are_rejected_with_their_key(base, path, value, key, words):
     with pytest.raises(StudyDefinitionError) as err:
@@ -250,10 +316,10 @@ def test_word_studies_keep_their_fingerprints_and_configurations():
 
 
 @pytest.mark.parametrize("name", ["kg_quick.yaml", "kg.yaml", "contextual_quick.yaml", "contextual.yaml",
-                                  "contextual_minilm_quick.yaml", "contextual_minilm.yaml"])
+                                  "contextual_minilm_quick.yaml", "contextual_minilm.yaml", "hyperbolic_quick.yaml"])
 def test_pipeline_files_parse(name):
     spec = load_study(PIPELINES / name)
-    assert spec.kind in ("kg", "contextual") and spec.n_rows() > 0
+    assert spec.kind in ("kg", "contextual", "hyperbolic") and spec.n_rows() > 0
     assert np.all(np.diff(sorted(spec.compression.bit_widths)) > 0)
 
 
@@ -270,7 +336,7 @@ def test_corpus_vocabulary_is_a_function_of_its_inputs_and_splits_kept_words_as_
     from embstab.contextual import load_tokenizer
     from embstab.contextual.pretrained import minilm_dir
     from embstab.data import load_corpus
-    from embstab.study.kind_contextual import corpus_vocabulary
+    from embstab.contextual.study import corpus_vocabulary
 
     docs = load_corpus("gensim_lee")[:100]
     base = load_tokenizer(minilm_dir())
@@ -284,3 +350,43 @@ def test_corpus_vocabulary_is_a_function_of_its_inputs_and_splits_kept_words_as_
     assert all(tok.encode(w).tokens == base.encode(w).tokens for w in frequent)
     # every word of the corpus still splits into known pieces (its characters are kept)
     assert all("[UNK]" not in tok.encode(w).tokens for w in counts if "[UNK]" not in base.encode(w).tokens)
+
+
+@pytest.mark.parametrize("finished", ["hyperbolic"], indirect=True)
+def test_hyperbolic_rows_are_the_fixed_point_embeddings_reconstruction(finished):
+    """Cross-check one hyperbolic row against embstab.hyperbolic directly: same graph pair, same
+    h-MDS members, 4-bit fixed-point coordinates decoded into the ball."""
+    _, _, _, run = finished
+    from embstab.hyperbolic import embed
+    from embstab.hyperbolic.embedding import HyperbolicEmbedding
+    from embstab.hyperbolic.metrics import evaluate
+    from embstab.hyperbolic.stability import perturb_graph, quantize_coordinates
+    from embstab.hyperbolic.study import decode_fixed_point, load_graph, nearest_neighbours
+    from embstab.lowprec import FixedFormat
+
+    old_graph = load_graph("les_miserables")
+    new_graph = perturb_graph(old_graph, 0.1, 0)
+    members = []
+    for graph in (old_graph, new_graph):
+        e = embed(graph, "hmds", dim=4)
+        q = quantize_coordinates(e, FixedFormat(4, 3))
+        members.append(HyperbolicEmbedding(decode_fixed_point(q.poincare64(check=False), 4), scale=e.scale,
+                                           nodes=list(e.nodes)))
+    old, new = members
+    assert np.linalg.norm(new.poincare64(), axis=1).max() < 1  # every decoded point inside the ball
+    row = run.results.query("dim == 4 and bitrate == 4").iloc[0]
+    assert row["disagreement"] == pytest.approx(100 * np.mean(nearest_neighbours(new) != nearest_neighbours(old)))
+    assert row["quality"] == pytest.approx(100 * evaluate(new_graph, new, progress=False).map)
+    assert row["quality_old"] == pytest.approx(100 * evaluate(old_graph, old, progress=False).map)
+    assert row["memory"] == 16 and 0 < row["chance"] < row["quality"]
+
+
+def test_nearest_neighbours_and_the_fixed_point_decoding_rule():
+    from embstab.hyperbolic.embedding import HyperbolicEmbedding
+    from embstab.hyperbolic.study import decode_fixed_point, nearest_neighbours
+
+    line = HyperbolicEmbedding(np.array([[0.0, 0.0], [0.1, 0.0], [0.5, 0.0], [0.55, 0.0]]), nodes=list("abcd"))
+    assert nearest_neighbours(line).tolist() == [1, 0, 3, 2]
+    decoded = decode_fixed_point(np.array([[0.875, 0.875], [0.5, 0.0]]), 4)
+    assert np.linalg.norm(decoded[0]) == pytest.approx(1 - 2 ** -3) and decoded[0, 0] == pytest.approx(decoded[0, 1])
+    assert decoded[1].tolist() == [0.5, 0.0]  # inside the ball: as stored

@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="stability measure that ranks the configurations (default: eis)")
     parser.add_argument("--task", help="only predict the disagreement of this task")
     parser.add_argument("--algo", help="only consider this embedding algorithm")
-    parser.add_argument("--kind", help="only consider this kind of embedding (word, kg, contextual)")
+    parser.add_argument("--kind", help="only consider this kind of embedding (a study kind: word, kg, contextual, hyperbolic)")
     parser.add_argument("--threshold", type=positive_float, default=1000.0, metavar="BITS",
                         help="fit the trend on rows with memory below this (default: 1000)")
     parser.add_argument("--top", type=non_negative_int, default=5, metavar="N",

@@ -43,8 +43,9 @@ rows are retried. Results: STORE/results.sqlite and STORE/<study name>.parquet.
 
 A study file's `kind:` says what is trained: `word` (default; corpus pair, word2vec/GloVe/...),
 `kg` (graph-version pair, PyKEEN models, link-prediction and triple-classification disagreement
-of the quantized models) or `contextual` (BERT pretraining pair, word-type features, frozen-feature
-disagreement).
+of the quantized models), `contextual` (BERT pretraining pair, word-type features, frozen-feature
+disagreement) or `hyperbolic` (graph-version pair, h-MDS/SGD embeddings, fixed-point coordinates,
+graph reconstruction and nearest-neighbour disagreement).
 
 A multi-host Dask cluster exchanges pickled tasks and results: run it only on a trusted network,
 or configure TLS for the scheduler and workers (Dask's distributed.comm.tls settings)."""

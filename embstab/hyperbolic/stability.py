@@ -102,6 +102,10 @@ def stability_study(graph: Any, embed: Callable[[Graph], ManifoldEmbedding], *,
                     rows: int | None = None, progress: bool = True) -> pd.DataFrame:
     """Instability of an embedding method under edge removal: one tidy row per seed.
 
+    Superseded by studies of kind ``hyperbolic`` (``embstab study hyperbolic_quick``), which add
+    dimensions, bit widths, seeds, resumable artifacts, the report and ``recommend``; kept for
+    comparing any ``embed`` callable in a few lines.
+
     For each seed, ``remove`` of the edges are dropped (:func:`perturb_graph`), both graphs are
     embedded with ``embed`` and compared by :func:`embedding_instability`; each embedding is also
     scored against its own graph with :func:`evaluate`.

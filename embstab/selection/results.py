@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -97,12 +98,31 @@ class KindLabel:
     unit: str
 
 
-#: The values of the ``kind`` column of study results (a table without one holds word embeddings).
-KIND_LABELS: dict[str, KindLabel] = {
-    "word": KindLabel("word embeddings", "bits per word"),
-    "kg": KindLabel("knowledge-graph embeddings (entity tables)", "bits per entity row"),
-    "contextual": KindLabel("contextual embeddings (BERT word-type features)", "bits per feature vector"),
-}
+class _KindLabels(Mapping[str, KindLabel]):
+    """Kind name → :class:`KindLabel`, read from the study kinds' registry when first used (so
+    importing this package imports no kind)."""
+
+    @staticmethod
+    def _kinds() -> Mapping[str, Any]:
+        from embstab.study.kinds import KINDS  # noqa: PLC0415
+
+        return KINDS
+
+    def __getitem__(self, kind: str) -> KindLabel:
+        k = self._kinds()[kind]
+        return KindLabel(k.label, k.memory_unit)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kinds())
+
+    def __len__(self) -> int:
+        return len(self._kinds())
+
+
+#: The values of the ``kind`` column of study results (a table without one holds word embeddings):
+#: each registered study kind's :attr:`~embstab.study.kinds.StudyKind.label` and
+#: :attr:`~embstab.study.kinds.StudyKind.memory_unit`.
+KIND_LABELS: Mapping[str, KindLabel] = _KindLabels()
 
 
 def kind_label(kind: str) -> KindLabel:

@@ -2,8 +2,8 @@
 
 A study (a YAML file, see :func:`parse_study`) trains embeddings on two versions of their data,
 compresses each pair, measures it against anchors and trains downstream models on both members.
-Its ``kind`` (:data:`KINDS`: word, knowledge-graph or contextual embeddings) says what the data
-and the trainer are; everything after training is shared.
+Its ``kind`` (:data:`KINDS`: word, knowledge-graph, contextual or hyperbolic graph embeddings, each
+defined in its own package) says what the data and the trainer are; everything after training is shared.
 :func:`run_study` runs it in-process or on Dask distributed, with a content-addressed artifact
 store (:class:`ArtifactStore`) and an SQLite results database (:class:`ResultDB`), resuming
 where an interrupted run stopped.

@@ -1,54 +1,43 @@
-"""Study kinds: what a study of word, knowledge-graph or contextual embeddings builds and trains.
+"""Study kinds: what a study of one kind of embedding builds, trains and accepts downstream.
 
-A kind says how the *source pair* is built (two versions of a corpus, two versions of a graph, a
-corpus pair plus a tokenizer for BERT pretraining), how *one member* of a pair is trained into an
-:class:`~embstab.Embedding` (word2vec/GloVe/…, a PyKEEN model's entity table, a BERT model's
-word-type features), how a pair is compressed, and which downstream tasks it accepts. Measuring a
-compressed pair against its anchors (the largest-dimension full-precision pair of each version,
-same seed) and assembling the result row are shared by every kind, so rows of every kind land in
-one results table, one report and one ``recommend``.
+A kind says how the *source pair* is built (two versions of a corpus, of a graph...), how *one
+member* of a pair is trained into an :class:`~embstab.Embedding`, how a pair is compressed, and
+which downstream tasks it accepts. Measuring a compressed pair against its anchors (the
+largest-dimension full-precision pair of each version, same seed) and assembling the result row
+are shared by every kind, so rows of every kind land in one results table, one report and one
+``recommend``.
 
-The registry :data:`KINDS` is the only place that knows which kinds exist; the schema, the plan
-and the runner ask it. The word kind's configurations are exactly those of studies written before
-kinds existed, so their fingerprints, artifacts and row ids are unchanged.
+Each kind lives in its own package's ``study`` module, which defines its :class:`StudyKind` as
+``KIND``; :data:`KIND_MODULES` lists those modules, one line per kind. The registry :data:`KINDS`
+imports them the first time it is read, and is what the schema, the plan, the runner, the report and
+``recommend`` ask; none of them names a kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+import importlib
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import embstab.study.kind_contextual as KC
-import embstab.study.kind_kg as KG
-import embstab.study.steps as S
-from embstab.errors import did_you_mean
-from embstab.study.settings import Setting, TaskRule
+from embstab.study.settings import PLAN_VERSION, REFERENCE_RECIPE, Setting, TaskRule
 
 if TYPE_CHECKING:
     from embstab.study.plan import Variant
     from embstab.study.schema import StudySpec
 
-__all__ = ["StudyKind", "TaskRule", "Setting", "CorpusSpec", "KINDS", "get_kind", "PLAN_VERSION",
-           "REFERENCE_RECIPE", "PAIR_KINDS"]
+__all__ = ["StudyKind", "TaskRule", "Setting", "KINDS", "KIND_MODULES", "register_kind", "get_kind",
+           "PLAN_VERSION", "REFERENCE_RECIPE"]
 
-#: Bumped when the meaning of a configuration changes, so old artifacts are not reused.
-PLAN_VERSION = 1
-#: The training recipe of the anchors (and the recipe axis' default).
-REFERENCE_RECIPE = "fp32"
-#: How two corpus versions differ (see :func:`embstab.data.make_corpus_pair`).
-PAIR_KINDS = ("leave_out", "extend")
-
-
-@dataclass(frozen=True)
-class CorpusSpec:
-    """The corpus pair: one corpus from :func:`embstab.data.load_corpus`, split into old/new."""
-
-    name: str
-    pair: str = "leave_out"
-    fraction: float = 0.05
-    seed: int = 0
-    max_docs: int | None = None
+#: The module of each study kind (it defines ``KIND``), in the order kinds are listed; the first is
+#: the default of a study file without ``kind:``. A new kind is one more line here.
+KIND_MODULES: tuple[str, ...] = (
+    "embstab.train.study",
+    "embstab.kg.study",
+    "embstab.contextual.study",
+    "embstab.hyperbolic.study",
+)
 
 
 @dataclass(frozen=True)
@@ -58,37 +47,51 @@ class StudyKind:
     Attributes
     ----------
     name : str
-        The value of the study file's ``kind:`` key (reports describe it with
-        :data:`embstab.selection.KIND_LABELS`: what the embeddings are, what a memory unit is).
+        The value of the study file's ``kind:`` key.
+    label : str
+        What the embeddings are, in words (report headings).
+    memory_unit : str
+        What one unit of the ``memory`` column is (``bits per word``, ``bits per entity row``...).
     source_key : str
-        Top-level key of the study file that defines the source pair (``corpus`` or ``graph``).
+        Top-level key of the study file that defines the source pair (``corpus``, ``graph``...).
     source_stage : str
         Name of the task that builds the source pair.
     parse_source : callable
-        ``(validator, mapping) -> spec`` of the ``source_key`` section.
+        ``(validator, mapping) -> section``: the parsed ``source_key`` section (a frozen dataclass,
+        held by the study as ``source_spec``).
     algorithms : callable
         ``(validator, value) -> tuple of str``: the validated ``training.algorithms``.
-    training : dict or None
-        Kind-specific ``training`` settings (:class:`Setting`); None for the word kind, whose
-        settings are :class:`~embstab.study.schema.TrainingSpec`'s fields.
-    tasks : callable or None
-        ``() -> {task: TaskRule}``; None for the word kind (tasks and models of
-        :mod:`embstab.downstream`).
+    training : dict
+        The kind's ``training`` settings (:class:`Setting`) beside the grid's algorithms,
+        dimensions and seeds.
+    tasks : callable
+        ``() -> {task: TaskRule}``: the downstream tasks, their models and options.
     check : callable or None
         ``(validator, spec) -> None``: cross-checks of a parsed study of this kind.
     source_config, train_config : callable
         The configurations (hashed into artifact names) of the source pair and of one member.
     run_source, run_train, run_compress, run_downstream : callable
         The task functions of the plan (module-level, so Dask can pickle them).
+    geometry : str
+        The geometry of the members (:func:`embstab.measures.measures_for`): which measures apply.
+    recipes : bool
+        Whether ``training.recipes`` (reduced-precision training) applies.
+    transforms : bool
+        Whether ``compression.transforms`` (rotations, outlier splitting...) applies.
+    measure_pair : callable or None
+        The kind's own ``measure_pair`` (as :attr:`embstab.study.steps.Steps.measure_pair`), for
+        members the shared one does not compare (another geometry); None: the shared one.
     """
 
     name: str
+    label: str
+    memory_unit: str
     source_key: str
     source_stage: str
     parse_source: Callable[[Any, Any], Any]
     algorithms: Callable[[Any, Any], tuple[str, ...]]
-    training: dict[str, Setting] | None
-    tasks: Callable[[], dict[str, TaskRule]] | None
+    training: dict[str, Setting]
+    tasks: Callable[[], dict[str, TaskRule]]
     check: Callable[[Any, Any], None] | None
     source_config: Callable[[StudySpec], dict[str, Any]]
     train_config: Callable[[StudySpec, str, Variant], dict[str, Any]]
@@ -96,139 +99,89 @@ class StudyKind:
     run_train: Callable[..., Any]
     run_compress: Callable[..., Any]
     run_downstream: Callable[..., Any]
+    geometry: str = "euclidean"
+    recipes: bool = False
+    transforms: bool = False
+    measure_pair: Callable[..., Any] | None = None
+
+    def measure_steps(self, steps: Any) -> Any:
+        """``steps`` with this kind's ``measure_pair``, if it has one.
+
+        Parameters
+        ----------
+        steps : Steps
+            The study's computations.
+
+        Returns
+        -------
+        Steps
+            ``steps`` itself, or a copy whose ``measure_pair`` is the kind's.
+        """
+        if self.measure_pair is None:
+            return steps
+        from dataclasses import replace  # noqa: PLC0415
+
+        return replace(steps, measure_pair=self.measure_pair)
 
 
-# --------------------------------------------------------------------------------------------
-# the word kind: corpus pair -> gensim/torch trainers -> embstab.downstream tasks
+class _Registry(Mapping[str, StudyKind]):
+    """Kind name → :class:`StudyKind`; the modules of :data:`KIND_MODULES` are imported on first read."""
+
+    def __init__(self, modules: tuple[str, ...]) -> None:
+        self._modules = modules
+        self._kinds: dict[str, StudyKind] = {}
+        self._loaded = False
+        self._lock = threading.RLock()
+
+    def _load(self) -> dict[str, StudyKind]:
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    for module in self._modules:
+                        register_kind(importlib.import_module(module).KIND)
+                    self._loaded = True
+        return self._kinds
+
+    def __getitem__(self, name: str) -> StudyKind:
+        return self._load()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"KINDS({', '.join(self)})"
 
 
-def parse_corpus(v: Any, value: Any) -> CorpusSpec:
-    """The ``corpus`` section: ``{name*, pair, fraction, seed, max_docs}``.
+#: Every study kind by name, in the order of :data:`KIND_MODULES` (``word`` first: the default).
+KINDS: Mapping[str, StudyKind] = _Registry(KIND_MODULES)
+
+
+def register_kind(kind: StudyKind) -> StudyKind:
+    """Add ``kind`` to :data:`KINDS` (a kind defined outside :data:`KIND_MODULES`, e.g. by a plugin).
 
     Parameters
     ----------
-    v : validator
-        The schema's validator (its ``fail`` builds the error naming the key).
-    value : Any
-        The section as read from the study file.
+    kind : StudyKind
+        The kind; registering the same object twice is harmless.
+
+    Returns
+    -------
+    StudyKind
+        ``kind``.
+
+    Raises
+    ------
+    ValueError
+        If another kind of that name is registered.
     """
-    c = v.mapping(value, "corpus", {"name": True, "pair": False, "fraction": False, "seed": False, "max_docs": False})
-    pair = v.string(c.get("pair", "leave_out"), "corpus.pair", PAIR_KINDS)
-    return CorpusSpec(
-        name=_corpus_name(v, c["name"]),
-        pair=pair,
-        fraction=v.number(c.get("fraction", 0.05), "corpus.fraction", 0.0, 0.5 if pair == "leave_out" else 1.0,
-                          open_low=True, open_high=True),
-        seed=v.integer(c.get("seed", 0), "corpus.seed", 0),
-        max_docs=None if c.get("max_docs") is None else v.integer(c["max_docs"], "corpus.max_docs", 2),
-    )
-
-
-def _corpus_name(v: Any, value: Any) -> str:
-    name = v.string(value, "corpus.name")
-    from embstab.data import corpus_names  # noqa: PLC0415
-
-    known = tuple(corpus_names())
-    for part in name.split("+"):
-        if part not in known:
-            hint = did_you_mean(part, known)
-            raise v.fail("corpus.name", f"unknown corpus {part!r} (choose from {', '.join(known)}, "
-                                        f"or join several with '+'){hint}")
-    return name
-
-
-def _word_algorithms(v: Any, value: Any) -> tuple[str, ...]:
-    from embstab.train import ALGOS  # noqa: PLC0415
-
-    return v.str_list(value, "training.algorithms", tuple(ALGOS))
-
-
-def word_source_config(spec: StudySpec) -> dict[str, Any]:
-    """The corpus pair's configuration (every other configuration nests it).
-
-    Parameters
-    ----------
-    spec : StudySpec
-        The study.
-    """
-    # the embstab version is part of it, so a new release never reuses older artifacts
-    import embstab  # noqa: PLC0415 - at call time: embstab/__init__ may itself import this module
-
-    return {"v": PLAN_VERSION, "embstab": embstab.__version__, "stage": "corpus", **asdict(spec.corpus)}
-
-
-def word_train_config(spec: StudySpec, side: str, v: Variant) -> dict[str, Any]:
-    """One word embedding: algorithm, dimension, seed and trainer settings on one corpus version.
-
-    Parameters
-    ----------
-    spec : StudySpec
-        The study.
-    side : str
-        ``old`` or ``new``.
-    v : Variant
-        The grid point (algorithm, recipe, seed, dimension...).
-    """
-    t = spec.training
-    cfg = {"v": PLAN_VERSION, "stage": "train", "corpus": word_source_config(spec), "side": side, "algo": v.algo,
-           "dim": v.dim, "seed": v.seed, "epochs": t.epochs, "min_count": t.min_count, "window": t.window}
-    if v.recipe != REFERENCE_RECIPE:  # the key only when it matters: fp32 trainings keep their names
-        cfg["recipe"] = v.recipe
-    return cfg
-
-
-WORD = StudyKind(
-    name="word", source_key="corpus", source_stage="corpus",
-    parse_source=parse_corpus, algorithms=_word_algorithms, training=None, tasks=None, check=None,
-    source_config=word_source_config, train_config=word_train_config,
-    run_source=S.run_corpus, run_train=S.run_train, run_compress=S.run_compress, run_downstream=S.run_downstream,
-)
-
-
-# --------------------------------------------------------------------------------------------
-# the knowledge-graph and contextual kinds (their settings and tasks live with their task functions)
-
-
-def _kind_train_config(spec: StudySpec, side: str, v: Variant, source: dict[str, Any]) -> dict[str, Any]:
-    # "kind" marks a member whose compressed table states its own memory per row
-    return {"v": PLAN_VERSION, "stage": "train", "kind": spec.kind, "source": source, "side": side,
-            "algo": v.algo, "dim": v.dim, "seed": v.seed, **spec.training.params_dict()}
-
-
-def _graph_source_config(spec: StudySpec) -> dict[str, Any]:
-    import embstab  # noqa: PLC0415
-
-    return {"v": PLAN_VERSION, "embstab": embstab.__version__, "stage": "graph", "kind": "kg", **asdict(spec.graph)}
-
-
-def _contextual_source_config(spec: StudySpec) -> dict[str, Any]:
-    import embstab  # noqa: PLC0415
-
-    p = spec.training.params_dict()
-    # the tokenizer, the held-out text and the word-type sample are made with the corpus pair
-    return {"v": PLAN_VERSION, "embstab": embstab.__version__, "stage": "corpus", "kind": "contextual",
-            **asdict(spec.corpus), **KC.source_settings(p)}
-
-
-KG_KIND = StudyKind(
-    name="kg", source_key="graph", source_stage="graph",
-    parse_source=KG.parse_graph, algorithms=KG.check_algorithms, training=KG.TRAINING, tasks=KG.tasks,
-    check=KG.check_study, source_config=_graph_source_config,
-    train_config=lambda spec, side, v: _kind_train_config(spec, side, v, _graph_source_config(spec)),
-    run_source=KG.run_source, run_train=KG.run_train, run_compress=KG.run_compress,
-    run_downstream=KG.run_downstream,
-)
-
-CONTEXTUAL = StudyKind(
-    name="contextual", source_key="corpus", source_stage="corpus", parse_source=parse_corpus,
-    algorithms=KC.check_algorithms, training=KC.TRAINING, tasks=KC.tasks, check=KC.check_study, source_config=_contextual_source_config,
-    train_config=lambda spec, side, v: _kind_train_config(spec, side, v, _contextual_source_config(spec)),
-    run_source=KC.run_source, run_train=KC.run_train, run_compress=S.run_compress,
-    run_downstream=KC.run_downstream,
-)
-
-#: Every study kind by name; ``word`` is the default of a study file without ``kind:``.
-KINDS: Mapping[str, StudyKind] = {k.name: k for k in (WORD, KG_KIND, CONTEXTUAL)}
+    kinds = KINDS._kinds  # type: ignore[attr-defined]  # the registry's own store
+    if kinds.get(kind.name, kind) is not kind:
+        raise ValueError(f"a study kind named {kind.name!r} is already registered")
+    kinds[kind.name] = kind
+    return kind
 
 
 def get_kind(name: str) -> StudyKind:
@@ -237,7 +190,7 @@ def get_kind(name: str) -> StudyKind:
     Parameters
     ----------
     name : str
-        ``"word"``, ``"kg"`` or ``"contextual"``.
+        A key of :data:`KINDS` (``"word"``, ``"kg"``, ``"contextual"``...).
 
     Returns
     -------

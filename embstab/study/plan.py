@@ -26,7 +26,8 @@ FULL_PRECISION_BITS = 32
 NO_TRANSFORM = "none"
 # Higher runs first among ready tasks: finish rows before starting new trainings, so results
 # arrive steadily and an interrupted study has kept as much as possible.
-_PRIORITY = {"corpus": 0, "graph": 0, "train": 1, "compress": 2, "measures": 3, "downstream": 3, "row": 4}
+# A kind's source stage (corpus, graph...) is not listed: it comes first (0).
+_PRIORITY = {"train": 1, "compress": 2, "measures": 3, "downstream": 3, "row": 4}
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Node:
 
     @property
     def priority(self) -> int:
-        return _PRIORITY[self.stage]
+        return _PRIORITY.get(self.stage, 0)
 
 
 @dataclass
@@ -260,6 +261,7 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
             plan.nodes[key] = Node(key, stage, func, args)
         return key
 
+    measure_steps = kind.measure_steps(steps)
     corpus_cfg = _corpus_cfg(spec)
     for row_id, meta, cfg in row_configs(spec):
         plan.all_rows[row_id] = meta
@@ -281,7 +283,7 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
         anchor_key, _ = pair(variant.anchor(spec))
         pair_key, new_key = pair(variant)
         mcfg = cfg["measures"]
-        measures_key = add("measures", mcfg, S.run_measures, store, steps, config_hash(mcfg), mcfg,
+        measures_key = add("measures", mcfg, S.run_measures, store, measure_steps, config_hash(mcfg), mcfg,
                            Ref(pair_key), Ref(anchor_key), Ref(new_key))
         dcfg = cfg["downstream"]
         downstream_key = add("downstream", dcfg, kind.run_downstream, store, steps, config_hash(dcfg), dcfg,

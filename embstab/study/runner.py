@@ -34,8 +34,8 @@ STALE_TEMP_SECONDS = 600.0
 RUN_FORMAT = "embstab-study-run-1"
 #: Columns of :attr:`StudyRun.timings`.
 TIMING_COLUMNS = ("key", "stage", "start", "wall_s", "cpu_s")
-#: The stages of the task graph in the order they run (a kind's source stage first).
-STAGE_ORDER = ("corpus", "graph", "train", "compress", "measures", "downstream", "row")
+#: The shared stages of the task graph in the order they run, after the kind's source stage (corpus, graph...).
+STAGE_ORDER = ("train", "compress", "measures", "downstream", "row")
 
 
 @dataclass
@@ -100,7 +100,8 @@ class StudyRun:
         rows = []
         if len(t):
             order = {s: i for i, s in enumerate(STAGE_ORDER)}
-            for stage in sorted(t["stage"].unique(), key=lambda s: (order.get(s, len(order)), s)):
+            # a kind's source stage (corpus, graph...) is not in STAGE_ORDER: it comes first
+            for stage in sorted(t["stage"].unique(), key=lambda s: (order.get(s, -1), s)):
                 part = t[t["stage"] == stage]
                 span = float((part["start"] + part["wall_s"]).max() - part["start"].min())
                 rows.append({"stage": stage, "tasks": len(part), "wall_s": float(part["wall_s"].sum()),
@@ -320,8 +321,8 @@ def _add_missing_nulls(spec: StudySpec, store: ArtifactStore, steps: Steps, rdb:
         if not present:
             continue  # computing them would train the pair again
         try:
-            out = S.run_measures(store, steps, task.key, task.config, task.pair_key, task.anchor_key,
-                                 task.uncompressed_key)
+            out = S.run_measures(store, spec.study_kind.measure_steps(steps), task.key, task.config, task.pair_key,
+                                 task.anchor_key, task.uncompressed_key)
         except StudyTaskError:
             continue  # the row keeps its values; its nulls stay unknown
         if out.get("nulls"):

@@ -18,13 +18,10 @@ from typing import Any
 
 from embstab._bits import BIT_WIDTHS, check_bits
 from embstab.errors import ConfigError, EmbstabError, did_you_mean
-from embstab.study.kind_kg import GraphSpec
-from embstab.study.kinds import KINDS, CorpusSpec, StudyKind
+from embstab.study.kinds import KINDS, StudyKind
 
 __all__ = [
     "StudyDefinitionError",
-    "CorpusSpec",
-    "GraphSpec",
     "TrainingSpec",
     "CompressionSpec",
     "MeasureSpec",
@@ -81,9 +78,9 @@ class TrainingSpec:
     window: int = 5
     #: Training recipes (precision of the tables while they are fitted); ``fp32`` is the reference.
     recipes: tuple[str, ...] = ("fp32",)
-    #: Settings of a knowledge-graph or contextual study's trainer (sorted ``(name, value)`` pairs;
-    #: a setting that is itself a mapping is held as sorted pairs too, so the spec stays hashable;
-    #: empty for a word study, whose settings are the fields above).
+    #: The kind's trainer settings (:attr:`~embstab.study.kinds.StudyKind.training`) as sorted
+    #: ``(name, value)`` pairs; a setting that is itself a mapping is held as sorted pairs too, so
+    #: the spec stays hashable.
     params: tuple[tuple[str, Any], ...] = ()
 
     def params_dict(self) -> dict[str, Any]:
@@ -146,7 +143,8 @@ class StudySpec:
     """A validated study definition (see :func:`parse_study` for the YAML layout)."""
 
     name: str
-    corpus: CorpusSpec | None
+    #: The source section the kind parsed (a word study's corpus pair, a KG study's graph versions...).
+    source_spec: Any
     training: TrainingSpec
     compression: CompressionSpec
     measures: MeasureSpec
@@ -154,10 +152,8 @@ class StudySpec:
     budgets: tuple[int, ...] = ()
     description: str = ""
     source: str | None = field(default=None, compare=False)
-    #: The study kind (:data:`embstab.study.kinds.KINDS`): ``word``, ``kg`` or ``contextual``.
+    #: The study kind (a key of :data:`embstab.study.kinds.KINDS`).
     kind: str = "word"
-    #: The graph-version pair of a ``kg`` study (``corpus`` is None then).
-    graph: GraphSpec | None = None
 
     @property
     def study_kind(self) -> StudyKind:
@@ -180,19 +176,17 @@ class StudySpec:
         """
         out = asdict(self)
         out.pop("source")
-        # a word study's definition reads as it did before kinds existed (same fingerprint)
-        for key in ("kind", "graph", "corpus"):
-            if out[key] is None or (key == "kind" and out[key] == "word"):
-                out.pop(key)
-        if self.kind != "word":
-            t = self.training
-            out["training"] = {"algorithms": list(t.algorithms), "dimensions": list(t.dimensions),
-                               "seeds": list(t.seeds), **t.params_dict()}
-        else:
-            out["training"].pop("params")
+        # the source section under its kind's key; a word study's definition reads as it did before
+        # kinds existed (no "kind" key: same fingerprint)
+        out[self.study_kind.source_key] = out.pop("source_spec")
+        if self.kind == "word":
+            out.pop("kind")
+        t = self.training
+        out["training"] = {"algorithms": list(t.algorithms), "dimensions": list(t.dimensions),
+                           "seeds": list(t.seeds), **t.params_dict()}
         # default axes are left out, so adding an axis does not change older studies' fingerprints
-        if tuple(out["training"].get("recipes", ())) == ("fp32",):
-            out["training"].pop("recipes")
+        if tuple(t.recipes) != ("fp32",):
+            out["training"]["recipes"] = list(t.recipes)
         if tuple(out["compression"]["transforms"]) == ("none",):
             out["compression"].pop("transforms")
         out["measures"] = {"names": list(self.measures.names), "top_n": self.measures.top_n,
@@ -335,28 +329,6 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
-#: Options of a downstream entry that every model takes: the data (limit, split_seed), the second
-#: model's seed, the coverage floor and the training settings.
-COMMON_TASK_OPTIONS = ("limit", "split_seed", "seed_b", "min_coverage", "lr", "epochs", "batch_size", "patience",
-                       "max_len", "threads")
-
-
-def _task_options(model: str) -> tuple[str, ...]:
-    """Option names a downstream entry with ``model`` accepts: the common ones plus the model's own
-    constructor arguments (``hidden``, ``dropout``, ``filters``...), read from its signature."""
-    import inspect  # noqa: PLC0415
-
-    from embstab.downstream import models as m  # noqa: PLC0415 (torch: only when a study is parsed)
-
-    cls = {"linear": m.LinearBoW, "mlp": m.MeanMLP, "cnn": m.KimCNN, "lstm": m.LSTMClassifier, "bilstm": m.BiLSTMTagger,
-           "bilstm_crf": m.BiLSTMTagger}.get(model)
-    own = ()
-    if cls is not None:
-        fixed = {"self", "table", "dim", "n_classes", "n_tags", "crf"}
-        own = tuple(p for p in inspect.signature(cls.__init__).parameters if p not in fixed)
-    return COMMON_TASK_OPTIONS + own
-
-
 def _check_task_option_values(v: _Validator, key: str, options: dict[str, Any]) -> None:
     """Range checks of the common options (a model's own options are checked by the model)."""
     # null is allowed: it means "no limit" / the model's default (patience: no early stopping)
@@ -372,17 +344,10 @@ def _check_task_option_values(v: _Validator, key: str, options: dict[str, Any]) 
         v.number(options["min_coverage"], f"{key}.min_coverage", 0.0, 1.0)
 
 
-def _task_kinds() -> tuple[dict[str, str], dict[str, str]]:
-    """Task name → kind and model name → kind ("classification" or "tagging")."""
-    from embstab.downstream import MODELS, TASKS  # noqa: PLC0415  (imported when a study is parsed)
-
-    return {t: v[0] for t, v in TASKS.items()}, {m: v[0] for m, v in MODELS.items()}
-
-
-def _available_measures() -> tuple[str, ...]:
+def _available_measures(geometry: str) -> tuple[str, ...]:
     from embstab.measures import measures_for  # noqa: PLC0415
 
-    return measures_for("euclidean")  # a study compares word embeddings
+    return measures_for(geometry)  # the measures of the kind's geometry
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,10 +379,6 @@ def _study_rounding(v: _Validator, value: Any) -> str:
     if canonical is None or (canonical != "nearest" and not canonical.startswith("stochastic")):
         return v.string(text, "compression.rounding", _ROUNDINGS)  # raises, with a did-you-mean hint
     return canonical
-
-
-#: Trainers that take a training recipe (gensim's C loops update float32 tables with no hook).
-_TORCH_ALGORITHMS = ("glove", "mc")
 
 
 def _training_recipes(v: _Validator, value: Any) -> tuple[str, ...]:
@@ -542,7 +503,7 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         raise v.fail("description", "must be a string")
 
     source_spec = kind.parse_source(v, top[kind.source_key])
-    training = _word_training(v, top["training"]) if kind.training is None else _kind_training(v, kind, top["training"])
+    training = _training(v, kind, top["training"])
 
     k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False, "transforms": False})
     compression = CompressionSpec(
@@ -550,18 +511,19 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         rounding=_study_rounding(v, k.get("rounding", "nearest")),
         transforms=_transforms(v, k.get("transforms", ["none"])),
     )
-    if kind.name != "word" and compression.transforms != ("none",):
-        raise v.fail("compression.transforms", f"transforms apply to word studies; a {kind.name} study "
+    if not kind.transforms and compression.transforms != ("none",):
+        applies = ", ".join(k.name for k in KINDS.values() if k.transforms)
+        raise v.fail("compression.transforms", f"transforms apply to {applies} studies; a {kind.name} study "
                                                "compresses with uniform quantization only")
 
     m = v.mapping(top["measures"], "measures", {"names": True, "top_n": False, "params": False, **{
         legacy: False for legacy in _LEGACY_MEASURE_KEYS}})
-    names = v.str_list(m["names"], "measures.names", _available_measures())
+    names = v.str_list(m["names"], "measures.names", _available_measures(kind.geometry))
     measures = MeasureSpec(names=names, top_n=v.integer(m.get("top_n", 10000), "measures.top_n", 2),
                            params=_measure_params(v, m, names))
 
     entries = v.sequence(top["downstream"], "downstream")
-    parse_entry = _word_downstream(v) if kind.tasks is None else _kind_downstream(v, kind)
+    parse_entry = _downstream_entry(v, kind)
     downstream = [parse_entry(f"downstream[{i}]", entry) for i, entry in enumerate(entries)]
     labels = tuple(d.label for d in downstream)
     for i, lab in enumerate(labels):
@@ -592,16 +554,9 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
             raise v.fail(f"budgets[{i}]", f"budget {b} bits/word is below the smallest configuration of the "
                                           f"grid ({min(training.dimensions)} dims x {min(compression.bit_widths)} "
                                           f"bits = {smallest}); nothing fits")
-    corpus = source_spec if isinstance(source_spec, CorpusSpec) else None
-    if corpus is not None and corpus.pair == "leave_out" and corpus.max_docs is not None \
-            and corpus.max_docs * corpus.fraction < 1:
-        raise v.fail("corpus.fraction", f"leaving out {corpus.fraction:g} of {corpus.max_docs} documents "
-                                        "removes no document; the two corpora would be identical")
-
-    spec = StudySpec(name=name, description=description, corpus=corpus, training=training,
+    spec = StudySpec(name=name, description=description, source_spec=source_spec, training=training,
                      compression=compression, measures=measures, downstream=tuple(downstream),
-                     budgets=budgets, source=source, kind=kind.name,
-                     graph=source_spec if isinstance(source_spec, GraphSpec) else None)
+                     budgets=budgets, source=source, kind=kind.name)
     spec.check_size()
     if kind.check is not None:
         kind.check(v, spec)
@@ -613,41 +568,24 @@ def _study_kind(v: _Validator, data: Any) -> StudyKind:
     if not isinstance(data, dict):
         raise v.fail("", f"must be a mapping, got {type(data).__name__}")
     kind = KINDS[v.string(data.get("kind", "word"), "kind", tuple(KINDS))]
-    for other in {k.source_key for k in KINDS.values()} - {kind.source_key}:
+    for other in sorted({k.source_key for k in KINDS.values()} - {kind.source_key}):
         if other in data:
             raise v.fail(other, f"a {kind.name} study builds its pair from '{kind.source_key}', not '{other}'")
     return kind
 
 
-def _word_training(v: _Validator, value: Any) -> TrainingSpec:
-    """The ``training`` section of a word study."""
-    t = v.mapping(value, "training", {"algorithms": True, "dimensions": True, "seeds": True, "epochs": False,
-                                      "min_count": False, "window": False, "recipes": False})
-    training = TrainingSpec(
-        algorithms=KINDS["word"].algorithms(v, t["algorithms"]),
-        dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
-        seeds=v.int_list(t["seeds"], "training.seeds", 0, 2**32 - 1),
-        epochs=v.integer(t.get("epochs", 5), "training.epochs", 1, 10_000),
-        min_count=v.integer(t.get("min_count", 5), "training.min_count", 1),
-        window=v.integer(t.get("window", 5), "training.window", 1, 1000),
-        recipes=_training_recipes(v, t.get("recipes", ["fp32"])),
-    )
-    reduced = [r for r in training.recipes if r != "fp32"]
-    gensim_algos = [a for a in training.algorithms if a not in _TORCH_ALGORITHMS]
-    if reduced and gensim_algos:
-        raise v.fail("training.recipes", f"recipe {reduced[0]!r} needs a torch trainer ({', '.join(_TORCH_ALGORITHMS)}); "
-                                         f"{gensim_algos[0]} trains only in fp32")
-    return training
-
-
-def _kind_training(v: _Validator, kind: StudyKind, value: Any) -> TrainingSpec:
-    """The ``training`` section of a kg or contextual study: the grid plus the kind's own settings."""
-    settings = dict(kind.training or {})
-    t = v.mapping(value, "training", {"algorithms": True, "dimensions": True, "seeds": True, "recipes": False,
-                                      **dict.fromkeys(settings, False)})
-    if t.get("recipes") not in (None, ["fp32"], ("fp32",)):
+def _training(v: _Validator, kind: StudyKind, value: Any) -> TrainingSpec:
+    """The ``training`` section: the grid (algorithms, dimensions, seeds, recipes) plus the kind's own settings."""
+    settings = dict(kind.training)
+    t = v.mapping(value, "training", {"algorithms": True, "dimensions": True, "seeds": True,
+                                      **dict.fromkeys(settings, False), "recipes": False})
+    recipes = ("fp32",)
+    if kind.recipes:
+        recipes = _training_recipes(v, t.get("recipes", ["fp32"]))
+    elif t.get("recipes") not in (None, ["fp32"], ("fp32",)):
+        applies = ", ".join(k.name for k in KINDS.values() if k.recipes)
         raise v.fail("training.recipes", f"a {kind.name} study trains in fp32 only (training recipes apply to "
-                                         f"the {', '.join(_TORCH_ALGORITHMS)} word trainers)")
+                                         f"{applies} studies)")
     params = {name: s.check(v, t.get(name, s.default), f"training.{name}") for name, s in settings.items()}
     # a setting added later stays out of the configuration while unset (optional) or at its default
     # (omit_default): studies written before it existed keep their fingerprints and artifacts
@@ -657,35 +595,11 @@ def _kind_training(v: _Validator, kind: StudyKind, value: Any) -> TrainingSpec:
     return TrainingSpec(algorithms=kind.algorithms(v, t["algorithms"]),
                         dimensions=v.int_list(t["dimensions"], "training.dimensions", 1, 100_000),
                         seeds=v.int_list(t["seeds"], "training.seeds", 0, 2**32 - 1),
-                        params=tuple(sorted(params.items())))
+                        recipes=recipes, params=tuple(sorted(params.items())))
 
 
-def _word_downstream(v: _Validator):
-    """Parser of one downstream entry of a word study (tasks and models of embstab.downstream)."""
-    task_kinds, model_kinds = _task_kinds()
-
-    def parse(key: str, entry: Any) -> DownstreamSpec:
-        e = v.mapping(entry, key, {"task": True, "model": False, "label": False, "options": False})
-        task = v.string(e["task"], f"{key}.task", tuple(task_kinds))
-        model = v.string(e.get("model", "linear"), f"{key}.model", tuple(model_kinds))
-        allowed = tuple(m for m, kind in model_kinds.items() if kind == task_kinds[task])
-        if model not in allowed:
-            raise v.fail(f"{key}.model", f"model {model!r} cannot be used for task {task!r} "
-                                         f"(choose from {', '.join(allowed)})")
-        label = v.string(e.get("label", task), f"{key}.label")
-        options = e.get("options", {}) or {}
-        if not isinstance(options, dict) or not all(isinstance(o, str) for o in options):
-            raise v.fail(f"{key}.options", "must be a mapping of keyword arguments")
-        # a typo here would fail every row of the entry at run time, and no re-run could fix it
-        v.mapping(options, f"{key}.options", dict.fromkeys(_task_options(model), False))
-        _check_task_option_values(v, f"{key}.options", options)
-        return DownstreamSpec(task, model, label, tuple(sorted(options.items())))
-
-    return parse
-
-
-def _kind_downstream(v: _Validator, kind: StudyKind):
-    """Parser of one downstream entry of a kg or contextual study (the kind's own tasks)."""
+def _downstream_entry(v: _Validator, kind: StudyKind):
+    """Parser of one downstream entry: one of the kind's tasks, one of its models, their options."""
     rules = kind.tasks()
 
     def parse(key: str, entry: Any) -> DownstreamSpec:
@@ -704,8 +618,10 @@ def _kind_downstream(v: _Validator, kind: StudyKind):
         options = e.get("options", {}) or {}
         if not isinstance(options, dict) or not all(isinstance(o, str) for o in options):
             raise v.fail(f"{key}.options", "must be a mapping of keyword arguments")
-        v.mapping(options, f"{key}.options", dict.fromkeys(rule.options, False))
-        checked = {name: rule.options[name].check(v, value, f"{key}.options.{name}") for name, value in options.items()}
+        # a typo here would fail every row of the entry at run time, and no re-run could fix it
+        allowed = {**rule.options, **rule.model_options.get(model, {})}
+        v.mapping(options, f"{key}.options", dict.fromkeys(allowed, False))
+        checked = {name: allowed[name].check(v, value, f"{key}.options.{name}") for name, value in options.items()}
         _check_task_option_values(v, f"{key}.options", checked)
         return DownstreamSpec(task, model, label, tuple(sorted(checked.items())))
 

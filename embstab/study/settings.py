@@ -1,4 +1,5 @@
-"""Kind-specific study settings: a default and the values accepted, and the downstream tasks of a kind.
+"""Kind-specific study settings: a default and the values accepted, the downstream tasks of a kind,
+and the configuration layout every kind shares.
 
 A leaf module (standard library only), so each kind's module and the kind registry can share these
 descriptions without importing each other.
@@ -11,7 +12,12 @@ from typing import Any
 
 from embstab.errors import did_you_mean
 
-__all__ = ["Setting", "TaskRule"]
+__all__ = ["Setting", "TaskRule", "PLAN_VERSION", "REFERENCE_RECIPE", "source_config", "member_config"]
+
+#: Bumped when the meaning of a configuration changes, so old artifacts are not reused.
+PLAN_VERSION = 1
+#: The training recipe of the anchors (and the recipe axis' default).
+REFERENCE_RECIPE = "fp32"
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,60 @@ class TaskRule:
         The models (or decision rules) the task can use; the first is the default.
     options : dict
         Option name → :class:`Setting` an entry's ``options`` may set.
+    model_options : dict
+        Model → further options an entry with that model may set (a model's own constructor
+        arguments); empty when every model takes the same options.
     """
 
     models: tuple[str, ...]
     options: dict[str, Setting] = field(default_factory=dict)
+    model_options: dict[str, dict[str, Setting]] = field(default_factory=dict)
+
+
+def source_config(stage: str, section: Any, **extra: Any) -> dict[str, Any]:
+    """The source pair's configuration, which every other configuration of a study nests.
+
+    Parameters
+    ----------
+    stage : str
+        The stage that builds the source pair (``corpus``, ``graph``...).
+    section : dataclass
+        The parsed source section of the study (its fields are the configuration's).
+    **extra
+        Further entries (a kind's marker, settings that shape the pair), after the section's.
+
+    Returns
+    -------
+    dict
+        Plan version, embstab version, stage, the section's fields, then ``extra``.
+    """
+    from dataclasses import asdict  # noqa: PLC0415
+
+    # the embstab version is part of it, so a new release never reuses older artifacts
+    import embstab  # noqa: PLC0415 - at call time: embstab/__init__ may itself import this module
+
+    return {"v": PLAN_VERSION, "embstab": embstab.__version__, "stage": stage, **asdict(section), **extra}
+
+
+def member_config(spec: Any, side: str, v: Any, source: dict[str, Any]) -> dict[str, Any]:
+    """One member's training configuration for a kind whose settings are all ``training.params``.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study.
+    side : str
+        ``old`` or ``new``.
+    v : Variant
+        The grid point (algorithm, seed, dimension...).
+    source : dict
+        The source pair's configuration.
+
+    Returns
+    -------
+    dict
+        Plan version, stage, the kind (it marks a member whose compressed table states its own
+        memory per row), the source, side, algorithm, dimension, seed and the kind's settings.
+    """
+    return {"v": PLAN_VERSION, "stage": "train", "kind": spec.kind, "source": source, "side": side,
+            "algo": v.algo, "dim": v.dim, "seed": v.seed, **spec.training.params_dict()}

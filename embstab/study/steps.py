@@ -1,4 +1,7 @@
-"""The study's task functions: corpus pair → train → compress (pair protocol) → measure / downstream.
+"""The study's shared task functions: compress (pair protocol) → measure → row, and what kinds share.
+
+A kind's own task functions (source pair, training, downstream) live with the kind; they use
+:func:`guarded` and :data:`GLOBAL_RNG_LOCK` from here.
 
 Each task reads its inputs from the artifact store and writes its output there under the hash of
 its configuration, and first checks whether that output already exists (so a restarted study, or
@@ -21,7 +24,7 @@ from embstab.compress import compress_pair, memory_bits
 from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
-from embstab.errors import RunError
+from embstab.errors import EmbstabError, RunError
 from embstab.measures import REGISTRY
 # from its own module: once imported, the module embstab.measures.compare shadows the lazy function
 from embstab.measures.compare import Anchors, compare
@@ -29,13 +32,13 @@ from embstab.measures.null import NullLevel, has_signal
 from embstab.train import train_embedding
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_corpus", "run_train",
-           "run_compress", "run_measures", "run_downstream", "assemble_row", "NULL_SETTINGS", "nulls_key"]
+__all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_compress", "run_measures", "assemble_row",
+           "NULL_SETTINGS", "nulls_key", "guarded", "GLOBAL_RNG_LOCK"]
 
-#: Downstream training seeds torch's process-global RNG (``fork_rng`` + ``manual_seed``), which two
-#: threads of one worker would share; serialising downstream tasks per process keeps each model a
-#: function of its seed on multi-threaded Dask workers too.
-_GLOBAL_RNG_LOCK = threading.Lock()
+#: Held while a task seeds torch's process-global RNG (``fork_rng`` + ``manual_seed``: downstream
+#: models, PyKEEN and BERT trainings), which two threads of one worker would share; serialising
+#: those tasks per process keeps each model a function of its seed on multi-threaded Dask workers too.
+GLOBAL_RNG_LOCK = threading.Lock()
 
 #: How a study row's nulls are found (:func:`embstab.compare`'s ``null_samples``, ``null_seed`` and
 #: ``null_method``): closed forms where they exist, else 3 seeded row shuffles. They name the nulls'
@@ -188,8 +191,20 @@ def _anchors(anchor_new: Embedding, anchor_old: Embedding) -> Anchors:
 # task functions: (store, steps, configs...) -> small value; the heavy data stays in the store
 
 
-def _guard(stage: str):
-    """Turn any exception into a picklable :class:`StudyTaskError` naming the stage."""
+def guarded(stage: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator of a task function: any exception becomes a picklable :class:`StudyTaskError`
+    naming the stage (a :class:`StudyTaskError` from upstream passes through unchanged).
+
+    Parameters
+    ----------
+    stage : str
+        The stage the task belongs to (``corpus``, ``train``, ``compress``...).
+
+    Returns
+    -------
+    callable
+        The decorator.
+    """
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
@@ -206,98 +221,13 @@ def _guard(stage: str):
     return wrap
 
 
-@_guard("corpus")
-def run_corpus(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
-    """Load the corpus and split it into the old/new pair (artifacts ``corpus_old``/``corpus_new``).
-
-    Parameters
-    ----------
-    store : ArtifactStore
-        Where the inputs are read and the output is written.
-    steps : Steps
-        The computations to run.
-    key : str
-        The configuration hash under which the output is stored.
-    config : mapping
-        The corpus configuration: ``name``, ``pair``, ``fraction``, ``seed`` and
-        optionally ``max_docs`` (keep only the first documents); also written as the artifact's
-        sidecar.
-
-    Returns
-    -------
-    str
-        ``key``.
-
-    Raises
-    ------
-    StudyTaskError
-        Any failure of the task, with stage ``corpus`` (an upstream task's error passes through unchanged).
-    """
-    if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
-        return key
-    docs = steps.load_corpus(config["name"])
-    if config.get("max_docs"):
-        docs = docs[: int(config["max_docs"])]
-    old, new = steps.make_corpus_pair(docs, kind=config["pair"], fraction=config["fraction"], seed=config["seed"])
-    store.put_docs("corpus_old", key, old, config)
-    store.put_docs("corpus_new", key, new, config)
-    return key
-
-
-@functools.lru_cache(maxsize=2)
-def _docs(store: ArtifactStore, kind: str, key: str) -> list[list[str]]:
-    # both trainings of a worker in a row usually read the same corpus; keep the last two
-    return store.get_docs(kind, key)
-
-
 @functools.lru_cache(maxsize=8)
 def _embedding(store: ArtifactStore, kind: str, key: str) -> Embedding:
     # anchors are read by every measure task of their (algo, seed); cache a few per process
     return store.get_embedding(kind, key)
 
 
-@_guard("train")
-def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], corpus_key: str) -> str:
-    """Train one embedding on one side of the corpus pair (artifact ``embedding``).
-
-    Parameters
-    ----------
-    store : ArtifactStore
-        Where the inputs are read and the output is written.
-    steps : Steps
-        The computations to run.
-    key : str
-        The configuration hash under which the output is stored.
-    config : mapping
-        The training configuration: ``side`` (``old`` or ``new``), ``algo``, ``dim``,
-        ``seed``, ``epochs``, ``min_count``, ``window`` and optionally ``recipe``; also written as the
-        artifact's sidecar.
-    corpus_key : str
-        Key of the corpus pair made by :func:`run_corpus`.
-
-    Returns
-    -------
-    str
-        ``key``.
-
-    Raises
-    ------
-    StudyTaskError
-        Any failure of the task, with stage ``train`` (an upstream task's error passes through unchanged).
-    """
-    if store.has_embedding("embedding", key):
-        return key
-    docs = _docs(store, f"corpus_{config['side']}", corpus_key)
-    # a recipe is passed only when it is not the fp32 reference (the key is absent then)
-    extra = {"recipe": config["recipe"]} if "recipe" in config else {}
-    emb = steps.train_embedding(docs, algo=config["algo"], dim=config["dim"], seed=config["seed"],
-                                epochs=config["epochs"], min_count=config["min_count"], window=config["window"],
-                                progress=False, **extra)
-    store.put_embedding("embedding", key, emb, config)
-    return key
-
-
-@_guard("compress")
+@guarded("compress")
 def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
                  new_key: str) -> str:
     """Compress a pair with the pair protocol (artifacts ``pair_old``/``pair_new``).
@@ -341,7 +271,7 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     return key
 
 
-@_guard("measures")
+@guarded("measures")
 def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], pair_key: str,
                  anchor_key: str, uncompressed_key: str | None = None) -> dict[str, Any]:
     """All measures of one pair against its anchors, and their nulls (artifacts ``measures`` and
@@ -438,53 +368,7 @@ def _signal(name: str, value: Any, level: Mapping[str, Any]) -> bool | None:
     return has_signal(REGISTRY[name], float(value), null)
 
 
-@_guard("downstream")
-def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
-                   pair_key: str) -> dict[str, Any]:
-    """Train the task model on both embeddings of a pair (same seed) and compare predictions.
-
-    Parameters
-    ----------
-    store : ArtifactStore
-        Where the inputs are read and the output is written.
-    steps : Steps
-        The computations to run.
-    key : str
-        The configuration hash under which the output is stored.
-    config : mapping
-        The configuration: ``task``, ``model``, ``seed`` and optionally ``options``
-        (passed on to the disagreement function); also written as the artifact's sidecar.
-    pair_key : str
-        Key of the compressed pair (:func:`run_compress`).
-
-    Returns
-    -------
-    dict
-        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent,
-        ``n_test`` and ``chance``: the task's chance level in the unit of the qualities (the
-        disagreement result's ``settings["chance"]``; absent when it states none).
-
-    Raises
-    ------
-    StudyTaskError
-        Any failure of the task, with stage ``downstream`` (an upstream task's error passes through unchanged).
-    """
-    if store.has_json("downstream", key):
-        return store.get_json("downstream", key)
-    new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
-    with _GLOBAL_RNG_LOCK:
-        result = steps.disagreement(new, old, task=config["task"], model=config["model"], seed=config["seed"],
-                                    **dict(config.get("options", {})))
-    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
-             "quality_b": float(result.quality_b), "n_test": int(getattr(result, "n_test", 0) or 0)}
-    chance = (getattr(result, "settings", None) or {}).get("chance")
-    if chance is not None:  # a disagreement function that does not state it leaves the row's chance unknown
-        value["chance"] = float(chance)
-    store.put_json("downstream", key, value, config)
-    return value
-
-
-@_guard("row")
+@guarded("row")
 def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
                  downstream: Mapping[str, Any]) -> dict[str, Any]:
     """One result row in the shared convention (new embedding's quality as ``quality``).

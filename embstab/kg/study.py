@@ -25,13 +25,14 @@ from typing import Any
 import numpy as np
 
 from embstab.errors import did_you_mean
-from embstab.study.settings import Setting, TaskRule
-from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
+from embstab.study.kinds import StudyKind
+from embstab.study.settings import Setting, TaskRule, member_config, source_config
+from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["GraphSpec", "TRAINING", "TASK_MODELS", "parse_graph", "check_algorithms", "check_study", "tasks",
-           "run_source",
-           "run_train", "run_compress", "run_downstream"]
+__all__ = ["KIND", "GraphSpec", "TRAINING", "TASK_MODELS", "graph_source_config", "graph_train_config",
+           "parse_graph", "check_algorithms", "check_study", "tasks", "run_source", "run_train", "run_compress",
+           "run_downstream"]
 
 #: The decision rule of each KG task (the ``model`` column of its rows).
 TASK_MODELS = {"link_prediction": "filtered_top1", "triple_classification": "relation_threshold"}
@@ -255,7 +256,7 @@ def _with_tables(trained: Any, data: bytes) -> Any:
 # task functions
 
 
-@_guard("graph")
+@guarded("graph")
 def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
     """Load the graph and build its version pair (artifacts ``graph_old``/``graph_new``).
 
@@ -287,7 +288,7 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     return key
 
 
-@_guard("train")
+@guarded("train")
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
     """Train one PyKEEN model on one graph version (artifacts ``embedding``: its entity table; ``kg_model``).
 
@@ -317,7 +318,7 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     graph = _graph(store, f"graph_{config['side']}", source_key)
     # PyKEEN seeds torch's process-global RNG: one training at a time per process keeps each model
     # a function of its seed on a multi-threaded worker
-    with _GLOBAL_RNG_LOCK:
+    with GLOBAL_RNG_LOCK:
         result = train(graph, model=config["algo"], dim=config["dim"], epochs=config["epochs"],
                        seed=config["seed"], lr=config["lr"], batch_size=config["batch_size"],
                        negatives=config["negatives"], evaluate_on=None, progress=False,
@@ -327,7 +328,7 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     return key
 
 
-@_guard("compress")
+@guarded("compress")
 def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
                  new_key: str) -> str:
     """Quantize both models' tables with the old model's clips (artifacts ``pair_old``/``pair_new``:
@@ -385,7 +386,7 @@ def _stopping_details(new: Any, old: Any) -> dict[str, Any]:
             "valid_mrr": mrr(new), "valid_mrr_old": mrr(old)}
 
 
-@_guard("downstream")
+@guarded("downstream")
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
     """Link-prediction or triple-classification disagreement of the two *quantized* models.
@@ -446,3 +447,48 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
                  "details": {"quality_metric": "accuracy (%)", **_stopping_details(new, old)}}
     store.put_json("downstream", key, value, config)
     return value
+
+
+def graph_source_config(spec: Any) -> dict[str, Any]:
+    """The graph-version pair's configuration (every other configuration nests it).
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study.
+
+    Returns
+    -------
+    dict
+        Plan and embstab versions, stage ``graph``, ``kind`` and the graph section's fields.
+    """
+    return source_config("graph", spec.source_spec, kind="kg")
+
+
+def graph_train_config(spec: Any, side: str, v: Any) -> dict[str, Any]:
+    """One PyKEEN model on one graph version: its algorithm, dimension, seed and training settings.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study.
+    side : str
+        ``old`` or ``new``.
+    v : Variant
+        The grid point.
+
+    Returns
+    -------
+    dict
+        The member's configuration (:func:`embstab.study.settings.member_config`).
+    """
+    return member_config(spec, side, v, graph_source_config(spec))
+
+
+KIND = StudyKind(
+    name="kg", label="knowledge-graph embeddings (entity tables)", memory_unit="bits per entity row",
+    source_key="graph", source_stage="graph", parse_source=parse_graph, algorithms=check_algorithms,
+    training=TRAINING, tasks=tasks, check=check_study, source_config=graph_source_config,
+    train_config=graph_train_config, run_source=run_source, run_train=run_train, run_compress=run_compress,
+    run_downstream=run_downstream,
+)

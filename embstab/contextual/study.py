@@ -28,13 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from embstab.study.settings import Setting, TaskRule
-from embstab.study.steps import _GLOBAL_RNG_LOCK, Steps, _guard
+from embstab.study.kinds import StudyKind
+from embstab.study.settings import Setting, TaskRule, member_config, source_config
+from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded, run_compress
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "check_algorithms", "check_study",
-           "corpus_vocabulary", "tasks", "source_settings", "start_model", "run_source", "run_train",
-           "run_downstream"]
+__all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "contextual_source_config",
+           "contextual_train_config", "check_algorithms", "check_study", "corpus_vocabulary", "tasks",
+           "source_settings", "start_model", "run_source", "run_train", "run_downstream"]
 
 #: The models a contextual study pretrains (a BERT masked-LM built from the study's settings).
 ALGORITHMS = ("bert",)
@@ -325,7 +326,7 @@ def _tokenizer(store: ArtifactStore, key: str) -> Any:
 # task functions
 
 
-@_guard("corpus")
+@guarded("corpus")
 def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
     """Held-out text, the corpus pair, the tokenizer of their union and the word-type sample.
 
@@ -377,7 +378,7 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     return key
 
 
-@_guard("train")
+@guarded("train")
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
     """Pretrain one BERT on one corpus version and read out its word-type embedding (artifacts
     ``bert``: the model; ``embedding``: the word types, held-out perplexity in its metadata).
@@ -411,7 +412,7 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
             else f"bert-{config['layers']}x{config['dim']}-{side}-s{seed}")
     # initialisation and dropout draw from torch's process-global RNG (seeded, then restored):
     # one pretraining at a time per process keeps each model a function of its seed
-    with _GLOBAL_RNG_LOCK:
+    with GLOBAL_RNG_LOCK:
         start = start_model(config, None if init else _tokenizer(store, source_key))
         # a pretrained model has more positions than a block needs: the block length is the setting
         result = train_mlm(start, _docs(store, f"corpus_{side}", source_key), int(config["steps"]), seed,
@@ -447,7 +448,7 @@ def _features(store: ArtifactStore, train_cfg: Mapping[str, Any], task: str, opt
     return feats
 
 
-@_guard("downstream")
+@guarded("downstream")
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
     """Frozen-feature disagreement: both members' sentence features compressed with the pair
@@ -484,10 +485,64 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
     old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
     options.pop("pooling", None)
-    with _GLOBAL_RNG_LOCK:
+    with GLOBAL_RNG_LOCK:
         result = feature_disagreement(new_q, old_q, config["task"], config["model"], int(config["seed"]), **options)
     value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
              "quality_b": float(result.quality_b), "n_test": int(result.n_test),
              "chance": float(result.settings["chance"]), "details": {"quality_metric": "accuracy (%)"}}
     store.put_json("downstream", key, value, config)
     return value
+
+
+def contextual_source_config(spec: Any) -> dict[str, Any]:
+    """The corpus pair's configuration with the settings made with it (tokenizer, held-out text,
+    word-type sample); every other configuration nests it.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study.
+
+    Returns
+    -------
+    dict
+        Plan and embstab versions, stage ``corpus``, ``kind``, the corpus section's fields and
+        :func:`source_settings`.
+    """
+    return source_config("corpus", spec.source_spec, kind="contextual", **source_settings(spec.training.params_dict()))
+
+
+def contextual_train_config(spec: Any, side: str, v: Any) -> dict[str, Any]:
+    """One BERT pretrained on one corpus version: its dimension, seed and training settings.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study.
+    side : str
+        ``old`` or ``new``.
+    v : Variant
+        The grid point.
+
+    Returns
+    -------
+    dict
+        The member's configuration (:func:`embstab.study.settings.member_config`).
+    """
+    return member_config(spec, side, v, contextual_source_config(spec))
+
+
+def _parse_corpus(v: Any, value: Any) -> Any:
+    # the corpus section reads as a word study's: both build their pair from one corpus
+    from embstab.train.study import parse_corpus  # noqa: PLC0415
+
+    return parse_corpus(v, value)
+
+
+KIND = StudyKind(
+    name="contextual", label="contextual embeddings (BERT word-type features)", memory_unit="bits per feature vector",
+    source_key="corpus", source_stage="corpus", parse_source=_parse_corpus, algorithms=check_algorithms,
+    training=TRAINING, tasks=tasks, check=check_study, source_config=contextual_source_config,
+    train_config=contextual_train_config, run_source=run_source, run_train=run_train, run_compress=run_compress,
+    run_downstream=run_downstream,
+)
