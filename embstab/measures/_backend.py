@@ -16,6 +16,10 @@ the standard has neither a partial sort nor ``mode="r"``.
 from __future__ import annotations
 
 import contextlib
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +30,7 @@ import numpy as np
 from embstab.errors import ShapeError
 
 __all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "column_mean", "Span", "span", "topk",
-           "sq_norm", "row_blocks"]
+           "sq_norm", "row_blocks", "Basis", "basis", "split_rows"]
 
 _DTYPES = ("float64", "float32")
 
@@ -154,17 +158,76 @@ def cross(xp, a: Any, b: Any, dtype: str | None):
 
 
 def _cross(xp, a: Any, b: Any, dtype: str | None):
+    if a is not b and a.shape[1] < b.shape[1]:
+        # the wider operand on the left: aᵀb with few rows of output threads poorly in OpenBLAS
+        # (measured 3-6x slower than (bᵀa)ᵀ on 2 shared cores)
+        return _cross(xp, b, a, dtype).T
+    parts = split_rows(lambda lo, hi: _cross_rows(xp, a, b, dtype, lo, hi), a)
+    out = parts[0]
+    for part in parts[1:]:
+        out = out + part
+    return out
+
+
+def _cross_rows(xp, a: Any, b: Any, dtype: str | None, lo: int, hi: int):
+    """``a[lo:hi]ᵀ b[lo:hi]`` in the working precision, over row blocks."""
     out = None
     if a is b:
-        for block in row_blocks(a):
+        for block in row_blocks(a[lo:hi]):
             ab = as_float(xp, block, dtype)
-            part = ab.T @ ab
+            part = ab.T @ ab  # numpy and torch recognise the Gram form (half the flops)
             out = part if out is None else out + part
         return out
-    for ablock, bblock in row_blocks(a, b):
+    for ablock, bblock in row_blocks(a[lo:hi], b[lo:hi]):
         part = as_float(xp, ablock, dtype).T @ as_float(xp, bblock, dtype)
         out = part if out is None else out + part
     return out
+
+
+#: Fewest rows per worker of :func:`split_rows` (below this the threads cost more than they save).
+SPLIT_MIN_ROWS = 2048
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+_BLAS: Any = None
+
+
+def _blas_workers() -> int:
+    """How many threads numpy's BLAS uses (1 when that cannot be found out)."""
+    global _BLAS
+    if _BLAS is None:
+        try:
+            from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+            controller = ThreadpoolController().select(user_api="blas")
+            threads = max((lib.num_threads for lib in controller.lib_controllers), default=1)
+            _BLAS = (controller, max(1, min(int(threads), os.cpu_count() or 1)))
+        except Exception:  # noqa: BLE001  (no threadpoolctl, or a BLAS it cannot drive)
+            _BLAS = (None, 1)
+    return _BLAS[1]
+
+
+def split_rows(fn, x: Any) -> list:
+    """``[fn(lo, hi), ...]`` over contiguous row ranges of ``x``, run in parallel for numpy inputs.
+
+    A multithreaded BLAS call stalls at every internal barrier when a core is busy with another
+    job; instead, each of the BLAS's threads gets its own rows and runs single-threaded products
+    (numpy releases the GIL in them), so the threads meet once, at the end. Torch and cupy
+    arrays, small inputs and a single-threaded BLAS get one call, ``[fn(0, n)]``.
+    """
+    n = int(x.shape[0])
+    workers = min(_blas_workers(), n // SPLIT_MIN_ROWS) if array_api_compat.is_numpy_array(x) else 1
+    if workers <= 1 or threading.current_thread() is not threading.main_thread():
+        # from a worker thread (or any other thread) the global BLAS setting is left alone
+        return [fn(0, n)]
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embstab-rows")
+    bounds = [n * i // workers for i in range(workers + 1)]
+    with _BLAS[0].limit(limits=1):
+        futures = [_POOL.submit(fn, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        return [f.result() for f in futures]
 
 
 def column_mean(xp, a: Any, dtype: str | None):
@@ -259,6 +322,80 @@ def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Spa
     keep = int(xp.sum(xp.astype(s > floor * float(s[0]), xp.int64)))
     s = s[:keep]
     return Span(w=v[:, :keep] / s, s=s, method=method)
+
+
+@dataclass(frozen=True)
+class Basis:
+    """Some orthonormal basis of col(X) as ``U = X @ w`` (U n×r, never formed), with the rank r.
+
+    Unlike :class:`Span` the columns need not be the singular vectors: enough for the measures
+    that depend on X only through the projector U Uᵀ (EIS, eigenspace overlap).
+    """
+
+    w: Any
+    rank: int
+    method: str
+
+
+def basis(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method: str = "auto") -> Basis:
+    """An orthonormal basis of col(X), implicitly, with the numerical rank.
+
+    With ``method="auto"`` in float64, a full-rank X whose condition number is certified to be
+    at most :data:`GRAM_MAX_COND` gets ``w = L⁻ᵀ`` from the Cholesky factor L of XᵀX: a
+    d³/3-flop factorisation instead of an eigendecomposition. The certificate is an upper bound,
+    cond(X)² ≤ ‖XᵀX‖_F · tr((XᵀX)⁻¹) = ‖XᵀX‖_F · ‖L⁻¹‖²_F, so the basis is used only where
+    :func:`span` would also have used the Gram matrix, and spans the same space. Otherwise (or
+    when the factorisation fails) the basis is :func:`span`'s.
+    """
+    return _memoized(("basis", dtype or "float64", rtol, method), (x,), lambda: _basis(xp, x, dtype, rtol, method))
+
+
+def _basis(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Basis:
+    n, d = x.shape
+    if method == "auto" and (dtype or "float64") == "float64" and n >= d:
+        w = _cholesky_basis(xp, cross(xp, x, x, dtype), n, rtol)
+        if w is not None:
+            return Basis(w=w, rank=int(d), method="cholesky")
+    sp = span(xp, x, dtype, rtol, method)
+    return Basis(w=sp.w, rank=sp.rank, method=sp.method)
+
+
+def _cholesky_basis(xp, gram: Any, n: int, rtol: float | None):
+    """``L⁻ᵀ`` for the Gram matrix ``L Lᵀ`` of a certified well-conditioned X, else None."""
+    d = int(gram.shape[0])
+    try:
+        low = xp.linalg.cholesky(gram)
+        inv = _lower_inverse(xp, low)
+    except Exception:  # noqa: BLE001  (not positive definite: numpy, torch and cupy raise differently)
+        return None
+    scale = float(xp.max(xp.abs(gram)))
+    inv_sq = float(sq_norm(xp, inv))
+    if not (scale > 0 and math.isfinite(inv_sq)):
+        return None
+    gram_norm = scale * math.sqrt(float(sq_norm(xp, gram / scale)))
+    cond_sq = gram_norm * inv_sq  # ≥ λ_max/λ_min = cond(X)²
+    eps = float(np.finfo(np.float64).eps)
+    smallest = max(rtol if rtol is not None else 0.0, (max(n, d) * eps) ** 0.5)  # span()'s rank floor
+    if not (cond_sq <= GRAM_MAX_COND**2 and cond_sq * smallest**2 < 1.0):
+        return None
+    return inv.T
+
+
+def _lower_inverse(xp, low: Any):
+    """Inverse of a lower-triangular matrix (d³/3 flops where the backend has a triangular solver)."""
+    if array_api_compat.is_numpy_array(low):
+        from scipy.linalg import lapack  # noqa: PLC0415
+
+        inv, info = lapack.dtrtri(low, lower=1)
+        if info != 0:
+            raise np.linalg.LinAlgError("singular triangular factor")
+        return np.tril(inv)
+    if array_api_compat.is_torch_array(low):
+        import torch  # noqa: PLC0415
+
+        eye = torch.eye(low.shape[0], dtype=low.dtype, device=low.device)
+        return torch.linalg.solve_triangular(low, eye, upper=False)
+    return xp.linalg.inv(low)
 
 
 def topk(xp, scores: Any, k: int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from embstab.measures._backend import check_pair, cross, span, sq_norm
+from embstab.measures._backend import basis, check_pair, cross, span, sq_norm
 
 __all__ = ["eigenspace_overlap", "weighted_eigenspace_overlap"]
 
@@ -38,7 +38,8 @@ def eigenspace_overlap(X: Any, Y: Any, *, dtype: str | None = None, rtol: float 
         If the inputs are not non-empty finite 2-D arrays with the same number of rows.
     """
     xp = check_pair(X, Y)
-    su, sv = span(xp, X, dtype, rtol, method), span(xp, Y, dtype, rtol, method)
+    # ‖UᵀŨ‖² depends on the bases only through their projectors: any orthonormal basis will do
+    su, sv = basis(xp, X, dtype, rtol, method), basis(xp, Y, dtype, rtol, method)
     c = su.w.T @ cross(xp, X, Y, dtype) @ sv.w
     return min(float(sq_norm(xp, c)) / max(su.rank, sv.rank), 1.0)
 
