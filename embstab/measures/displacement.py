@@ -6,11 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from embstab.measures._backend import as_float, check_pair, cross, row_blocks, split_rows
+from embstab.measures._backend import as_float, check_pair, cross, one_blas_thread, row_blocks, split_rows
 
 __all__ = ["semantic_displacement"]
 
 
+@one_blas_thread
 def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool = True,
                           dtype: str | None = None) -> float | np.ndarray:
     """Mean cosine distance between each word's vectors after orthogonal Procrustes alignment.

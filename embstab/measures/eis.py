@@ -21,7 +21,7 @@ import array_api_compat
 
 from embstab.errors import ShapeError
 from embstab.measures._backend import (FLOAT32_TRUST, basis, check_matrix, check_pair, column_mean, cross, namespace,
-                                       span, sq_norm)
+                                       one_blas_thread, rows_matmul, span, sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
@@ -73,6 +73,7 @@ def _fingerprint(xp, anchor, alpha: float, dtype: str) -> tuple:
             float(xp.sum(column_mean(xp, anchor, dtype))))
 
 
+@one_blas_thread
 def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, cache: bool = True,
                    method: str = "auto") -> AnchorFactors:
     """Factor an anchor embedding for :func:`eis` (cached per anchor array).
@@ -153,7 +154,7 @@ def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
         root = normalized
         for _ in range(alpha // 2 - 1):
             root = root @ normalized
-        weight = float(xp.sum((root.T @ normalized) * root))  # root.T @ root is a symmetric (syrk) product for α = 3
+        weight = float(xp.sum(cross(xp, root, normalized, dtype) * root))  # rootᵀN = N^{m+1}; a Gram product for α = 3
         return AnchorFactors(k_root=root / math.sqrt(c2), weight=weight, **common)
     if alpha == 1:
         power = xp.eye(gram.shape[0], dtype=gram.dtype, device=array_api_compat.device(gram))
@@ -179,6 +180,7 @@ def _resolve(anchor: Any, alpha: float, dtype: str | None, method: str) -> Ancho
     return anchor_factors(anchor, alpha=alpha, dtype=dtype, method=method)
 
 
+@one_blas_thread
 def eis(
     X: Any,
     Y: Any,
@@ -241,18 +243,19 @@ def _eis_terms(xp, X, Y, fx: AnchorFactors, fy: AnchorFactors, dtype: str | None
     """EIS's numerator, the size of the terms it is the difference of, and its denominator."""
     su = basis(xp, X, dtype, rtol, method)  # EIS depends on X only through the projector U Uᵀ
     sv = basis(xp, Y, dtype, rtol, method)
-    c = su.w.T @ cross(xp, X, Y, dtype) @ sv.w  # UᵀŨ
+    c = rows_matmul(xp, rows_matmul(xp, su.w.T, cross(xp, X, Y, dtype)), sv.w)  # UᵀŨ
     # put both anchors on a common scale (the larger r_max) so the weights stay comparable
     common = max(fx.log_scale, fy.log_scale)
     num = size = den = 0.0
     for f in (fx, fy):
         w = math.exp(2 * f.alpha * (f.log_scale - common))
-        a = su.w.T @ cross(xp, X, f.anchor, dtype)  # UᵀE
-        b = sv.w.T @ cross(xp, Y, f.anchor, dtype)  # ŨᵀE
+        a = rows_matmul(xp, su.w.T, cross(xp, X, f.anchor, dtype))  # UᵀE
+        b = rows_matmul(xp, sv.w.T, cross(xp, Y, f.anchor, dtype))  # ŨᵀE
         if f.k_root is not None:
             # K = R Rᵀ: tr(A K Aᵀ) = ‖A R‖², tr(Aᵀ C B K) = ⟨A R, C B R⟩
-            ar, br = a @ f.k_root, b @ f.k_root
-            t_a, t_b, t_ab = float(sq_norm(xp, ar)), float(sq_norm(xp, br)), float(xp.sum(ar * (c @ br)))
+            stacked = rows_matmul(xp, xp.concat([a, b], axis=0), f.k_root)
+            ar, br = stacked[: a.shape[0]], stacked[a.shape[0]:]
+            t_a, t_b, t_ab = float(sq_norm(xp, ar)), float(sq_norm(xp, br)), float(xp.sum(ar * rows_matmul(xp, c, br)))
         else:
             ak, bk = a @ f.k_mat, b @ f.k_mat
             # tr((P − P̃) E K Eᵀ (P − P̃)) = tr(A K Aᵀ) + tr(B K Bᵀ) − 2 tr(Aᵀ C B K)

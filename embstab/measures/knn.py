@@ -14,7 +14,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from embstab.measures._backend import as_float, check_pair, split_rows, topk
+from embstab.measures._backend import as_float, check_pair, one_blas_thread, split_rows, topk
 
 __all__ = ["knn", "nearest_neighbors"]
 
@@ -112,6 +112,7 @@ def _drop_self(xp, neighbors, queries, k: int):
     return xp.take_along_axis(neighbors, keep_order, axis=1)
 
 
+@one_blas_thread
 def knn(
     X: Any,
     Y: Any,

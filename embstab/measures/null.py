@@ -31,7 +31,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from embstab.measures._backend import basis, column_mean, cross
+from embstab.measures._backend import basis, column_mean, cross, one_blas_thread
 from embstab.measures.registry import MeasureInfo
 
 __all__ = ["NULL_FOLD", "NULL_NOISE", "NullLevel", "permutation_null", "closed_form_null", "null_levels",
@@ -315,6 +315,7 @@ def _knn_null(x: Any, y: Any, params: dict[str, Any]) -> NullLevel | None:
     return NullLevel(k / others, math.sqrt(var / k**2 / max(q, 1)), 0, "closed form")
 
 
+@one_blas_thread
 def closed_form_null(info: MeasureInfo, x: Any, y: Any, *, anchors: tuple[Any, Any] | None = None,
                      params: dict[str, Any] | None = None) -> NullLevel | None:
     """A measure's null (the average over all row shuffles of side b) in closed form, if it has one.
