@@ -112,16 +112,39 @@ def check_matrix(xp, x: Any, what: str) -> None:
         memo[("checked", id(x))] = (x, True)
 
 
+def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
+    """:func:`check_matrix` and the column sums of ``x`` (1×d, working precision) in one pass.
+
+    A sum is finite when its column is; only when one is not (or a sum of finite values
+    overflowed) are the entries scanned again to say which is wrong.
+    """
+    _check_shape(xp, x, what)
+    total = None
+    for block in row_blocks(x):
+        part = xp.sum(as_float(xp, block, dtype), axis=0, keepdims=True)
+        total = part if total is None else total + part
+    if not bool(xp.all(xp.isfinite(total))):
+        _check_matrix(xp, x, what)
+    memo = _MEMO.get()
+    if memo is not None:
+        memo[("checked", id(x))] = (x, True)
+    return total
+
+
 def _check_matrix(xp, x: Any, what: str) -> None:
+    _check_shape(xp, x, what)
+    for block in row_blocks(x):
+        if not bool(xp.all(xp.isfinite(block))):
+            raise ShapeError(f"{what} contains NaN or Inf")
+
+
+def _check_shape(xp, x: Any, what: str) -> None:
     if x.ndim != 2:
         raise ShapeError(f"{what} must be a 2-D (n_words, dim) array, got shape {tuple(x.shape)}")
     if x.shape[0] == 0 or x.shape[1] == 0:
         raise ShapeError(f"{what} is empty (shape {tuple(x.shape)})")
     if not xp.isdtype(x.dtype, "real floating"):
         raise ShapeError(f"{what} must hold real floating-point numbers, got {x.dtype}")
-    for block in row_blocks(x):
-        if not bool(xp.all(xp.isfinite(block))):
-            raise ShapeError(f"{what} contains NaN or Inf")
 
 
 def check_pair(x: Any, y: Any, names: tuple[str, str] = ("X", "Y"), same_dim: bool = False):

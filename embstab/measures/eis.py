@@ -20,8 +20,8 @@ from typing import Any
 import array_api_compat
 
 from embstab.errors import ShapeError
-from embstab.measures._backend import (FLOAT32_TRUST, basis, check_matrix, check_pair, column_mean, cross, namespace,
-                                       one_blas_thread, rows_matmul, span, sq_norm)
+from embstab.measures._backend import (FLOAT32_TRUST, basis, check_pair, checked_column_sums, column_mean, cross,
+                                       namespace, one_blas_thread, rows_matmul, span, sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
@@ -66,11 +66,13 @@ _CACHE: dict[int, tuple[weakref.ref, tuple, AnchorFactors]] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _fingerprint(xp, anchor, alpha: float, dtype: str) -> tuple:
-    # A cheap content check so an anchor mutated in place is not served stale factors.
+def _fingerprint(xp, anchor, alpha: float, dtype: str, sums=None) -> tuple:
+    # A cheap content check so an anchor mutated in place is not served stale factors (``sums``:
+    # the anchor's column sums when the caller already has them).
+    mean = column_mean(xp, anchor, dtype) if sums is None else sums / anchor.shape[0]
     return (tuple(anchor.shape), str(anchor.dtype), alpha, dtype, float(sq_norm(xp, cross(xp, anchor[:1], anchor[:1],
                                                                                           dtype))),
-            float(xp.sum(column_mean(xp, anchor, dtype))))
+            float(xp.sum(mean)))
 
 
 @one_blas_thread
@@ -109,10 +111,10 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
     if not (alpha >= 0 and math.isfinite(alpha)):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
     xp = namespace(anchor)
-    check_matrix(xp, anchor, "anchor")
     dtype = dtype or "float64"
+    sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
     key = id(anchor)
-    fp = _fingerprint(xp, anchor, float(alpha), dtype) if cache else None
+    fp = _fingerprint(xp, anchor, float(alpha), dtype, sums) if cache else None
     if cache:
         with _CACHE_LOCK:
             hit = _CACHE.get(key)
