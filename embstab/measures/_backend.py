@@ -10,7 +10,9 @@ ideas keep them exact, fast and lean at n = 400,000 words:
   products such as ``UᵀŨ = Wᵀ (XᵀY) W̃`` need no n×d basis either.
 
 The only backend-specific primitives are :func:`topk` and the R-only QR in :func:`span`, because
-the standard has neither a partial sort nor ``mode="r"``.
+the standard has neither a partial sort nor ``mode="r"``, the triangular inverse of :func:`basis`,
+and, for numpy only, the row split of :func:`split_rows` (one single-threaded BLAS call per core,
+which holds its speed on cores shared with other jobs where a multithreaded call does not).
 """
 
 from __future__ import annotations
@@ -183,8 +185,8 @@ def cross(xp, a: Any, b: Any, dtype: str | None):
 
 def _cross(xp, a: Any, b: Any, dtype: str | None):
     if a is not b and a.shape[1] < b.shape[1]:
-        # the wider operand on the left: aᵀb with few rows of output threads poorly in OpenBLAS
-        # (measured 3-6x slower than (bᵀa)ᵀ on 2 shared cores)
+        # the wider operand on the left: with a multithreaded BLAS, aᵀb with few output rows ran
+        # 3-6x slower than (bᵀa)ᵀ on 2 shared cores (on one thread per row range it matters little)
         return _cross(xp, b, a, dtype).T
     parts = split_rows(lambda lo, hi: _cross_rows(xp, a, b, dtype, lo, hi), a)
     out = parts[0]
