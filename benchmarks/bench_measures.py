@@ -20,7 +20,7 @@ so a row's time is that measure's share of the suite (later ones reuse spans and
    unavoidable products (see ``floor_flops``) at that rate give the fastest any exact float64
    implementation could be, hence the best ratio it could print against this baseline.
 
-Usage: ``python benchmarks/bench_measures.py [--pairs 36] [--skip-big] [--big-baseline] [--device cuda]``
+Usage: ``python benchmarks/bench_measures.py [--pairs 36] [--skip-big] [--skip-baseline] [--big-baseline] [--device cuda]``
 """
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ from embstab import measures  # noqa: E402
 # baseline's k-NN, torch for embstab's top-k selection) before any timing starts.
 import sklearn.neighbors  # noqa: E402,F401
 import torch  # noqa: E402,F401
+
+from embstab.measures import _backend  # noqa: E402
+
+# Likewise the once-per-process set-up of embstab's row-split products: threadpoolctl's scan of
+# the loaded BLAS libraries (about 0.1 s on a busy machine).
+_backend._blas_workers()
 
 MEASURES = ["eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap"]
 
@@ -141,7 +147,7 @@ def to_device(arrays, device):
 
 
 # ----------------------------------------------------------------------------- cases
-def paper_case(d, device):
+def paper_case(d, device, with_baseline=True):
     """Cold timings at the paper's setting; each value is checked against the baseline's."""
     rng = np.random.default_rng(d)
     n, k = 10_000, 800
@@ -153,18 +159,23 @@ def paper_case(d, device):
     base_total = ours_total = 0.0
     measures.clear_anchor_cache()
     xe = to_device([x, y, e, f], device)
+    rates = [gemm_rate()]  # measured next to the suite: the machine is shared, its speed drifts
     suite = measures.shared_products()  # as embstab.compare runs them: spans/products shared
     suite.__enter__()
     for name in MEASURES:
-        tb, vb = timed(BASELINE[name], *((x, y, e, f) if name == "eis" else (x, y)))
+        tb = None
+        if with_baseline:
+            tb, vb = timed(BASELINE[name], *((x, y, e, f) if name == "eis" else (x, y)))
         to, vo = timed(ours, name, *xe)
-        assert abs(vb - vo) <= 1e-6 * max(1.0, abs(vb)), (name, vb, vo)  # same number, or the timing is moot
+        if with_baseline:
+            assert abs(vb - vo) <= 1e-6 * max(1.0, abs(vb)), (name, vb, vo)  # same number, or the timing is moot
         rows.append((f"n=10k d={d} cold", name, tb, to))
-        base_total += tb
+        base_total = None if tb is None else base_total + tb
         ours_total += to
     suite.__exit__(None, None, None)
+    rates.append(gemm_rate())
     rows.append((f"n=10k d={d} cold", "full suite", base_total, ours_total))
-    return rows
+    return rows, max(rates)
 
 
 def amortised(d, pairs, device):
@@ -228,6 +239,26 @@ def gemm_rate(n: int = 10_000, k: int = 800, repeat: int = 5) -> float:
     return 2 * n * k * k / best
 
 
+def floor_shares(n: int, d: int, k: int, queries: int) -> dict[str, float]:
+    """:func:`floor_flops` split over the measures in the order the suite runs them.
+
+    EIS runs first, so it is charged the products it shares with the later measures (XᵀX, YᵀY,
+    XᵀY); semantic displacement is charged the rotated rows XΩ; PIP loss and the eigenspace
+    overlap reuse products already made and have no share.
+    """
+    return {"eis": 2 * n * k * k + 8 * n * d * k + 4 * n * d * d, "knn": 4 * queries * n * d,
+            "semantic_displacement": 2 * n * d * d, "pip_loss": 0.0, "eigenspace_overlap": 0.0}
+
+
+def memory_bandwidth(size: int = 2**25, repeat: int = 5) -> float:
+    """This machine's memory bandwidth (bytes/s): the best of a few copies of 256 MB (read + write)."""
+    src = np.ones(size)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    best = min(timed(np.copyto, dst, src)[0] for _ in range(repeat))
+    return 2 * src.nbytes / best
+
+
 def floor_flops(n: int, d: int, k: int, queries: int) -> float:
     """Fewest float64 FLOPs of the exact suite: the products no algorithm can skip.
 
@@ -252,35 +283,57 @@ def main() -> None:
     parser.add_argument("--skip-big", action="store_true", help="skip the n = 400,000 case")
     parser.add_argument("--big-baseline", action="store_true", help="also time the baseline at n = 400,000 "
                         "(minutes; PIP excluded: it cannot allocate)")
+    parser.add_argument("--skip-baseline", action="store_true", help="time embstab only at n = 10,000 (the floor "
+                        "ratios; the values are then not checked against the baseline's)")
     parser.add_argument("--device", default=None, help="torch device for embstab (e.g. cuda); default numpy")
     args = parser.parse_args()
     print(f"# bench_measures: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"numpy {np.__version__}, device {args.device or 'numpy/cpu'}")
     rows = []
     amort = []
+    suite_rates = {}
     for d in args.dims:
-        r = paper_case(d, args.device)
+        r, suite_rates[d] = paper_case(d, args.device, not args.skip_baseline)
         rows += r
         cold_base = r[-1][2]
         per_pair = amortised(d, args.pairs, args.device)
         amort.append((d, cold_base, per_pair))
     print(f"{'case':<20} {'measure':<22} {'baseline s':>10} {'embstab s':>10} {'ratio':>8}")
     for case, name, tb, to in rows:
-        print(f"{case:<20} {name:<22} {fmt(tb):>10} {fmt(to):>10} {tb / to:8.1f}x")
-    rate = gemm_rate()
-    print(f"\n# float64 product rate of this machine, measured now: {rate / 1e9:.1f} GFLOP/s. The floor is the")
-    print("# suite's unavoidable products at that rate; no float64 implementation can beat its ratio.")
-    print(f"{'case':<20} {'GFLOP':>8} {'floor s':>8} {'embstab s':>10} {'of floor':>9} {'best ratio':>11}")
+        print(f"{case:<20} {name:<22} {fmt(tb):>10} {fmt(to):>10} " + (f"{tb / to:8.1f}x" if tb else "       -"))
+    rate = max([gemm_rate(), *suite_rates.values()])
+    print(f"\n# float64 product rate of this machine, measured now: {rate / 1e9:.1f} GFLOP/s (best of the run;")
+    print("# next to each cold suite: " + ", ".join(f"d={d} {r / 1e9:.1f}" for d, r in suite_rates.items())
+          + "). The floor is the suite's unavoidable products at that rate; no float64 implementation can beat")
+    print("# its ratio. 'of floor' uses the rate measured next to that suite, 'of floor (best)' the run's best.")
+    print(f"{'case':<20} {'GFLOP':>8} {'floor s':>8} {'embstab s':>10} {'of floor':>9} {'(best)':>8} {'best ratio':>11}")
     for case, name, tb, to in rows:
         if name == "full suite":
             d = int(case.split("d=")[1].split()[0])
             flops = floor_flops(10_000, d, 800, 1000)
-            print(f"{case:<20} {flops / 1e9:8.1f} {flops / rate:8.3f} {to:10.3f} {to / (flops / rate):8.2f}x "
-                  f"{tb / (flops / rate):10.1f}x")
+            near = flops / suite_rates[d]
+            print(f"{case:<20} {flops / 1e9:8.1f} {near:8.3f} {to:10.3f} {to / near:8.2f}x "
+                  f"{to / (flops / rate):7.2f}x " + (f"{tb / near:10.1f}x" if tb else "         -"))
+    print("\n# per measure: its time against its share of the floor (shared products charged to EIS, which runs first)")
+    print(f"{'case':<20} {'measure':<22} {'share s':>8} {'embstab s':>10} {'of share':>9}")
+    for case, name, tb, to in rows:
+        if name != "full suite":
+            d = int(case.split("d=")[1].split()[0])
+            share = floor_shares(10_000, d, 800, 1000)[name] / suite_rates[d]
+            ratio = f"{to / share:8.2f}x" if share else "       -"
+            print(f"{case:<20} {name:<22} {share:8.3f} {to:10.3f} {ratio}")
+    bandwidth = memory_bandwidth()
+    # k-NN's top-k reads the q×n float64 score matrix of each embedding once it is written: a
+    # memory-bound pass whose time is bytes / bandwidth, whatever the flop rate
+    score_bytes = 2 * 2 * 8 * 1000 * 10_000
+    print(f"# memory bandwidth, measured now: {bandwidth / 1e9:.1f} GB/s; k-NN's score matrices (2 x 1000 x 10,000 "
+          f"float64, written and read) move {score_bytes / 1e6:.0f} MB: >= {score_bytes / bandwidth:.3f} s beyond "
+          "its flops")
     print()
     for d, base, ours_pp in amort:
         print(f"{f'n=10k d={d} amortised':<20} {f'full suite, {args.pairs} pairs':<22} {fmt(base):>10} "
-              f"{fmt(ours_pp):>10} {base / ours_pp:8.1f}x   (per pair; baseline recomputes everything)")
+              f"{fmt(ours_pp):>10} " + (f"{base / ours_pp:8.1f}x" if base else "       -")
+              + "   (per pair; baseline recomputes everything)")
     if not args.skip_big:
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()

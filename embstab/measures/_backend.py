@@ -10,12 +10,19 @@ ideas keep them exact, fast and lean at n = 400,000 words:
   products such as ``UᵀŨ = Wᵀ (XᵀY) W̃`` need no n×d basis either.
 
 The only backend-specific primitives are :func:`topk` and the R-only QR in :func:`span`, because
-the standard has neither a partial sort nor ``mode="r"``.
+the standard has neither a partial sort nor ``mode="r"``, the triangular inverse of :func:`basis`,
+and, for numpy only, the row split of :func:`split_rows` (one single-threaded BLAS call per core,
+which holds its speed on cores shared with other jobs where a multithreaded call does not).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +33,7 @@ import numpy as np
 from embstab.errors import ShapeError
 
 __all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "column_mean", "Span", "span", "topk",
-           "sq_norm", "row_blocks"]
+           "sq_norm", "row_blocks", "Basis", "basis", "split_rows", "one_blas_thread", "rows_matmul"]
 
 _DTYPES = ("float64", "float32")
 
@@ -107,16 +114,39 @@ def check_matrix(xp, x: Any, what: str) -> None:
         memo[("checked", id(x))] = (x, True)
 
 
+def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
+    """:func:`check_matrix` and the column sums of ``x`` (1×d, working precision) in one pass.
+
+    A sum is finite when its column is; only when one is not (or a sum of finite values
+    overflowed) are the entries scanned again to say which is wrong.
+    """
+    _check_shape(xp, x, what)
+    total = None
+    for block in row_blocks(x):
+        part = xp.sum(as_float(xp, block, dtype), axis=0, keepdims=True)
+        total = part if total is None else total + part
+    if not bool(xp.all(xp.isfinite(total))):
+        _check_matrix(xp, x, what)
+    memo = _MEMO.get()
+    if memo is not None:
+        memo[("checked", id(x))] = (x, True)
+    return total
+
+
 def _check_matrix(xp, x: Any, what: str) -> None:
+    _check_shape(xp, x, what)
+    for block in row_blocks(x):
+        if not bool(xp.all(xp.isfinite(block))):
+            raise ShapeError(f"{what} contains NaN or Inf")
+
+
+def _check_shape(xp, x: Any, what: str) -> None:
     if x.ndim != 2:
         raise ShapeError(f"{what} must be a 2-D (n_words, dim) array, got shape {tuple(x.shape)}")
     if x.shape[0] == 0 or x.shape[1] == 0:
         raise ShapeError(f"{what} is empty (shape {tuple(x.shape)})")
     if not xp.isdtype(x.dtype, "real floating"):
         raise ShapeError(f"{what} must hold real floating-point numbers, got {x.dtype}")
-    for block in row_blocks(x):
-        if not bool(xp.all(xp.isfinite(block))):
-            raise ShapeError(f"{what} contains NaN or Inf")
 
 
 def check_pair(x: Any, y: Any, names: tuple[str, str] = ("X", "Y"), same_dim: bool = False):
@@ -154,17 +184,102 @@ def cross(xp, a: Any, b: Any, dtype: str | None):
 
 
 def _cross(xp, a: Any, b: Any, dtype: str | None):
+    if a is not b and a.shape[1] < b.shape[1]:
+        # the wider operand on the left: with a multithreaded BLAS, aᵀb with few output rows ran
+        # 3-6x slower than (bᵀa)ᵀ on 2 shared cores (on one thread per row range it matters little)
+        return _cross(xp, b, a, dtype).T
+    parts = split_rows(lambda lo, hi: _cross_rows(xp, a, b, dtype, lo, hi), a)
+    out = parts[0]
+    for part in parts[1:]:
+        out = out + part
+    return out
+
+
+def _cross_rows(xp, a: Any, b: Any, dtype: str | None, lo: int, hi: int):
+    """``a[lo:hi]ᵀ b[lo:hi]`` in the working precision, over row blocks."""
     out = None
     if a is b:
-        for block in row_blocks(a):
+        for block in row_blocks(a[lo:hi]):
             ab = as_float(xp, block, dtype)
-            part = ab.T @ ab
+            part = ab.T @ ab  # numpy and torch recognise the Gram form (half the flops)
             out = part if out is None else out + part
         return out
-    for ablock, bblock in row_blocks(a, b):
+    for ablock, bblock in row_blocks(a[lo:hi], b[lo:hi]):
         part = as_float(xp, ablock, dtype).T @ as_float(xp, bblock, dtype)
         out = part if out is None else out + part
     return out
+
+
+#: Fewest rows per worker of :func:`split_rows` (below this the threads cost more than they save).
+SPLIT_MIN_ROWS = 256
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+_BLAS: Any = None
+
+
+def _blas_workers() -> int:
+    """How many threads numpy's BLAS uses (1 when that cannot be found out)."""
+    global _BLAS
+    if _BLAS is None:
+        try:
+            from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+            controller = ThreadpoolController().select(user_api="blas")
+            threads = max((lib.num_threads for lib in controller.lib_controllers), default=1)
+            _BLAS = (controller, max(1, min(int(threads), os.cpu_count() or 1)))
+        except Exception:  # noqa: BLE001  (no threadpoolctl, or a BLAS it cannot drive)
+            _BLAS = (None, 1)
+    return _BLAS[1]
+
+
+def rows_matmul(xp, a: Any, b: Any):
+    """``a @ b`` with the rows of ``a`` split over threads (see :func:`split_rows`)."""
+    parts = split_rows(lambda lo, hi: a[lo:hi] @ b, a)
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+
+def one_blas_thread(fn):
+    """Run ``fn`` with numpy's BLAS on one thread; its n-row products still use every core.
+
+    The d×d and d×k linear algebra of the measures (factorisations, small products) stalls at
+    the internal barriers of a multithreaded BLAS when the cores are shared with other jobs: an
+    800×800 SVD took 0.8 s on one thread against 3.8-5.2 s on two, on 2 busy cores. The products
+    over the n rows go through :func:`split_rows`, which keeps one thread per core. Called from a
+    thread other than the main one, the global BLAS setting is left alone.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _blas_workers() <= 1 or threading.current_thread() is not threading.main_thread():
+            return fn(*args, **kwargs)
+        with _BLAS[0].limit(limits=1):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def split_rows(fn, x: Any) -> list:
+    """``[fn(lo, hi), ...]`` over contiguous row ranges of ``x``, run in parallel for numpy inputs.
+
+    A multithreaded BLAS call stalls at every internal barrier when a core is busy with another
+    job; instead, each of the BLAS's threads gets its own rows and runs single-threaded products
+    (numpy releases the GIL in them), so the threads meet once, at the end. Torch and cupy
+    arrays, small inputs and a single-threaded BLAS get one call, ``[fn(0, n)]``.
+    """
+    n = int(x.shape[0])
+    workers = min(_blas_workers(), n // SPLIT_MIN_ROWS) if array_api_compat.is_numpy_array(x) else 1
+    if workers <= 1 or threading.current_thread() is not threading.main_thread():
+        # from a worker thread (or any other thread) the global BLAS setting is left alone
+        return [fn(0, n)]
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embstab-rows")
+    bounds = [n * i // workers for i in range(workers + 1)]
+    with _BLAS[0].limit(limits=1):
+        futures = [_POOL.submit(fn, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        return [f.result() for f in futures]
 
 
 def column_mean(xp, a: Any, dtype: str | None):
@@ -259,6 +374,80 @@ def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Spa
     keep = int(xp.sum(xp.astype(s > floor * float(s[0]), xp.int64)))
     s = s[:keep]
     return Span(w=v[:, :keep] / s, s=s, method=method)
+
+
+@dataclass(frozen=True)
+class Basis:
+    """Some orthonormal basis of col(X) as ``U = X @ w`` (U n×r, never formed), with the rank r.
+
+    Unlike :class:`Span` the columns need not be the singular vectors: enough for the measures
+    that depend on X only through the projector U Uᵀ (EIS, eigenspace overlap).
+    """
+
+    w: Any
+    rank: int
+    method: str
+
+
+def basis(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method: str = "auto") -> Basis:
+    """An orthonormal basis of col(X), implicitly, with the numerical rank.
+
+    With ``method="auto"`` in float64, a full-rank X whose condition number is certified to be
+    at most :data:`GRAM_MAX_COND` gets ``w = L⁻ᵀ`` from the Cholesky factor L of XᵀX: a
+    d³/3-flop factorisation instead of an eigendecomposition. The certificate is an upper bound,
+    cond(X)² ≤ ‖XᵀX‖_F · tr((XᵀX)⁻¹) = ‖XᵀX‖_F · ‖L⁻¹‖²_F, so the basis is used only where
+    :func:`span` would also have used the Gram matrix, and spans the same space. Otherwise (or
+    when the factorisation fails) the basis is :func:`span`'s.
+    """
+    return _memoized(("basis", dtype or "float64", rtol, method), (x,), lambda: _basis(xp, x, dtype, rtol, method))
+
+
+def _basis(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Basis:
+    n, d = x.shape
+    if method == "auto" and (dtype or "float64") == "float64" and n >= d:
+        w = _cholesky_basis(xp, cross(xp, x, x, dtype), n, rtol)
+        if w is not None:
+            return Basis(w=w, rank=int(d), method="cholesky")
+    sp = span(xp, x, dtype, rtol, method)
+    return Basis(w=sp.w, rank=sp.rank, method=sp.method)
+
+
+def _cholesky_basis(xp, gram: Any, n: int, rtol: float | None):
+    """``L⁻ᵀ`` for the Gram matrix ``L Lᵀ`` of a certified well-conditioned X, else None."""
+    d = int(gram.shape[0])
+    try:
+        low = xp.linalg.cholesky(gram)
+        inv = _lower_inverse(xp, low)
+    except Exception:  # noqa: BLE001  (not positive definite: numpy, torch and cupy raise differently)
+        return None
+    scale = float(xp.max(xp.abs(gram)))
+    inv_sq = float(sq_norm(xp, inv))
+    if not (scale > 0 and math.isfinite(inv_sq)):
+        return None
+    gram_norm = scale * math.sqrt(float(sq_norm(xp, gram / scale)))
+    cond_sq = gram_norm * inv_sq  # ≥ λ_max/λ_min = cond(X)²
+    eps = float(np.finfo(np.float64).eps)
+    smallest = max(rtol if rtol is not None else 0.0, (max(n, d) * eps) ** 0.5)  # span()'s rank floor
+    if not (cond_sq <= GRAM_MAX_COND**2 and cond_sq * smallest**2 < 1.0):
+        return None
+    return inv.T
+
+
+def _lower_inverse(xp, low: Any):
+    """Inverse of a lower-triangular matrix (d³/3 flops where the backend has a triangular solver)."""
+    if array_api_compat.is_numpy_array(low):
+        from scipy.linalg import lapack  # noqa: PLC0415
+
+        inv, info = lapack.dtrtri(low, lower=1)
+        if info != 0:
+            raise np.linalg.LinAlgError("singular triangular factor")
+        return np.tril(inv)
+    if array_api_compat.is_torch_array(low):
+        import torch  # noqa: PLC0415
+
+        eye = torch.eye(low.shape[0], dtype=low.dtype, device=low.device)
+        return torch.linalg.solve_triangular(low, eye, upper=False)
+    return xp.linalg.inv(low)
 
 
 def topk(xp, scores: Any, k: int):

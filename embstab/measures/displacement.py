@@ -6,11 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from embstab.measures._backend import as_float, check_pair, cross, row_blocks
+from embstab.measures._backend import as_float, check_pair, cross, one_blas_thread, row_blocks, split_rows
 
 __all__ = ["semantic_displacement"]
 
 
+@one_blas_thread
 def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool = True,
                           dtype: str | None = None) -> float | np.ndarray:
     """Mean cosine distance between each word's vectors after orthogonal Procrustes alignment.
@@ -38,22 +39,28 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
     if align:
         u, _, vt = xp.linalg.svd(cross(xp, X, Y, dtype), full_matrices=False)
         omega = u @ vt
-    total, count, per_word = 0.0, 0, []
-    for xb, yb in row_blocks(X, Y):
-        x, y = as_float(xp, xb, dtype), as_float(xp, yb, dtype)
-        if omega is not None:
-            x = x @ omega
-        dots = xp.sum(x * y, axis=1)
-        norms = xp.sqrt(xp.sum(x * x, axis=1)) * xp.sqrt(xp.sum(y * y, axis=1))
-        valid = norms > 0
-        dist = 1.0 - dots / xp.where(valid, norms, xp.ones_like(norms))
-        if average:
-            total += float(xp.sum(xp.where(valid, dist, xp.zeros_like(dist))))
-            count += int(xp.sum(xp.astype(valid, xp.int64)))
-        else:
-            block = np.asarray(dist.tolist(), dtype=np.float64)
-            block[~np.asarray(valid.tolist(), dtype=bool)] = np.nan
-            per_word.append(block)
+
+    def rows(lo: int, hi: int):
+        total, count, per_word = 0.0, 0, []
+        for xb, yb in row_blocks(X[lo:hi], Y[lo:hi]):
+            x, y = as_float(xp, xb, dtype), as_float(xp, yb, dtype)
+            if omega is not None:
+                x = x @ omega
+            dots = xp.sum(x * y, axis=1)
+            norms = xp.sqrt(xp.sum(x * x, axis=1)) * xp.sqrt(xp.sum(y * y, axis=1))
+            valid = norms > 0
+            dist = 1.0 - dots / xp.where(valid, norms, xp.ones_like(norms))
+            if average:
+                total += float(xp.sum(xp.where(valid, dist, xp.zeros_like(dist))))
+                count += int(xp.sum(xp.astype(valid, xp.int64)))
+            else:
+                block = np.asarray(dist.tolist(), dtype=np.float64)
+                block[~np.asarray(valid.tolist(), dtype=bool)] = np.nan
+                per_word.append(block)
+        return total, count, per_word
+
+    parts = split_rows(rows, X)  # numpy: rows split over threads, their sums added in order
     if not average:
-        return np.concatenate(per_word)
-    return total / count if count else float("nan")
+        return np.concatenate([block for part in parts for block in part[2]])
+    count = sum(part[1] for part in parts)
+    return sum(part[0] for part in parts) / count if count else float("nan")

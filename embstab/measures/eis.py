@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import array_api_compat
 
 from embstab.errors import ShapeError
-from embstab.measures._backend import FLOAT32_TRUST, check_matrix, check_pair, column_mean, cross, namespace, span, sq_norm
+from embstab.measures._backend import (FLOAT32_TRUST, basis, check_pair, checked_column_sums, column_mean, cross,
+                                       namespace, one_blas_thread, rows_matmul, span, sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
@@ -35,30 +36,46 @@ class AnchorFactors:
     restored only as a ratio when two anchors are combined, so α = 3 (r⁶) neither overflows nor
     underflows. No n-sized array beyond the anchor itself is kept.
 
-    For integer α ≥ 1, ``k_mat = (EᵀE / c²)^{α−1} / c²`` with c² = ‖EᵀE‖_F: two k×k products, no
+    For integer α ≥ 1, ``k_mat = (EᵀE / c²)^{α−1} / c²`` with c² = ‖EᵀE‖_F: k×k products, no
     eigendecomposition. Otherwise ``k_mat = M Mᵀ`` with ``M = W (s / s_max)^α`` from the span of E
     (V R^α = E M), and c = s_max.
+
+    Where ``k_mat`` has a known square root (odd integer α, and the singular-vector route),
+    ``k_root`` holds it, ``k_mat = k_root k_rootᵀ``, and EIS uses it directly: ``k_mat`` itself is
+    then formed only when asked for (once; copies of these factors share it).
     """
 
     anchor: Any
-    k_mat: Any
+    k_root: Any
     weight: float
     log_scale: float
     alpha: float
     n_rows: int
+    _k_mat: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def k_mat(self) -> Any:
+        """The k×k matrix K with ``(E Eᵀ)^α = c^{2α} · E K Eᵀ``."""
+        k = self._k_mat.get("k")
+        if k is None:
+            k = self._k_mat["k"] = self.k_root @ self.k_root.T
+        return k
 
 
 _CACHE: dict[int, tuple[weakref.ref, tuple, AnchorFactors]] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _fingerprint(xp, anchor, alpha: float, dtype: str) -> tuple:
-    # A cheap content check so an anchor mutated in place is not served stale factors.
+def _fingerprint(xp, anchor, alpha: float, dtype: str, sums=None) -> tuple:
+    # A cheap content check so an anchor mutated in place is not served stale factors (``sums``:
+    # the anchor's column sums when the caller already has them).
+    mean = column_mean(xp, anchor, dtype) if sums is None else sums / anchor.shape[0]
     return (tuple(anchor.shape), str(anchor.dtype), alpha, dtype, float(sq_norm(xp, cross(xp, anchor[:1], anchor[:1],
                                                                                           dtype))),
-            float(xp.sum(column_mean(xp, anchor, dtype))))
+            float(xp.sum(mean)))
 
 
+@one_blas_thread
 def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, cache: bool = True,
                    method: str = "auto") -> AnchorFactors:
     """Factor an anchor embedding for :func:`eis` (cached per anchor array).
@@ -94,10 +111,10 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
     if not (alpha >= 0 and math.isfinite(alpha)):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
     xp = namespace(anchor)
-    check_matrix(xp, anchor, "anchor")
     dtype = dtype or "float64"
+    sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
     key = id(anchor)
-    fp = _fingerprint(xp, anchor, float(alpha), dtype) if cache else None
+    fp = _fingerprint(xp, anchor, float(alpha), dtype, sums) if cache else None
     if cache:
         with _CACHE_LOCK:
             hit = _CACHE.get(key)
@@ -112,7 +129,7 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
         rmax = float(sp.s[0])
         scaled = (sp.s / rmax) ** alpha
         m = sp.w * scaled
-        factors = AnchorFactors(anchor=anchor, k_mat=m @ m.T, weight=float(xp.sum(scaled * scaled)),
+        factors = AnchorFactors(anchor=anchor, k_root=m, weight=float(xp.sum(scaled * scaled)),
                                 log_scale=math.log(rmax), alpha=float(alpha), n_rows=int(anchor.shape[0]))
     if cache:
         try:
@@ -132,6 +149,15 @@ def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
         raise ShapeError("anchor is all zeros")
     c2 = biggest * math.sqrt(float(sq_norm(xp, gram / biggest)))  # ‖EᵀE‖_F without overflowing float32
     normalized = gram / c2
+    common = {"anchor": anchor, "log_scale": 0.5 * math.log(c2), "alpha": float(alpha), "n_rows": int(anchor.shape[0])}
+    if alpha % 2 == 1 and alpha > 1:
+        # odd α = 2m + 1: K = N^{2m} / c² = R Rᵀ with R = N^m / c (N symmetric), so EIS needs no
+        # k×k power beyond N^m and tr(N^α) = ⟨N^m, N^m N⟩
+        root = normalized
+        for _ in range(alpha // 2 - 1):
+            root = root @ normalized
+        weight = float(xp.sum(cross(xp, root, normalized, dtype) * root))  # rootᵀN = N^{m+1}; a Gram product for α = 3
+        return AnchorFactors(k_root=root / math.sqrt(c2), weight=weight, **common)
     if alpha == 1:
         power = xp.eye(gram.shape[0], dtype=gram.dtype, device=array_api_compat.device(gram))
     else:  # N^{α−1} with α − 2 products (not α − 1 starting from the identity)
@@ -139,8 +165,7 @@ def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
         for _ in range(alpha - 2):
             power = power @ normalized
     weight = float(xp.sum(power * normalized))  # tr(N^α); N and its powers are symmetric
-    return AnchorFactors(anchor=anchor, k_mat=power / c2, weight=weight, log_scale=0.5 * math.log(c2),
-                         alpha=float(alpha), n_rows=int(anchor.shape[0]))
+    return AnchorFactors(k_root=None, weight=weight, _k_mat={"k": power / c2}, **common)
 
 
 def clear_anchor_cache() -> None:
@@ -157,6 +182,7 @@ def _resolve(anchor: Any, alpha: float, dtype: str | None, method: str) -> Ancho
     return anchor_factors(anchor, alpha=alpha, dtype=dtype, method=method)
 
 
+@one_blas_thread
 def eis(
     X: Any,
     Y: Any,
@@ -217,19 +243,25 @@ def eis(
 def _eis_terms(xp, X, Y, fx: AnchorFactors, fy: AnchorFactors, dtype: str | None, rtol: float | None,
                method: str) -> tuple[float, float, float]:
     """EIS's numerator, the size of the terms it is the difference of, and its denominator."""
-    su = span(xp, X, dtype, rtol, method)
-    sv = span(xp, Y, dtype, rtol, method)
-    c = su.w.T @ cross(xp, X, Y, dtype) @ sv.w  # UᵀŨ
+    su = basis(xp, X, dtype, rtol, method)  # EIS depends on X only through the projector U Uᵀ
+    sv = basis(xp, Y, dtype, rtol, method)
+    c = rows_matmul(xp, rows_matmul(xp, su.w.T, cross(xp, X, Y, dtype)), sv.w)  # UᵀŨ
     # put both anchors on a common scale (the larger r_max) so the weights stay comparable
     common = max(fx.log_scale, fy.log_scale)
     num = size = den = 0.0
     for f in (fx, fy):
         w = math.exp(2 * f.alpha * (f.log_scale - common))
-        a = su.w.T @ cross(xp, X, f.anchor, dtype)  # UᵀE
-        b = sv.w.T @ cross(xp, Y, f.anchor, dtype)  # ŨᵀE
-        ak, bk = a @ f.k_mat, b @ f.k_mat
-        # tr((P − P̃) E K Eᵀ (P − P̃)) = tr(A K Aᵀ) + tr(B K Bᵀ) − 2 tr(Aᵀ C B K)
-        t_a, t_b, t_ab = float(xp.sum(ak * a)), float(xp.sum(bk * b)), float(xp.sum(a * (c @ bk)))
+        a = rows_matmul(xp, su.w.T, cross(xp, X, f.anchor, dtype))  # UᵀE
+        b = rows_matmul(xp, sv.w.T, cross(xp, Y, f.anchor, dtype))  # ŨᵀE
+        if f.k_root is not None:
+            # K = R Rᵀ: tr(A K Aᵀ) = ‖A R‖², tr(Aᵀ C B K) = ⟨A R, C B R⟩
+            stacked = rows_matmul(xp, xp.concat([a, b], axis=0), f.k_root)
+            ar, br = stacked[: a.shape[0]], stacked[a.shape[0]:]
+            t_a, t_b, t_ab = float(sq_norm(xp, ar)), float(sq_norm(xp, br)), float(xp.sum(ar * rows_matmul(xp, c, br)))
+        else:
+            ak, bk = a @ f.k_mat, b @ f.k_mat
+            # tr((P − P̃) E K Eᵀ (P − P̃)) = tr(A K Aᵀ) + tr(B K Bᵀ) − 2 tr(Aᵀ C B K)
+            t_a, t_b, t_ab = float(xp.sum(ak * a)), float(xp.sum(bk * b)), float(xp.sum(a * (c @ bk)))
         num += w * (t_a + t_b - 2 * t_ab)
         size += w * (t_a + t_b)
         den += w * f.weight

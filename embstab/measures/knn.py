@@ -14,7 +14,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from embstab.measures._backend import as_float, check_pair, topk
+from embstab.measures._backend import as_float, check_pair, one_blas_thread, split_rows, topk
 
 __all__ = ["knn", "nearest_neighbors"]
 
@@ -31,8 +31,10 @@ def _unit_rows(xp, x):
 def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_bytes: int | None = None):
     """Indices of the ``k + 1`` most cosine-similar rows of ``x`` for each query row index.
 
-    Candidates are scanned in row blocks (cast and normalised one block at a time); the running
-    best ``k + 1`` are merged with each block's best, keeping (value desc, index asc) order.
+    Candidates are scanned in row blocks (cast one block at a time, scores divided by the
+    candidates' norms); the running best ``k + 1`` are merged with each block's best, keeping
+    (value desc, index asc) order. numpy inputs are scanned by several threads, each over its own
+    rows (see :func:`~embstab.measures._backend.split_rows`).
 
     Parameters
     ----------
@@ -60,22 +62,43 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
     kk = min(k + 1, n)
     itemsize = 4 if dtype == "float32" else 8
     rows = max(kk, int((block_bytes or BLOCK_BYTES) // max(1, (m + x.shape[1]) * itemsize)))
-    best_v = best_i = None
-    for start in range(0, n, rows):
-        stop = min(n, start + rows)
-        scores = q @ _unit_rows(xp, as_float(xp, x[start:stop, :], dtype)).T
-        v, i = topk(xp, scores, kk)
-        i = xp.astype(i, xp.int64) + start
-        if best_v is None:
+
+    def scan(lo: int, hi: int):
+        # the best kk of rows lo..hi, in blocks; earlier blocks hold lower indices, so a stable
+        # sort keeps "lower index first" on ties
+        best_v = best_i = None
+        for start in range(lo, hi, rows):
+            stop = min(hi, start + rows)
+            v, i = _block_best(xp, q, as_float(xp, x[start:stop, :], dtype), kk)
+            i = i + start
+            if best_v is not None:
+                v, i = _merge(xp, (best_v, v), (best_i, i), kk)
             best_v, best_i = v, i
-            continue
-        # earlier blocks hold lower indices, so a stable sort keeps "lower index first" on ties
-        v = xp.concat([best_v, v], axis=1)
-        i = xp.concat([best_i, i], axis=1)
-        order = xp.argsort(v, axis=1, descending=True, stable=True)[:, :kk]
-        best_v = xp.take_along_axis(v, order, axis=1)
-        best_i = xp.take_along_axis(i, order, axis=1)
+        return best_v, best_i
+
+    parts = split_rows(scan, x)
+    best_v, best_i = _merge(xp, [p[0] for p in parts], [p[1] for p in parts], kk) if len(parts) > 1 else parts[0]
     return best_i
+
+
+def _block_best(xp, q, cand, kk: int):
+    """Best ``kk`` cosine scores of the unit query rows ``q`` against the rows of ``cand``."""
+    norms = xp.sqrt(xp.sum(cand * cand, axis=1))
+    # zero rows stay zero (cosine distance 1 to everything), as scikit-learn does; dividing the
+    # scores by the candidates' norms ranks as cosines do without a normalised copy of the block
+    inv = 1.0 / xp.where(norms == 0, xp.ones_like(norms), norms)
+    scores = q @ cand.T
+    scores *= xp.reshape(inv, (1, -1))
+    v, i = topk(xp, scores, kk)
+    return v, xp.astype(i, xp.int64)
+
+
+def _merge(xp, values, indices, kk: int):
+    """The best ``kk`` of several candidate lists, given in increasing row order."""
+    v = xp.concat(list(values), axis=1)
+    i = xp.concat(list(indices), axis=1)
+    order = xp.argsort(v, axis=1, descending=True, stable=True)[:, :kk]
+    return xp.take_along_axis(v, order, axis=1), xp.take_along_axis(i, order, axis=1)
 
 
 def _drop_self(xp, neighbors, queries, k: int):
@@ -89,6 +112,7 @@ def _drop_self(xp, neighbors, queries, k: int):
     return xp.take_along_axis(neighbors, keep_order, axis=1)
 
 
+@one_blas_thread
 def knn(
     X: Any,
     Y: Any,

@@ -31,7 +31,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from embstab.measures._backend import column_mean, cross, span
+from embstab.measures._backend import basis, column_mean, cross, one_blas_thread
 from embstab.measures.registry import MeasureInfo
 
 __all__ = ["NULL_FOLD", "NULL_NOISE", "NullLevel", "permutation_null", "closed_form_null", "null_levels",
@@ -251,7 +251,7 @@ def _eis_null(xp: Any, x: Any, y: Any, pair: tuple[Any, Any], params: dict[str, 
     fa, fb = pair
     dtype, rtol, method = params.get("dtype"), params.get("rtol"), params.get("method", "auto")
     p = _Products(xp, [x, y, fa.anchor, fb.anchor], dtype)
-    u, v = _projector(p, 0, span(xp, x, dtype, rtol, method).w), _projector(p, 1, span(xp, y, dtype, rtol, method).w)
+    u, v = _projector(p, 0, basis(xp, x, dtype, rtol, method).w), _projector(p, 1, basis(xp, y, dtype, rtol, method).w)
     common = max(fa.log_scale, fb.log_scale)  # the common scale eis() puts both anchors on
     wa, wb = (math.exp(2 * f.alpha * (f.log_scale - common)) for f in (fa, fb))
     ka, kb = wa * _host(fa.k_mat), wb * _host(fb.k_mat)
@@ -268,7 +268,7 @@ def _eis_null(xp: Any, x: Any, y: Any, pair: tuple[Any, Any], params: dict[str, 
 def _overlap_null(xp: Any, x: Any, y: Any, params: dict[str, Any]) -> NullLevel:
     dtype, rtol = params.get("dtype"), params.get("rtol")
     p = _Products(xp, [x, y], dtype)
-    su, sv = span(xp, x, dtype, rtol), span(xp, y, dtype, rtol)
+    su, sv = basis(xp, x, dtype, rtol), basis(xp, y, dtype, rtol)
     size = max(su.rank, sv.rank)
     mean, sd = _permuted_trace(p, [(_projector(p, 0, su.w), _projector(p, 1, sv.w))])
     return NullLevel(min(mean / size, 1.0), sd / size, 0, "closed form")
@@ -315,6 +315,7 @@ def _knn_null(x: Any, y: Any, params: dict[str, Any]) -> NullLevel | None:
     return NullLevel(k / others, math.sqrt(var / k**2 / max(q, 1)), 0, "closed form")
 
 
+@one_blas_thread
 def closed_form_null(info: MeasureInfo, x: Any, y: Any, *, anchors: tuple[Any, Any] | None = None,
                      params: dict[str, Any] | None = None) -> NullLevel | None:
     """A measure's null (the average over all row shuffles of side b) in closed form, if it has one.

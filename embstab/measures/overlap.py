@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from embstab.measures._backend import check_pair, cross, span, sq_norm
+from embstab.measures._backend import basis, check_pair, cross, one_blas_thread, span, sq_norm
 
 __all__ = ["eigenspace_overlap", "weighted_eigenspace_overlap"]
 
 
+@one_blas_thread
 def eigenspace_overlap(X: Any, Y: Any, *, dtype: str | None = None, rtol: float | None = None,
                        method: str = "auto") -> float:
     """``‖Uᵀ Ũ‖²_F / max(r, r̃)`` with U, Ũ orthonormal bases of the column spans.
@@ -38,11 +39,13 @@ def eigenspace_overlap(X: Any, Y: Any, *, dtype: str | None = None, rtol: float 
         If the inputs are not non-empty finite 2-D arrays with the same number of rows.
     """
     xp = check_pair(X, Y)
-    su, sv = span(xp, X, dtype, rtol, method), span(xp, Y, dtype, rtol, method)
+    # ‖UᵀŨ‖² depends on the bases only through their projectors: any orthonormal basis will do
+    su, sv = basis(xp, X, dtype, rtol, method), basis(xp, Y, dtype, rtol, method)
     c = su.w.T @ cross(xp, X, Y, dtype) @ sv.w
     return min(float(sq_norm(xp, c)) / max(su.rank, sv.rank), 1.0)
 
 
+@one_blas_thread
 def weighted_eigenspace_overlap(X: Any, Y: Any, exponent: float = 1.0, *, dtype: str | None = None,
                                 rtol: float | None = None, method: str = "auto") -> float:
     """``‖Uᵀ Ũ S̃^e‖²_F / Σ s̃ᵢ^{2e}``: overlap weighted by the singular values of Y (asymmetric).

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from embstab.measures._backend import FLOAT32_TRUST, check_pair, cross, sq_norm
+from embstab.measures._backend import FLOAT32_TRUST, check_pair, cross, one_blas_thread, sq_norm
 
 __all__ = ["pip_loss"]
 
 
+@one_blas_thread
 def pip_loss(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     """``‖X Xᵀ − Y Yᵀ‖_F``, computed exactly through d×d Gram matrices.
 

@@ -1,0 +1,114 @@
+"""The fast paths of the measures give what the plain paths give: row-split products, Cholesky bases, anchor roots."""
+
+import numpy as np
+import pytest
+import torch
+
+from embstab import measures
+from embstab.measures import _backend
+from embstab.measures._backend import basis, cross, span, split_rows
+from embstab.measures.knn import nearest_neighbors
+
+
+def pair(n=3000, d=40, seed=0, decay=True):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)) / (np.sqrt(np.arange(1, d + 1)) if decay else 1.0)
+    return rng, x, x + 0.3 * rng.normal(size=(n, d)) * x.std()
+
+
+def projector_gap(x, w1, w2):
+    u1, u2 = x @ w1, x @ w2
+    return np.abs(u1 @ u1.T - u2 @ u2.T).max()
+
+
+def test_split_rows_covers_every_row_once():
+    x = np.arange(5000.0).reshape(-1, 1)
+    parts = split_rows(lambda lo, hi: (lo, hi, float(x[lo:hi].sum())), x)
+    assert parts[0][0] == 0 and parts[-1][1] == 5000
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    assert sum(p[2] for p in parts) == float(x.sum())
+
+
+NAMES = ("eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap")
+
+
+def test_split_products_match_single_call(monkeypatch):
+    rng, x, y = pair()
+    e = rng.normal(size=(3000, 70))
+    f = e + 0.1 * rng.normal(size=e.shape)
+    assert np.allclose(cross(np, x, e, None), x.T @ e, rtol=1e-12, atol=1e-9)
+    assert np.allclose(cross(np, x, x, None), x.T @ x, rtol=1e-12, atol=1e-9)
+    together = {name: measures.get_measure(name).evaluate(x, y, anchors=(e, f)) for name in NAMES}
+    measures.clear_anchor_cache()
+    monkeypatch.setattr(_backend, "_blas_workers", lambda: 1)  # one call over all rows, BLAS as it is
+    assert len(split_rows(lambda lo, hi: hi - lo, x)) == 1
+    for name in NAMES:
+        alone = measures.get_measure(name).evaluate(x, y, anchors=(e, f))
+        assert alone == pytest.approx(together[name], rel=1e-10, abs=1e-12), name
+
+
+def test_knn_split_finds_the_same_neighbours(monkeypatch):
+    _, x, _ = pair(n=4000, d=16, seed=3)
+    xp = _backend.namespace(x)
+    queries = np.arange(0, 4000, 7, dtype=np.int64)
+    split = nearest_neighbors(xp, x, queries, 5)
+    monkeypatch.setattr(_backend, "_blas_workers", lambda: 1)
+    alone = nearest_neighbors(xp, x, queries, 5)
+    assert np.array_equal(split, alone)
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    scores = unit[queries] @ unit.T
+    best = np.argsort(-scores, axis=1, kind="stable")[:, :6]
+    assert np.array_equal(np.sort(split, axis=1), np.sort(best, axis=1))
+
+
+def test_cholesky_basis_spans_what_the_eigen_span_spans():
+    _, x, _ = pair(n=2000, d=30)
+    b = basis(np, x)
+    assert b.method == "cholesky" and b.rank == 30
+    u = x @ b.w
+    assert np.allclose(u.T @ u, np.eye(30), atol=1e-10)
+    assert projector_gap(x, b.w, span(np, x, method="qr").w) < 1e-10
+
+
+def test_ill_conditioned_input_falls_back_to_the_span():
+    rng, x, _ = pair(n=2000, d=10, decay=False)
+    x[:, 0] *= 1e-5  # cond ≈ 1e5 > GRAM_MAX_COND: no certificate
+    b = basis(np, x)
+    assert b.method != "cholesky"
+    rank_deficient = np.hstack([x, x[:, :1]])
+    b = basis(np, rank_deficient)
+    assert b.method != "cholesky" and b.rank == 10
+
+
+def test_basis_on_torch_matches_numpy():
+    _, x, y = pair(n=1500, d=20, seed=5)
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+    assert basis(measures._backend.namespace(tx), tx).method == "cholesky"
+    assert measures.eigenspace_overlap(tx, ty) == pytest.approx(measures.eigenspace_overlap(x, y), rel=1e-10)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 2.0, 3.0, 5.0, 2.5])
+def test_anchor_factors_match_the_power_definition(alpha):
+    rng = np.random.default_rng(int(alpha * 10))
+    e = rng.normal(size=(300, 12)) / np.sqrt(np.arange(1, 13))
+    f = measures.anchor_factors(e, alpha=alpha, cache=False)
+    # c^{2α} E K Eᵀ = (E Eᵀ)^α and c^{2α} weight = tr((E Eᵀ)^α), with c = exp(log_scale)
+    lam, v = np.linalg.eigh(e @ e.T)
+    lam = np.clip(lam, 0, None)
+    target = (v * lam**alpha) @ v.T
+    scale = np.exp(2 * alpha * f.log_scale)
+    assert np.allclose(scale * (e @ f.k_mat @ e.T), target, rtol=1e-8, atol=1e-8 * np.abs(target).max())
+    assert scale * f.weight == pytest.approx(np.sum(lam**alpha), rel=1e-9)
+    if f.k_root is not None:
+        assert np.allclose(f.k_mat, f.k_root @ f.k_root.T)
+    assert f.k_mat is f.k_mat  # formed once
+
+
+def test_eis_value_does_not_depend_on_the_root_form():
+    rng, x, y = pair(n=1000, d=8, seed=2)
+    ex, ey = rng.normal(size=(1000, 15)), rng.normal(size=(1000, 15))
+    fx, fy = measures.anchor_factors(ex, cache=False), measures.anchor_factors(ey, cache=False)
+    assert fx.k_root is not None
+    from dataclasses import replace
+    plain = (replace(fx, k_root=None, _k_mat={"k": fx.k_mat}), replace(fy, k_root=None, _k_mat={"k": fy.k_mat}))
+    assert measures.eis(x, y, fx, fy) == pytest.approx(measures.eis(x, y, *plain), rel=1e-10)
