@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab.compress.memory import memory_bits
 from embstab.errors import did_you_mean
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
@@ -462,7 +463,7 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
                                      generator=seed)
             coords = decode_fixed_point(q.poincare64(check=False), bits)
         compression = {"bits": bits, "format": "float32" if bits >= 32 else f"fixed({bits},{bits - 1})",
-                       "memory_bits_per_word": float(member.dim * min(bits, 32))}
+                       "memory_bits_per_word": float(memory_bits(member.dim, min(bits, 32)))}
         store.put_embedding(kind, key, member.with_vectors(coords, compression=compression), config)
     return key
 
