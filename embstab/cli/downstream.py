@@ -213,11 +213,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"task {res.task}, model {res.model}, seeds {res.seed}/{s['seed_b']}, {res.n_test} {unit}"
           + (f", recipe {s['recipe']}" if s.get("recipe", "fp32") != "fp32" else ""))
     print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
-    print(f"quality A: {res.quality_a:.2f}%   quality B: {res.quality_b:.2f}%"
+    print(f"quality old: {res.quality_old:.2f}%   quality new: {res.quality_new:.2f}%"
           + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
-    print(f"token coverage A: {s['token_coverage_a']:.1%}   B: {s['token_coverage_b']:.1%};  "
-          f"vocabulary coverage A: {s['coverage_a']:.1%}   B: {s['coverage_b']:.1%};  "
-          f"training time A: {s['seconds_a']:.1f} s   B: {s['seconds_b']:.1f} s")
+    print(f"token coverage old: {s['token_coverage_old']:.1%}   new: {s['token_coverage_new']:.1%};  "
+          f"vocabulary coverage old: {s['coverage_old']:.1%}   new: {s['coverage_new']:.1%};  "
+          f"training time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s")
     return 0
 
 

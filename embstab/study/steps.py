@@ -98,8 +98,8 @@ class Steps:
     measure_pair : ``(new, old, anchor_new, anchor_old, measures_config) -> {name: value}``
         (when ``measures_config`` holds ``null``, settings as :data:`NULL_SETTINGS`, the result may
         also hold ``"nulls"``: measure name → ``{"value", "spread", "samples", "method"}``)
-    disagreement : ``(emb_a, emb_b, task, model, seed, **options) -> result`` with attributes
-        ``disagreement``, ``quality_a``, ``quality_b`` (percent)
+    disagreement : ``(old, new, task, model, seed, **options) -> result`` with attributes
+        ``disagreement``, ``quality_old``, ``quality_new`` (percent)
     """
 
     load_corpus: Callable[..., Any]
@@ -473,10 +473,10 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         return store.get_json("downstream", key)
     new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
     with _GLOBAL_RNG_LOCK:
-        result = steps.disagreement(new, old, task=config["task"], model=config["model"], seed=config["seed"],
+        result = steps.disagreement(old, new, task=config["task"], model=config["model"], seed=config["seed"],
                                     **dict(config.get("options", {})))
-    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
-             "quality_b": float(result.quality_b), "n_test": int(getattr(result, "n_test", 0) or 0)}
+    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_new),
+             "quality_b": float(result.quality_old), "n_test": int(getattr(result, "n_test", 0) or 0)}
     chance = (getattr(result, "settings", None) or {}).get("chance")
     if chance is not None:  # a disagreement function that does not state it leaves the row's chance unknown
         value["chance"] = float(chance)
