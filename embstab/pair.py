@@ -52,7 +52,8 @@ def unpack_pair(old: Any, new: Any, rest: tuple[Any, ...] = (), defaults: tuple[
     """The members and the other positional arguments of ``f(old, new, *rest)`` or ``f(Pair(old, new), *rest)``.
 
     A pair API takes either two members or one :class:`Pair`; with a ``Pair`` first, every later
-    positional argument sits one slot to the left, so the values are shifted back to their names.
+    positional argument sits one slot to the left, so the values are shifted back to their names
+    (arguments given by keyword stay where they are).
     The slots after ``new`` default to :data:`MISSING` in such an API's signature; ``defaults``
     gives their real defaults (:data:`MISSING` for a required one).
 
@@ -78,11 +79,14 @@ def unpack_pair(old: Any, new: Any, rest: tuple[Any, ...] = (), defaults: tuple[
         arguments.
     """
     if isinstance(old, Pair):
-        if rest and rest[-1] is not MISSING:
-            raise TypeError("too many positional arguments after an embstab.Pair (it holds both members)")
-        if not rest and new is not MISSING:
-            raise TypeError("an embstab.Pair holds both members: pass no separate new member")
-        old, new, rest = old.old, old.new, ((new, *rest[:-1]) if rest else ())
+        if new is not MISSING:
+            # the positional values are ``new`` and the run of given slots after it (keywords fill
+            # later slots): each moves one slot to the right, into the first slot left empty
+            k = next((i for i, v in enumerate(rest) if v is MISSING), None)
+            if k is None:
+                raise TypeError("too many positional arguments after an embstab.Pair (it holds both members)")
+            rest = (new, *rest[:k], *rest[k + 1:])
+        old, new = old.old, old.new
     elif new is MISSING:
         raise TypeError("a pair needs its old and its new member, in that order (or one embstab.Pair)")
     filled = tuple(d if v is MISSING else v for v, d in zip(rest, defaults)) + tuple(rest[len(defaults):])

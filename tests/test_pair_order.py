@@ -61,6 +61,11 @@ def test_compress_pair_takes_a_pair_or_two_members():
     stochastic = compress_pair(Pair(old, new), 4, "stochastic", 7)
     again = compress_pair(old, new, 4, rounding="stochastic", seed=7)
     assert np.array_equal(stochastic[1].vectors, again[1].vectors)
+    # keywords stay where they are, positionals after the Pair shift to their names
+    for call in (compress_pair(Pair(old, new), bits=4, rounding="stochastic", seed=7),
+                 compress_pair(Pair(old, new), 4, seed=7, rounding="stochastic"),
+                 compress_pair(Pair(old, new), 4, "stochastic", seed=7)):
+        assert np.array_equal(call[1].vectors, again[1].vectors)
     # the clip is old's: swapping the members changes the result
     swapped = compress_pair(Pair(new, old), 4)
     assert plain[0].metadata["compression"]["clip"] != swapped[0].metadata["compression"]["clip"]
@@ -124,7 +129,8 @@ def test_kg_functions_take_a_pair(kg_folders):
     assert qo.clips == qn.clips == quantize_pair(old, new, 4)[0].clips
     a = kg_disagreement(old, new, graph, "triple_classification", bits=4)
     b = kg_disagreement(Pair(old, new), graph, "triple_classification", bits=4)
-    assert a.to_dict() == b.to_dict() and a.accuracy_old == b.accuracy_old
+    c = kg_disagreement(Pair(old, new), graph=graph, task="triple_classification", bits=4)
+    assert a.to_dict() == b.to_dict() == c.to_dict() and a.accuracy_old == b.accuracy_old
 
 
 def test_compare_measures_are_symmetric_and_the_order_picks_the_words():
@@ -142,6 +148,10 @@ def test_compare_measures_are_symmetric_and_the_order_picks_the_words():
     assert list(forward.measure) == list(backward.measure)
     assert list(forward.value) == pytest.approx(list(backward.value), rel=1e-7, abs=1e-10)
     assert (forward.attrs["old"], forward.attrs["new"]) == ("old", "new")
+    paired = embstab.compare(Pair(old, new), anchors=(anchor_old, anchor_new), top_n=None, null_samples=0)
+    assert list(paired.value) == list(forward.value)
+    with pytest.raises(TypeError, match="by keyword"):
+        embstab.compare(Pair(old, new), "self")
     # with a top_n the old member's frequency order picks the words, unless rank_by says otherwise
     by_old = embstab.compare(old, new, anchors=None, measures=["pip_loss"], top_n=50, null_samples=0)
     by_new = embstab.compare(old, new, anchors=None, measures=["pip_loss"], top_n=50, rank_by="new", null_samples=0)

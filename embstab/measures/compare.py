@@ -23,6 +23,7 @@ from embstab.measures._backend import shared_products
 from embstab.measures.eis import anchor_factors
 from embstab.measures.null import has_signal, null_levels
 from embstab.measures.registry import DEFAULT_MEASURES, get_measure, measures_for
+from embstab.pair import MISSING, Pair
 
 __all__ = ["Anchors", "compare", "compare_many", "aligned_matrices", "MIN_ANCHOR_COVERAGE"]
 
@@ -153,7 +154,7 @@ def _name(e: Embedding) -> str:
 
 def compare(
     old: Embedding,
-    new: Embedding,
+    new: Embedding = MISSING,
     anchors: tuple[Embedding, Embedding] | Anchors | str | None = "self",
     measures: Iterable[str] | None = None,
     top_n: int | None = 10000,
@@ -175,8 +176,8 @@ def compare(
     Parameters
     ----------
     old, new : Embedding, or two embeddings of :mod:`embstab.hyperbolic`
-        The pair, the old embedding first (a :class:`embstab.Pair` unpacks into them:
-        ``compare(*pair)``); the compared words are their shared vocabulary. Two hyperbolic (or product)
+        The pair, the old embedding first, or one :class:`embstab.Pair` of both (then the other
+        arguments by keyword); the compared words are their shared vocabulary. Two hyperbolic (or product)
         embeddings of the same nodes are compared through their decoded distances by the measures
         of that geometry (default: all of them); ``anchors``, ``top_n``, ``rank_by`` and ``device``
         do not apply to them.
@@ -236,6 +237,12 @@ def compare(
     InsufficientMemoryError
         When those products would need more memory than the machine has available.
     """
+    if isinstance(old, Pair):
+        if new is not MISSING:
+            raise TypeError("compare(pair, ...) takes the other arguments by keyword: the Pair holds both members")
+        old, new = old
+    elif new is MISSING:
+        raise TypeError("compare needs the old and the new embedding, in that order (or one embstab.Pair)")
     a, b = old, new  # the measures' own names for the two sides
     if rank_by not in ("old", "new", "a", "b"):
         raise ValueError(f"rank_by must be 'old' or 'new', got {rank_by!r}")
