@@ -250,10 +250,11 @@ def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None =
         The exit code, 0.
     """
     from embstab.kg import kg_disagreement, load_graph, load_kg_model
+    from embstab.pair import Pair
 
     graph = load_graph(graph_name)
-    res = kg_disagreement(load_kg_model(old, graph), load_kg_model(new, graph), graph, task, bits=bits, seed=seed,
-                          batch_size=batch_size, progress=progress)
+    models = Pair(old, new).map(lambda folder: load_kg_model(folder, graph))
+    res = kg_disagreement(models, graph, task, bits=bits, seed=seed, batch_size=batch_size, progress=progress)
     if output == "json":
         json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
         print()

@@ -12,8 +12,8 @@ from embstab.errors import ShapeError
 __all__ = ["compress_features"]
 
 
-def compress_features(features_old: np.ndarray, features_new: np.ndarray, bits: int | None = None, dim: int | None = None,
-                      rounding: str = "nearest", seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def compress_features(features_old: np.ndarray, features_new: np.ndarray, bits: int | None = None,
+                      dim: int | None = None, rounding: str = "nearest", seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Compress a pair of feature matrices (rows = the same items) the way word-embedding pairs are.
 
     Each member is first projected on its own ``dim`` leading principal components

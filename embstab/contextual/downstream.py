@@ -123,11 +123,12 @@ def features_as_task(data: ClassificationData, features: np.ndarray, label: str 
     return wrapped, Embedding(ids, features, name=label)
 
 
-def feature_disagreement(features_old: np.ndarray, features_new: np.ndarray, task: str | ClassificationData = "rt_sentiment",
+def feature_disagreement(features_old: np.ndarray, features_new: np.ndarray,
+                         task: str | ClassificationData = "rt_sentiment",
                          classifier: str = "linear", seed: int = 0, *, seed_b: int | None = None,
                          split_seed: int = 0, limit: int | None = None, progress: bool = False,
                          keep_predictions: bool = False, **kwargs: Any) -> DisagreementResult:
-    """Train the same classifier on the old and the new feature matrix of one task and count flipped test predictions.
+    """Train the same classifier on the old and the new features of one task; count flipped test predictions.
 
     Parameters
     ----------
@@ -305,7 +306,7 @@ def token_feature_disagreement(features_old: Sequence[np.ndarray], features_new:
                                seed_b: int | None = None, split_seed: int = 0, limit: int | None = None,
                                progress: bool = False, keep_predictions: bool = False,
                                **kwargs: Any) -> DisagreementResult:
-    """Train the same tagger on the old and the new model's frozen per-word features and count the tags that differ.
+    """Train the same tagger on the old and the new frozen per-word features; count the tags that differ.
 
     Parameters
     ----------

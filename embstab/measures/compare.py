@@ -341,8 +341,8 @@ def _pair_geometry(a: Any, b: Any) -> str:
     for side, e in (("old", a), ("new", b)):
         kind = "euclidean" if isinstance(e, Embedding) else getattr(e, "geometry", None)
         if kind is None or (kind == "euclidean" and not isinstance(e, Embedding)):
-            raise ShapeError(f"compare takes two Embedding objects or two embstab.hyperbolic embeddings; the {side} one "
-                             f"is a {type(e).__name__}")
+            raise ShapeError(f"compare takes two Embedding objects or two embstab.hyperbolic embeddings; the {side} "
+                             f"one is a {type(e).__name__}")
         kinds.append(kind)
     if kinds[0] != kinds[1]:
         raise ShapeError(f"cannot compare a {kinds[0]} embedding with a {kinds[1]} one")
