@@ -28,13 +28,13 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError
 
 __all__ = ["atomic_write", "is_temp_name", "temp_path_for", "TEMP_SUFFIX", "is_special", "check_outputs",
            "check_inputs", "check_writable", "OutputClashError", "to_json", "json_safe", "publish"]
 
 
-class OutputClashError(EmbstabError, ValueError):
+class OutputClashError(ConfigError):
     """An output path would overwrite one of the command's inputs (or another output)."""
 
 

@@ -13,7 +13,7 @@ import resource
 
 from embstab.errors import EmbstabError, InsufficientMemoryError
 
-__all__ = ["usable_cores", "available_memory", "format_bytes", "check_memory", "WORKER_MEMORY",
+__all__ = ["usable_cores", "idle_cores", "available_memory", "format_bytes", "check_memory", "WORKER_MEMORY",
            "max_local_workers", "check_local_workers"]
 
 #: Memory one local study worker process holds before it computes anything (Python, numpy,
@@ -33,6 +33,27 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not on Linux
         return os.cpu_count() or 1
+
+
+def idle_cores() -> int:
+    """Usable cores that other jobs are not keeping busy: all of them on an idle machine, 1 on a busy one.
+
+    The one-minute load average counts the runnable jobs; what it leaves of :func:`usable_cores`
+    (rounded, at least 1) is what torch's OpenMP threads can have to themselves. Threads beyond it
+    wait for each other at every barrier while their cores run other jobs: a 2-layer BERT step cost
+    4x the CPU on 2 threads as on 1 with the load average at 10 on 2 cores.
+
+    Returns
+    -------
+    int
+        Between 1 and :func:`usable_cores`.
+    """
+    cores = usable_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on a Unix
+        return cores
+    return max(1, min(cores, cores - int(load + 0.5)))
 
 
 def _meminfo_available() -> int | None:

@@ -11,7 +11,7 @@ import numpy as np
 
 from embstab.errors import EmbstabError, ShapeError, VocabularyError
 
-__all__ = ["Embedding", "shared_vocabulary", "procrustes_rotation", "register_writer"]
+__all__ = ["Embedding", "shared_vocabulary", "take_top_n", "procrustes_rotation", "register_writer"]
 
 # The writer behind Embedding.save. embstab.io builds Embedding objects, so this module cannot
 # import it without closing an import cycle; io installs its ``save`` here instead, and
@@ -467,17 +467,22 @@ class Embedding:
         _writer(self, path, format=format, **kwargs)
 
 
-def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank_by: str = "a") -> list[str]:
-    """Words present in both embeddings, ordered by the row order of ``rank_by``.
+def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank_by: str = "a", *,
+                      also_in: Iterable[Any] = (), exact: bool = False) -> list[str]:
+    """Words present in both embeddings, ordered by the row order of ``rank_by``; the first ``top_n``.
 
     Parameters
     ----------
     a, b : Embedding
         The two embeddings.
     top_n : int, optional
-        Keep only the first ``top_n`` shared words (by that order), > 0.
+        Keep only the first ``top_n`` shared words (by that order), > 0 (see :func:`take_top_n`).
     rank_by : {"a", "b"}, default "a"
         Whose row (frequency) order to follow.
+    also_in : iterable of Embedding or collection of str, optional
+        Further vocabularies (e.g. anchors) a word must be in too.
+    exact : bool, default False
+        Refuse fewer than ``top_n`` shared words instead of keeping them all.
 
     Returns
     -------
@@ -487,17 +492,64 @@ def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank
     Raises
     ------
     ValueError
-        If ``rank_by`` is not "a" or "b", or ``top_n`` is not positive.
+        If ``rank_by`` is not "a" or "b", or ``top_n`` is not a positive integer (a
+        :class:`~embstab.errors.ShapeError`).
+    VocabularyError
+        With ``exact``, if fewer than ``top_n`` words are shared.
     """
     if rank_by not in ("a", "b"):
         raise ValueError(f"rank_by must be 'a' or 'b', got {rank_by!r}")
     first, second = (a, b) if rank_by == "a" else (b, a)
-    shared = [w for w in first if w in second]
-    if top_n is not None:
-        if top_n <= 0:
-            raise ValueError(f"top_n must be positive, got {top_n}")
-        shared = shared[:top_n]
-    return shared
+    others = list(also_in)
+    shared = [w for w in first if w in second and all(w in o for o in others)]
+    names = f"{_label(a)} and {_label(b)}"
+    return take_top_n(shared, top_n, exact=exact, names=names, note=" (with the anchors)" if others else "")
+
+
+def take_top_n(words: Sequence[str], top_n: int | None, *, exact: bool = False,
+               names: str = "the two embeddings", note: str = "") -> list[str]:
+    """The first ``top_n`` of a shared vocabulary in rank order: how every part of embstab applies ``top_n``.
+
+    :func:`shared_vocabulary`, :func:`embstab.compare` (``exact``) and the study (which compares
+    the words all four of a pair and its anchors share, up to ``top_n``) all decide here.
+
+    Parameters
+    ----------
+    words : sequence of str
+        The shared words, most frequent first.
+    top_n : int or None
+        How many to keep, > 0; None keeps all.
+    exact : bool, default False
+        Refuse fewer than ``top_n`` words instead of keeping them all.
+    names : str, optional
+        Who shares the words, for the message (``"'a' and 'b'"``).
+    note : str, optional
+        Appended after "words" in the message (e.g. ``" (with the anchors)"``).
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ShapeError
+        If ``top_n`` is not a positive integer.
+    VocabularyError
+        With ``exact``, if there are fewer than ``top_n`` words.
+    """
+    words = list(words)
+    if top_n is None:
+        return words
+    if isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer)) or top_n <= 0:
+        raise ShapeError(f"top_n must be a positive integer (or None for all shared words), got {top_n!r}")
+    if exact and len(words) < top_n:
+        raise VocabularyError(f"top_n={top_n} was asked but {names} share only {len(words)} words{note}; "
+                              "pass a smaller top_n or top_n=None for all shared words")
+    return words[:top_n]
+
+
+def _label(e: Embedding) -> str:
+    return repr(e.name) if getattr(e, "name", None) else "an embedding"
 
 
 def procrustes_rotation(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -1,9 +1,23 @@
 """Exception types shared across embstab, and the one way to look a name up.
 
 Every error a user can trigger with bad input derives from :class:`EmbstabError`, so the CLI can
-turn any of them into one clear line on stderr instead of a traceback. One kind of mistake has one
-type: an unknown name is always :class:`UnknownNameError` (raised by :func:`lookup`), a missing
-optional package always :class:`OptionalDependencyError`.
+turn any of them into one clear line on stderr instead of a traceback. Each kind of mistake is
+defined here, once (:data:`KINDS`); a subpackage's own error type is a subclass (or an alias) of
+exactly one of them:
+
+- :class:`UnknownNameError`: a name embstab does not know (raised by :func:`lookup`).
+- :class:`OptionalDependencyError`: an optional package is missing.
+- :class:`ConfigError`: a parameter, option or definition that is out of range, malformed, or
+  inconsistent with another.
+- :class:`DataFormatError`: a file or an input (a table, a text, a graph) that is malformed or
+  unusable; :class:`EmbeddingFormatError` is the one for embedding files.
+- :class:`ShapeError`: arrays or sizes that do not fit together.
+- :class:`VocabularyError`: words missing, or too few shared.
+- :class:`DataNotFoundError`: a dataset or model that is not present locally.
+- :class:`DownloadError`: a download failed; :class:`UntrustedSourceError` is the one refused
+  because its source or its contents cannot be trusted.
+- :class:`ResourceError`: the machine lacks what a step needs (memory, a GPU, a compiler).
+- :class:`RunError`: a step of a long run (a study task) failed; it wraps the original error.
 """
 
 from __future__ import annotations
@@ -12,8 +26,10 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-__all__ = ["EmbstabError", "EmbeddingFormatError", "VocabularyError", "ShapeError",
-           "UnknownNameError", "OptionalDependencyError", "InsufficientMemoryError", "lookup", "did_you_mean"]
+__all__ = ["EmbstabError", "UnknownNameError", "OptionalDependencyError", "ConfigError", "DataFormatError",
+           "EmbeddingFormatError", "ShapeError", "VocabularyError", "DataNotFoundError", "DownloadError",
+           "UntrustedSourceError", "ResourceError", "InsufficientMemoryError", "RunError", "KINDS", "lookup",
+           "did_you_mean"]
 
 V = TypeVar("V")
 
@@ -26,27 +42,41 @@ class EmbstabError(Exception):
         return str(self.args[0]) if self.args else ""
 
 
-class EmbeddingFormatError(EmbstabError, ValueError):
-    """A file that should hold an embedding is malformed.
+class ConfigError(EmbstabError, ValueError):
+    """A parameter, option or definition that is out of range, malformed, or inconsistent with another."""
+
+
+class DataFormatError(EmbstabError, ValueError):
+    """A file or an input that is malformed or unusable.
 
     The message names the file, the line (where one applies) and the problem.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The offending file.
-    problem : str
+        The offending file; with ``problem`` left out, the whole message (for subclasses that
+        word their own).
+    problem : str, optional
         What is wrong, in words.
     line : int, optional
         1-based line number (or record number for binary formats) where the problem was found.
     """
 
-    def __init__(self, path, problem: str, line: int | None = None):
-        self.path = str(path)
-        self.problem = problem
-        self.line = line
+    path: str | None = None
+    problem: str | None = None
+    line: int | None = None
+
+    def __init__(self, path, problem: str | None = None, line: int | None = None):
+        if problem is None:  # one argument: the whole message (this is also how a copy is unpickled)
+            super().__init__(str(path))
+            return
+        self.path, self.problem, self.line = str(path), problem, line
         where = f"{self.path}, line {line}" if line is not None else self.path
         super().__init__(f"{where}: {problem}")
+
+
+class EmbeddingFormatError(DataFormatError):
+    """A file that should hold an embedding is malformed (see :class:`DataFormatError`)."""
 
 
 class VocabularyError(EmbstabError, KeyError):
@@ -57,7 +87,44 @@ class ShapeError(EmbstabError, ValueError):
     """Arrays have the wrong number of dimensions, mismatched rows, or non-finite values."""
 
 
-class InsufficientMemoryError(EmbstabError, MemoryError):
+class DataNotFoundError(EmbstabError, FileNotFoundError):
+    """A dataset's files are not present locally; the message names the command that fetches them.
+
+    Parameters
+    ----------
+    name : str
+        The dataset.
+    detail : str, optional
+        What exactly is missing.
+    command : str, optional
+        The command that fetches it (default ``embstab data fetch NAME``).
+    """
+
+    def __init__(self, name: str, detail: str = "", command: str | None = None) -> None:
+        self.name = name
+        extra = f" ({detail})" if detail else ""
+        super().__init__(f"dataset {name!r} is not available locally{extra}; "
+                         f"run `{command or f'embstab data fetch {name}'}` first")
+
+
+class DownloadError(EmbstabError, OSError):
+    """A download or a package-manager fetch failed."""
+
+
+class UntrustedSourceError(DownloadError):
+    """A fetch from an address embstab does not document, of a file whose digest nobody gave, or of
+    weights in a format that can run code when read."""
+
+
+class ResourceError(EmbstabError, RuntimeError):
+    """The machine lacks what a step needs: memory, a usable GPU, a working compiler."""
+
+
+class RunError(EmbstabError, RuntimeError):
+    """A step of a long run failed; the message names the step and the original error."""
+
+
+class InsufficientMemoryError(ResourceError, MemoryError):
     """A size that was asked for (a dimension, a number of negatives) needs more memory than the
     machine has available; raised before anything is allocated, naming the settings to lower."""
 
@@ -107,6 +174,12 @@ class OptionalDependencyError(EmbstabError, ImportError):
         self.package, self.feature, self.extra = package, feature, extra
         how = install or (f'pip install "embstab[{extra}]"' if extra else f'pip install "{package}"')
         super().__init__(f"{feature} needs the package {package!r}, {problem}; install it with: {how}")
+
+
+#: The kinds of mistake: every exception class of embstab subclasses exactly one of them.
+KINDS: tuple[type[EmbstabError], ...] = (UnknownNameError, OptionalDependencyError, ConfigError, DataFormatError,
+                                         ShapeError, VocabularyError, DataNotFoundError, DownloadError,
+                                         UntrustedSourceError, ResourceError, RunError)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

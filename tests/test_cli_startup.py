@@ -25,7 +25,7 @@ import pytest
 
 import embstab.cli as cli
 from embstab.cli import names
-from embstab.cli.options import show_progress, threads_or_all
+from embstab.cli.options import show_progress, threads_or_idle
 
 from _graphs import graph_path
 
@@ -245,11 +245,16 @@ def test_a_terminal_gets_bars_by_default(tree_and_embedding):
     assert b"evaluate: 100%" in terminal and b"40/40" in terminal
 
 
-def test_contextual_threads_default_to_every_core():
-    from embstab._resources import usable_cores
+def test_contextual_threads_default_to_the_idle_cores(monkeypatch):
+    import embstab._resources as R
 
     for action in ("pretrain", "features", "disagreement"):
         parser = _subparser(("contextual", action))
         assert parser._option_string_actions["--threads"].default is None
-        assert "every usable core" in parser.format_help()
-    assert threads_or_all(None) == usable_cores() and threads_or_all(3) == 3
+        assert "all of them on an idle machine" in " ".join(parser.format_help().split())
+    assert threads_or_idle(3) == 3
+    monkeypatch.setattr(R, "usable_cores", lambda: 4)
+    # an idle machine gets every core, a loaded one what the load leaves, never fewer than one
+    for load, expected in ((0.0, 4), (0.4, 4), (1.6, 2), (3.5, 1), (40.0, 1)):
+        monkeypatch.setattr(R.os, "getloadavg", lambda load=load: (load, load, load))
+        assert R.idle_cores() == expected and threads_or_idle(None) == expected

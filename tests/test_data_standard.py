@@ -167,4 +167,5 @@ def test_http_errors_name_the_url(server, pin):
 def test_not_downloaded_names_the_command():
     with pytest.raises(DataNotFoundError, match="embstab data fetch sst2"):
         load_standard("sst2")
-    assert set(list_standard()["name"]) == set(STANDARD) == {"text8", "sst2", "mr", "subj", "mpqa", "conll2003"}
+    assert set(list_standard()["name"]) == set(STANDARD) == {"text8", "sst2", "mr", "subj", "mpqa", "conll2003",
+                                                             "wn18rr", "fb15k237"}

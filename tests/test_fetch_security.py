@@ -242,7 +242,7 @@ def test_cached_files_get_the_cache_s_own_permissions(www, cache):
 def test_a_missing_standard_graph_names_the_command_that_fetches_it(cache, capsys):
     assert main(["kg", "graphs"]) == 0
     capsys.readouterr()
-    with pytest.raises(FileNotFoundError, match=r"run `embstab kg fetch wn18rr` first"):
+    with pytest.raises(FileNotFoundError, match=r"run `embstab data fetch wn18rr` first"):
         load_graph("wn18rr")
 
 

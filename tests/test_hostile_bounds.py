@@ -159,11 +159,12 @@ def _kg_files(d: Path) -> None:
     _model_variant(d, "mix_distmult_cfg", source="m_transe", config_from="m_distmult")
     _model_variant(d, "mix_transe_cfg", source="m_distmult", config_from="m_transe")
     bad = _model_variant(d, "weights_garbage")
-    (bad / "model.pt").write_bytes(b"this is not a torch file" * 10)
+    (bad / "model.safetensors").write_bytes(b"this is not a safetensors file" * 10)
     tensor = _model_variant(d, "weights_tensor")
     import torch
+    from safetensors.torch import save_file
 
-    torch.save(torch.zeros(3), tensor / "model.pt")
+    save_file({"x": torch.zeros(3)}, str(tensor / "model.safetensors"))
     latin = _model_variant(d, "cfg_latin1")
     (latin / "config.json").write_bytes((latin / "config.json").read_bytes()[:-1] + b', "note": "caf\xe9"}')
 
@@ -345,11 +346,11 @@ CASES = [
     ("kg-config-metrics-bogus", KGD("cfg_metrics_bogus"), ["key 'metrics'", "mrr"]),
     ("kg-config-losses-text", KGD("cfg_losses_text"), ["key 'losses'", "'low'"]),
     ("kg-weights-distmult-cfg", KGD("mix_distmult_cfg"),
-     ["mix_distmult_cfg/model.pt", "DistMult", "config.json", "missing"]),
-    ("kg-weights-transe-cfg", KGD("mix_transe_cfg"), ["mix_transe_cfg/model.pt", "TransE", "unexpected"]),
-    ("kg-weights-dim-mismatch", KGD("cfg_dim_mismatch"), ["cfg_dim_mismatch/model.pt", "dim 8", "[12, 4]"]),
-    ("kg-weights-garbage", KGD("weights_garbage"), ["weights_garbage/model.pt", "not a readable torch state dict"]),
-    ("kg-weights-tensor", KGD("weights_tensor"), ["weights_tensor/model.pt", "not a model state dict"]),
+     ["mix_distmult_cfg/model.safetensors", "DistMult", "config.json", "missing"]),
+    ("kg-weights-transe-cfg", KGD("mix_transe_cfg"), ["mix_transe_cfg/model.safetensors", "TransE", "unexpected"]),
+    ("kg-weights-dim-mismatch", KGD("cfg_dim_mismatch"), ["cfg_dim_mismatch/model.safetensors", "dim 8", "[12, 4]"]),
+    ("kg-weights-garbage", KGD("weights_garbage"), ["weights_garbage/model.safetensors", "safetensors header"]),
+    ("kg-weights-tensor", KGD("weights_tensor"), ["weights_tensor/model.safetensors", "unexpected x"]),
     # hyperbolic working precision
     ("precision-bits-1e8", [*HYP, "--precision-bits", "100000000"], ["precision=100000000", "1048576"]),
     ("precision-bits-2e20-plus-1", [*HYP, "--precision-bits", str(2**20 + 1)], [f"precision={2**20 + 1}"]),
@@ -411,7 +412,7 @@ def test_hostile_input_exits_2_with_one_line(ws, capsys, case, argv, words):
 def test_missing_standard_graph_names_the_kg_fetch_command(ws, capsys, monkeypatch):
     monkeypatch.setenv("EMBSTAB_DATA", str(ws / "empty_cache"))
     _run_case(ws, capsys, ["kg", "train", "--graph", "wn18rr", "-o", "{d}/out_kg"],
-              ["wn18rr", "embstab kg fetch wn18rr"])
+              ["wn18rr", "embstab data fetch wn18rr"])
 
 
 # ----------------------------------------------------------------------------- contextual tokenizers

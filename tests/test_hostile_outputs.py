@@ -46,7 +46,7 @@ def template(tmp_path_factory):
     (graph / "test.txt").write_text("e1\tr1\te3\n")
     kgm = d / "kgmodel"
     kgm.mkdir()
-    for name in ("entities.npz", "relations.npz", "model.pt", "config.json"):
+    for name in ("entities.npz", "relations.npz", "model.safetensors", "config.json"):
         (kgm / name).write_bytes(b"placeholder")  # refused before anything reads them
     (d / "g.edges").write_text("".join(f"{(i - 1) // 3} {i}\n" for i in range(1, 14)))
     (d / "g.hyp").write_text("not read\n")

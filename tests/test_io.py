@@ -200,8 +200,9 @@ def test_saved_files_get_normal_permissions(tmp_path, emb):
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o644
 
 
-def test_compressed_header_is_checksummed_and_version_1_still_reads(tmp_path, emb):
+def test_compressed_header_is_checksummed_and_versions_1_and_2_still_read(tmp_path, emb):
     import json
+    import zlib
 
     from embstab.io.compressed import MAGIC
 
@@ -210,7 +211,7 @@ def test_compressed_header_is_checksummed_and_version_1_still_reads(tmp_path, em
     pos = len(MAGIC)
     hlen = int.from_bytes(blob[pos:pos + 4], "little")
     header = json.loads(blob[pos + 4:pos + 4 + hlen])
-    assert header["version"] == 2
+    assert header["version"] == 3 and header["transform"] is None
     body = blob[pos + 4 + hlen + 4:]
     # one edited digit in the header (the name) is caught by the header checksum
     edited = blob.replace(b'"name":"toy"', b'"name":"toz"')
@@ -221,5 +222,14 @@ def test_compressed_header_is_checksummed_and_version_1_still_reads(tmp_path, em
     head1 = json.dumps(dict(header, version=1)).encode()
     (tmp_path / "v1.esq").write_bytes(MAGIC + len(head1).to_bytes(4, "little") + head1 + body)
     back = embstab.load(tmp_path / "v1.esq")
+    assert back.words == emb.words
+    np.testing.assert_array_equal(back.vectors, emb.vectors.astype(np.float32))
+    # a version-2 file (checksummed header, no transform) written by an older embstab
+    v2 = dict(header, version=2)
+    del v2["transform"]
+    head2 = json.dumps(v2).encode()
+    (tmp_path / "v2.esq").write_bytes(MAGIC + len(head2).to_bytes(4, "little") + head2
+                                      + zlib.crc32(head2).to_bytes(4, "little") + body)
+    back = embstab.load(tmp_path / "v2.esq")
     assert back.words == emb.words
     np.testing.assert_array_equal(back.vectors, emb.vectors.astype(np.float32))

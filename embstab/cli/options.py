@@ -17,7 +17,7 @@ from embstab._bits import BIT_WIDTHS, BIT_WIDTHS_TEXT
 
 __all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
            "local_workers", "worker_threads", "add_trust_pickle", "add_no_clobber", "add_progress", "show_progress",
-           "add_threads", "threads_or_all", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
+           "add_threads", "threads_or_idle", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
 #: Bits per entry a uniform quantizer accepts (the library's one set).
 BITS_CHOICES = BIT_WIDTHS
@@ -342,7 +342,7 @@ def show_progress(args: argparse.Namespace, stream: IO[str] | None = None) -> bo
 
 
 def add_threads(parser: argparse.ArgumentParser, what: str = "torch threads") -> None:
-    """Add ``--threads N``; without it the command uses every usable core (:func:`threads_or_all`).
+    """Add ``--threads N``; without it the command uses the idle cores (:func:`threads_or_idle`).
 
     Parameters
     ----------
@@ -352,12 +352,12 @@ def add_threads(parser: argparse.ArgumentParser, what: str = "torch threads") ->
         What the threads are, for the help text.
     """
     parser.add_argument("--threads", type=positive_int, default=None, metavar="N",
-                        help=f"{what} (default: every usable core of this machine; results are reproducible for "
-                             "a fixed N)")
+                        help=f"{what} (default: the cores other jobs leave idle, all of them on an idle machine, "
+                             "1 on a busy one; give N for bit-identical reruns whatever the load)")
 
 
-def threads_or_all(threads: int | None) -> int:
-    """``--threads`` as given, or the number of usable cores when it was not.
+def threads_or_idle(threads: int | None) -> int:
+    """``--threads`` as given, or the number of idle usable cores when it was not.
 
     Parameters
     ----------
@@ -367,8 +367,8 @@ def threads_or_all(threads: int | None) -> int:
     Returns
     -------
     int
-        The thread count to run with.
+        The thread count to run with (:func:`embstab._resources.idle_cores` by default).
     """
-    from embstab._resources import usable_cores  # noqa: PLC0415
+    from embstab._resources import idle_cores  # noqa: PLC0415
 
-    return usable_cores() if threads is None else threads
+    return idle_cores() if threads is None else threads

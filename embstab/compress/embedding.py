@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from embstab._fs import json_safe
 from embstab.compress.memory import bits_per_entry, memory_bits
 from embstab.compress.transforms import TransformError, parse_transform, transform_quantize_pair
 from embstab.compress.uniform import _check_bits, optimal_clip
@@ -197,8 +198,9 @@ def compress_pair(old: Embedding, new: Embedding = MISSING, bits: int = MISSING,
     transform : str, optional
         Applied around uniform quantization (see :func:`embstab.compress.transforms.parse_transform`):
         ``"hadamard"``, ``"orthogonal"``, ``"ocs:R"``, ``"tt:R"`` or ``"none"``. The members come back
-        dequantized in the original coordinates (no bit-packed codes), with the transform and its
-        true memory per word in ``metadata["compression"]``.
+        dequantized in the original coordinates, with the transform and its true memory per word in
+        ``metadata["compression"]``; they keep their codes in the transformed coordinates, so saving
+        one to ``.esq`` stores those bits per word.
     progress : bool
 
     Returns
@@ -224,6 +226,8 @@ def compress_pair(old: Embedding, new: Embedding = MISSING, bits: int = MISSING,
                 "memory_bits_per_word": res.bits_per_word, **res.details}
         old_c = old.with_vectors(res.old, compression=dict(meta))
         new_c = aligned.with_vectors(res.new, compression={**meta, "aligned_to": old.name})
+        for emb, stored in zip((old_c, new_c), res.stored):
+            emb.codes = stored.to_data(emb.words, emb.counts, emb.name, json_safe(emb.metadata))
         return old_c, new_c
     if kind == "uniform":
         r = optimal_clip(old.vectors, spec, progress=progress)

@@ -2,36 +2,78 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from embstab.lowprec import Format, get_format, handler_for
 
-__all__ = ["memory_bits", "bits_per_entry", "memory_table"]
+__all__ = ["memory_bits", "table_bits", "bits_per_entry", "memory_table"]
 
 
-def memory_bits(dim: int, bitrate: int | float) -> float:
-    """Bits per word under the paper's accounting: ``dim * bitrate``.
+def memory_bits(dim, bitrate, *, overhead_bits=0):
+    """Bits one stored row takes: ``dim * bitrate``, plus any per-row overhead.
 
-    The per-matrix clip and the vocabulary are ignored.
+    The one memory formula of embstab: a word vector, a KG entity row and a contextual feature
+    vector are all counted this way, by compression, KG quantization, study rows, results tables
+    and selection. The per-matrix clip and the vocabulary are not counted per row (see
+    :func:`table_bits`).
 
     Parameters
     ----------
-    dim : int
-        Embedding dimension, ≥ 0.
-    bitrate : int or float
-        Bits per entry, > 0.
+    dim : int or array-like
+        Entries per row (a complex model's real view counts both parts), ≥ 0.
+    bitrate : int, float or array-like
+        Bits per entry, > 0 (for a block format, :func:`bits_per_entry`, shared scales included).
+    overhead_bits : int or float, optional
+        Bits stored per row beside its entries (e.g. a per-row scale), ≥ 0.
 
     Returns
     -------
-    int or float
-        Memory in bits per word (an int when the product is integral).
+    int, float or array-like
+        Memory in bits per row: an int when a scalar result is integral; arrays and pandas
+        columns come back element-wise, of the same type.
 
     Raises
     ------
     ValueError
-        If ``dim`` < 0 or ``bitrate`` ≤ 0.
+        If ``dim`` < 0, ``bitrate`` ≤ 0 or ``overhead_bits`` < 0 (anywhere, for arrays).
     """
-    if dim < 0 or bitrate <= 0:
-        raise ValueError(f"dim must be >= 0 and bitrate > 0, got dim={dim}, bitrate={bitrate}")
-    out = dim * bitrate
+    if np.any(np.asarray(dim) < 0) or np.any(np.asarray(bitrate) <= 0) or np.any(np.asarray(overhead_bits) < 0):
+        shown = [x if np.ndim(x) == 0 else f"a {type(x).__name__} of {np.size(x)} values" for x in (dim, bitrate)]
+        raise ValueError(f"dim must be >= 0 and bitrate > 0 (overhead_bits >= 0), got dim={shown[0]}, "
+                         f"bitrate={shown[1]}, overhead_bits={overhead_bits}")
+    out = dim * bitrate + overhead_bits
+    if np.ndim(out) == 0:
+        return int(out) if float(out).is_integer() else float(out)
+    return out
+
+
+def table_bits(rows: int, dim: int, bitrate: int | float, *, clip_bits: int = 32) -> int | float:
+    """Bits a whole quantized table takes: ``rows`` rows of :func:`memory_bits` plus its clip.
+
+    Parameters
+    ----------
+    rows : int
+        Rows of the table, ≥ 0.
+    dim : int
+        Entries per row, ≥ 0.
+    bitrate : int or float
+        Bits per entry, > 0.
+    clip_bits : int, default 32
+        Bits of the table's one clip value (a float32); 0 for a table stored unquantized.
+
+    Returns
+    -------
+    int or float
+        Memory in bits.
+
+    Raises
+    ------
+    ValueError
+        If a count is negative or ``bitrate`` ≤ 0.
+    """
+    if rows < 0 or clip_bits < 0:
+        raise ValueError(f"rows and clip_bits must be >= 0, got rows={rows}, clip_bits={clip_bits}")
+    out = rows * memory_bits(dim, bitrate) + clip_bits
     return int(out) if float(out).is_integer() else float(out)
 
 

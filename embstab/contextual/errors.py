@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from embstab.data.errors import DataNotFoundError, DownloadError
-from embstab.errors import EmbstabError, ShapeError
+from embstab.data.errors import DataNotFoundError
+from embstab.errors import ConfigError, DataFormatError, ShapeError, UntrustedSourceError
 
 __all__ = ["EmptyTextError", "HubNameError", "ModelNotDownloadedError", "PICKLE_SUFFIXES", "SequenceLengthError",
            "UnsafeWeightsError"]
 
 
-class EmptyTextError(EmbstabError, ValueError):
+class EmptyTextError(DataFormatError):
     """A text (a line of a file, an item of a list) is empty or only white space.
 
     An empty line would silently become a ``[CLS] [SEP]`` input whose features say nothing, so it
@@ -21,7 +21,7 @@ class SequenceLengthError(ShapeError):
     """A text has more word pieces than the model's position limit (and truncation was not asked for)."""
 
 
-class HubNameError(EmbstabError, ValueError):
+class HubNameError(ConfigError):
     """A hub model name that is not ``org/name`` (with an optional ``@revision``)."""
 
 
@@ -48,5 +48,5 @@ class ModelNotDownloadedError(DataNotFoundError):
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
 
-class UnsafeWeightsError(DownloadError):
+class UnsafeWeightsError(UntrustedSourceError):
     """A model's only weights are pickle files (``pytorch_model.bin``), which can run code when read."""

@@ -16,6 +16,9 @@ Formats parsed:
 * ``mpqa``: MPQA opinion polarity as one file of ``LABEL sentence`` lines (label 0/1).
 * ``conll2003``: a zip of ``train.txt``, ``valid.txt``, ``test.txt`` in CoNLL column format
   (``word POS chunk NER`` per line, blank line between sentences, ``-DOCSTART-`` lines).
+* ``wn18rr``, ``fb15k237`` (kind ``graph``): knowledge-graph archives with ``train.txt``,
+  ``valid.txt`` and ``test.txt`` triples, cached under ``cache_dir()/kg`` and read by
+  :func:`embstab.kg.load_graph` (:data:`embstab.kg.STANDARD_GRAPHS` lists them from here).
 
 Checksums: text8, SST-2 and CoNLL-2003 ship with the SHA-256 digest that dataset libraries publish
 beside the same address (TensorFlow Datasets, Hugging Face datasets), and every fetch and load
@@ -39,11 +42,11 @@ import pandas as pd
 from embstab.data.cache import cache_dir
 from embstab.data.download import fetch_verified, verify
 from embstab.data.errors import DataFormatError, DataNotFoundError
-from embstab.errors import lookup
+from embstab.errors import ConfigError, lookup
 from embstab.data.tasks import ClassificationData, TaggingData, split_indices
 from embstab.data.tokenize import tokenize
 
-__all__ = ["StandardSource", "STANDARD", "list_standard", "download_standard", "load_standard",
+__all__ = ["StandardSource", "STANDARD", "list_standard", "download_standard", "load_standard", "cached_path",
            "parse_text8", "parse_sst2", "parse_mr", "parse_subj", "parse_mpqa", "parse_conll"]
 
 
@@ -273,16 +276,38 @@ def parse_conll(path: Path, split_seed: int = 0) -> TaggingData:
 
 @dataclass(frozen=True)
 class StandardSource:
-    """A research dataset available only from its original site."""
+    """A research dataset available only from its original site.
+
+    Parameters
+    ----------
+    name : str
+    kind : str
+        ``corpus``, ``classification``, ``tagging`` or ``graph``.
+    url : str
+        The original address.
+    filename : str
+        Name of the cached file.
+    parse : callable or None
+        Reads the cached file (None for a graph: :func:`embstab.kg.load_graph` reads those).
+    description : str
+    sha256 : str, optional
+        The file's digest, as published beside the address by a dataset library; where none is
+        published the user must give one to fetch it.
+    size : int, optional
+        The file's size in bytes, where published.
+    folder : str, default "standard"
+        Sub-folder of the cache directory it is kept in.
+    """
 
     name: str
     kind: str
     url: str
     filename: str
-    parse: Callable
+    parse: Callable | None
     description: str
     sha256: str | None = None
     size: int | None = None
+    folder: str = "standard"
 
 
 STANDARD: dict[str, StandardSource] = {s.name: s for s in [
@@ -303,6 +328,13 @@ STANDARD: dict[str, StandardSource] = {s.name: s for s in [
                    parse_mpqa, "MPQA opinion polarity (address unverified)"),
     StandardSource("conll2003", "tagging", "https://data.deepai.org/conll2003.zip", "conll2003.zip", parse_conll,
                    "CoNLL-2003 English NER", "96a104d174ddae7558bab603f19382c5fe02ff1da5c077a7f3ce2ced1578a2c3", 982975),
+    StandardSource("wn18rr", "graph", "https://github.com/TimDettmers/ConvE/raw/master/WN18RR.tar.gz", "WN18RR.tar.gz",
+                   None, "WN18RR (Dettmers et al. 2018): 40,943 WordNet synsets, 11 relations",
+                   "1eb9152f804c140d163462c0d49f65e5a0b30ab5fbb375c5e3353c11a6249060", 892861, folder="kg"),
+    StandardSource("fb15k237", "graph",
+                   "https://download.microsoft.com/download/8/7/0/8700516A-AB3D-4850-B4BB-805C515AECE1/FB15K-237.2.zip",
+                   "FB15K-237.2.zip", None, "FB15k-237 (Toutanova & Chen 2015): 14,541 Freebase entities, 237 relations",
+                   folder="kg"),
 ]}
 
 
@@ -310,8 +342,27 @@ def _standard(name: str) -> StandardSource:
     return lookup(STANDARD, name, "standard source")
 
 
-def _folder() -> Path:
-    return cache_dir() / "standard"
+def cached_path(name: str, create: bool = False) -> Path:
+    """Where a standard source is (or will be) cached.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`STANDARD`.
+    create : bool, default False
+        Create the cache directory if missing.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    UnknownNameError
+        If ``name`` is not a standard source.
+    """
+    src = _standard(name)
+    return cache_dir(create=create) / src.folder / src.filename
 
 
 def list_standard() -> pd.DataFrame:
@@ -322,8 +373,7 @@ def list_standard() -> pd.DataFrame:
     pandas.DataFrame
         Columns ``name``, ``kind``, ``available``, ``url`` and ``description``.
     """
-    folder = cache_dir(create=False) / "standard"
-    return pd.DataFrame([{"name": s.name, "kind": s.kind, "available": (folder / s.filename).exists(),
+    return pd.DataFrame([{"name": s.name, "kind": s.kind, "available": cached_path(s.name).exists(),
                           "url": s.url, "description": s.description} for s in STANDARD.values()])
 
 
@@ -361,7 +411,7 @@ def download_standard(name: str, url: str | None = None, sha256: str | None = No
         If the download fails (:class:`ChecksumError` when the digest does not match).
     """
     src = _standard(name)
-    return fetch_verified(src.url, _folder() / src.filename, pinned=src.sha256, size=src.size, url=url,
+    return fetch_verified(src.url, cached_path(name, create=True), pinned=src.sha256, size=src.size, url=url,
                           sha256=sha256, force=force, progress=progress)
 
 
@@ -384,13 +434,17 @@ def load_standard(name: str, split_seed: int = 0):
     ------
     UnknownNameError
         If ``name`` is not a standard source.
+    ConfigError
+        If it is a knowledge graph (:func:`embstab.kg.load_graph` reads those).
     DataNotFoundError
         If it is not cached (the message names ``embstab data fetch NAME``).
     ChecksumError
         If the cached file no longer matches its digest.
     """
     src = _standard(name)
-    dest = cache_dir(create=False) / "standard" / src.filename
+    if src.parse is None:
+        raise ConfigError(f"{name!r} is a knowledge graph: load it with embstab.kg.load_graph({name!r})")
+    dest = cached_path(name)
     if not dest.exists():
         raise DataNotFoundError(name, "it downloads from its original site")
     verify(dest, src.sha256, dest.parent / "SHA256SUMS.json")

@@ -17,7 +17,7 @@ from embstab.downstream.lookup import TaskVocabulary, lookup_table
 from embstab.downstream.training import fit_classifier, fit_tagger, tagging_score
 from embstab.recipes.training import training_recipe
 from embstab.embedding import Embedding
-from embstab.errors import EmbstabError, ShapeError
+from embstab.errors import EmbstabError, ShapeError, VocabularyError
 from embstab.pair import MISSING, unpack_pair
 
 __all__ = ["TASKS", "MODELS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
@@ -28,7 +28,7 @@ __all__ = ["TASKS", "MODELS", "DisagreementResult", "disagreement", "seed_baseli
 MIN_COVERAGE = 0.5
 
 
-class LowCoverageError(EmbstabError, ValueError):
+class LowCoverageError(VocabularyError, ValueError):
     """An embedding knows too few of a task's tokens for its disagreement to mean anything."""
 
 

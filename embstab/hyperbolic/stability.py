@@ -242,6 +242,7 @@ def bits_sweep(graph: Any, formats: Sequence[Any], *, dim: int = 2,
         ``resolution_bits``, ``memory`` (bits per node = dim·bits), ``tau``, ``map``,
         ``d_avg``, ``d_wc``, ``bad``.
     """
+    from embstab.compress.memory import memory_bits
     from embstab.lowprec import get_format
 
     graph = as_graph(graph)
@@ -257,6 +258,6 @@ def bits_sweep(graph: Any, formats: Sequence[Any], *, dim: int = 2,
         m = evaluate(graph, q, rows=rows, seed=seed, progress=False)
         total = int(getattr(f, "bits", getattr(f, "word_bits", 0)) or 0)
         out.append({"format": str(f), "bits": total, "resolution_bits": res,
-                    "memory": dim * total, "tau": emb.scale, "map": m.map,
+                    "memory": memory_bits(dim, total) if total else 0, "tau": emb.scale, "map": m.map,
                     "d_avg": m.d_avg, "d_wc": m.d_wc, "bad": m.bad})
     return pd.DataFrame(out)

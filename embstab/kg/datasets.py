@@ -5,10 +5,12 @@
 3.0), a standard set fetched with :func:`download_graph` (:data:`STANDARD_GRAPHS`), or a folder
 holding ``train.txt``, ``valid.txt`` and ``test.txt``.
 
-The standard sets (WN18RR, FB15k-237) are not in any package; :func:`download_graph` fetches
-their archive from the original address (or a mirror on the same host or this machine) into
-``cache_dir()/kg``, checked against the SHA-256 digest that ships here (for a set with none, the
-user gives one), and the parser reads the three split files out of it.
+The standard sets (WN18RR, FB15k-237) are not in any package. They are listed in the one
+catalogue of standard sources (:data:`embstab.data.standard.STANDARD`, kind ``graph``) and
+fetched like the others (``embstab data fetch wn18rr``; :func:`download_graph` is the same
+download) from the original address (or a mirror on the same host or this machine) into
+``cache_dir()/kg``, checked against the SHA-256 digest that ships there (for a set with none, the
+user gives one); the parser here reads the three split files out of the archive.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ import io
 import re
 import tarfile
 import zipfile
-from dataclasses import dataclass
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
-from embstab.data.cache import cache_dir
-from embstab.data.download import fetch_verified, verify
+from embstab.data.download import verify
+from embstab.data.standard import STANDARD, StandardSource, cached_path, download_standard
 from embstab.data.errors import DataFormatError, DataNotFoundError
 from embstab.errors import OptionalDependencyError, UnknownNameError, lookup
 from embstab.kg._pykeen import INSTALL_HINT
@@ -43,44 +45,44 @@ GRAPHS: dict[str, str] = {
 _WORDNET_K = re.compile(r"^wordnet_k(\d+)$")
 
 
-@dataclass(frozen=True)
-class StandardGraph:
-    """A standard benchmark graph downloaded from its original address.
+#: A standard graph is a :class:`~embstab.data.standard.StandardSource` of kind ``graph``.
+StandardGraph = StandardSource
 
-    Parameters
-    ----------
-    name : str
-    url : str
-    filename : str
-        Name of the cached archive.
-    description : str
-    sha256 : str, optional
-        The archive's digest, as published beside the address by a dataset library (TensorFlow
-        Datasets' checksum lists). Where none is published the user must give one to fetch it.
-    size : int, optional
-        The archive's size in bytes, where published.
+
+class _StandardGraphs(MutableMapping):
+    """The graphs of the one catalogue of standard sources (:data:`embstab.data.standard.STANDARD`).
+
+    A view, not a copy: reading and replacing an entry here reads and replaces it there.
     """
 
-    name: str
-    url: str
-    filename: str
-    description: str
-    sha256: str | None = None
-    size: int | None = None
+    def __getitem__(self, name: str) -> StandardSource:
+        src = STANDARD[name]
+        if src.kind != "graph":
+            raise KeyError(name)
+        return src
+
+    def __setitem__(self, name: str, src: StandardSource) -> None:
+        if src.kind != "graph":
+            raise ValueError(f"{name!r}: a standard graph must be of kind 'graph', not {src.kind!r}")
+        STANDARD[name] = src
+
+    def __delitem__(self, name: str) -> None:
+        self[name]  # noqa: B018 - only graphs can be removed through this view
+        del STANDARD[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n, s in STANDARD.items() if s.kind == "graph")
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"STANDARD_GRAPHS({list(self)})"
 
 
-STANDARD_GRAPHS: dict[str, StandardGraph] = {g.name: g for g in [
-    StandardGraph("wn18rr", "https://github.com/TimDettmers/ConvE/raw/master/WN18RR.tar.gz", "WN18RR.tar.gz",
-                  "WN18RR (Dettmers et al. 2018): 40,943 WordNet synsets, 11 relations",
-                  "1eb9152f804c140d163462c0d49f65e5a0b30ab5fbb375c5e3353c11a6249060", 892861),
-    StandardGraph("fb15k237",
-                  "https://download.microsoft.com/download/8/7/0/8700516A-AB3D-4850-B4BB-805C515AECE1/FB15K-237.2.zip",
-                  "FB15K-237.2.zip", "FB15k-237 (Toutanova & Chen 2015): 14,541 Freebase entities, 237 relations"),
-]}
-
-
-def _folder() -> Path:
-    return cache_dir() / "kg"
+#: Standard graph name → its source (wn18rr, fb15k237), read from the catalogue of
+#: :mod:`embstab.data.standard`; ``embstab data fetch NAME`` downloads them.
+STANDARD_GRAPHS: MutableMapping[str, StandardSource] = _StandardGraphs()
 
 
 def _split_of(member: str) -> str | None:
@@ -169,9 +171,8 @@ def download_graph(name: str, url: str | None = None, sha256: str | None = None,
     DownloadError
         On a network or HTTP error. :class:`~embstab.data.ChecksumError` on a digest mismatch.
     """
-    src = lookup(STANDARD_GRAPHS, name, "standard graph")
-    return fetch_verified(src.url, _folder() / src.filename, pinned=src.sha256, size=src.size, url=url,
-                          sha256=sha256, force=force, progress=progress)
+    lookup(STANDARD_GRAPHS, name, "standard graph")
+    return download_standard(name, url=url, sha256=sha256, force=force, progress=progress)
 
 
 def _pykeen_graph(name: str) -> KnowledgeGraph:
@@ -219,10 +220,9 @@ def load_graph(name: str, **kwargs) -> KnowledgeGraph:
     if name in GRAPHS:
         return _pykeen_graph(name)
     if name in STANDARD_GRAPHS:
-        archive = cache_dir(create=False) / "kg" / STANDARD_GRAPHS[name].filename
+        archive = cached_path(name)
         if not archive.exists():
-            raise DataNotFoundError(name, "a standard graph downloads from its original site",
-                                    command=f"embstab kg fetch {name}")
+            raise DataNotFoundError(name, "a standard graph downloads from its original site")
         verify(archive, STANDARD_GRAPHS[name].sha256, archive.parent / "SHA256SUMS.json")
         return parse_graph_archive(archive, name)
     folder = Path(name)
@@ -246,7 +246,6 @@ def list_graphs() -> list[dict[str, object]]:
     rows: list[dict[str, object]] = [{"name": n, "description": d,
                                       "available": have_wn if n == "wordnet" else have_pykeen}
                                      for n, d in GRAPHS.items()]
-    folder = cache_dir(create=False) / "kg"
-    rows += [{"name": g.name, "description": g.description, "available": (folder / g.filename).exists()}
+    rows += [{"name": g.name, "description": g.description, "available": cached_path(g.name).exists()}
              for g in STANDARD_GRAPHS.values()]
     return rows

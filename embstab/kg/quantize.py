@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from embstab._bits import check_bits
-from embstab.compress.memory import memory_bits
+from embstab.compress.memory import table_bits
 from embstab.compress.uniform import optimal_clip, uniform_quantize
 from embstab.embedding import Embedding
 from embstab.errors import ShapeError
@@ -138,8 +138,8 @@ def quantize_model(trained: KGTrainResult, bits: int, *, clips: dict[str, float]
             q = uniform_quantize(x, bits, clip=r, rounding=rounding, seed=gen)
             weight.copy_(torch.as_tensor(np.asarray(q, dtype=np.float32)))
             used[name] = r
-            total += x.shape[0] * memory_bits(x.shape[1], min(bits, 32)) + 32
-            full += x.shape[0] * memory_bits(x.shape[1], 32)
+            total += table_bits(x.shape[0], x.shape[1], min(bits, 32))
+            full += table_bits(x.shape[0], x.shape[1], 32, clip_bits=0)
     model.eval()
     check_model_fits(model, trained.graph)
     settings = {**trained.settings, "rounding": rounding, "bits": bits}

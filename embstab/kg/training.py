@@ -210,7 +210,7 @@ class KGTrainResult:
         return out
 
     def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``entities.npz``, ``relations.npz``, ``model.pt`` (the state dict) and ``config.json``.
+        """Write ``entities.npz``, ``relations.npz``, ``model.safetensors`` (the state dict) and ``config.json``.
 
         The embedding files load with :func:`embstab.load` (so ``embstab compare`` reads them);
         :func:`load_kg_model` rebuilds the model from the folder and the graph.
@@ -225,17 +225,27 @@ class KGTrainResult:
         pathlib.Path
             The folder.
         """
-        import torch
+        from safetensors.torch import save
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.entities.save(folder / "entities.npz")
         self.relations.save(folder / "relations.npz")
-        with atomic_write(folder / "model.pt") as fh:
-            torch.save(self.model.state_dict(), fh)
+        # safetensors holds plain tensors only (no pickle), so reading a folder never runs code;
+        # it wants each tensor contiguous and owning its memory
+        state = {k: v.detach().cpu().contiguous().clone() for k, v in self.model.state_dict().items()}
+        with atomic_write(folder / WEIGHTS) as fh:
+            fh.write(save(state))
         with atomic_write(folder / "config.json", "w") as fh:
             json.dump(self.to_dict(), fh, indent=1, sort_keys=True, default=float)
+        # a model.pt left by an older embstab would be stale next to the new weights
+        (folder / LEGACY_WEIGHTS).unlink(missing_ok=True)
         return folder
+
+
+#: The weights file of a model folder, and the pickle file older versions wrote instead (refused).
+WEIGHTS = "model.safetensors"
+LEGACY_WEIGHTS = "model.pt"
 
 
 def model_names() -> list[str]:
@@ -662,18 +672,24 @@ def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainRe
         If the model that ``config.json`` describes would not fit in the memory available.
     EmbstabError
         If ``folder`` is not a model folder (missing, a file, or lacking one of its four files), its
-        ``config.json`` is not a model description (a message naming the key), or ``model.pt`` does
-        not hold the weights of the model ``config.json`` names.
+        ``config.json`` is not a model description (a message naming the key), ``model.safetensors``
+        is malformed or does not hold the weights of the model ``config.json`` names, or the folder
+        holds only the pickle ``model.pt`` of an older embstab (the message says how to convert it).
     """
-    import torch
-
     from embstab.io import load
 
     folder = Path(folder)
     if not folder.is_dir():
         raise EmbstabError(f"{folder} is not a KG model folder (written by `embstab kg train` / "
                            f"KGTrainResult.save): {'it is a file' if folder.exists() else 'no such folder'}")
-    missing = [f for f in ("config.json", "entities.npz", "relations.npz", "model.pt") if not (folder / f).is_file()]
+    missing = [f for f in ("config.json", "entities.npz", "relations.npz", WEIGHTS) if not (folder / f).is_file()]
+    if missing == [WEIGHTS] and (folder / LEGACY_WEIGHTS).is_file():
+        legacy = folder / LEGACY_WEIGHTS
+        raise EmbstabError(
+            f"{folder} was written by an older embstab: its weights are {LEGACY_WEIGHTS} (a pickle, which can run "
+            f"code when read and is no longer read); if you trust it, convert it once with: python -c \"import "
+            f"torch, safetensors.torch as s; s.save_file({{k: v.contiguous() for k, v in torch.load({str(legacy)!r}, "
+            f"weights_only=True).items()}}, {str(folder / WEIGHTS)!r})\" (or retrain with `embstab kg train`)")
     if missing:
         raise EmbstabError(f"{folder} is not a KG model folder (written by `embstab kg train`): "
                            f"it lacks {', '.join(missing)}")
@@ -697,7 +713,7 @@ def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainRe
                          f"({len(entities)}/{len(relations)}) are not those of graph {graph.name!r} "
                          f"({graph.n_entities}/{graph.n_relations})")
     kge = _build(name, graph, dim, model_kwargs)
-    _load_weights(kge, folder / "model.pt", name, dim)
+    _load_weights(kge, folder / WEIGHTS, name, dim)
     kge.eval()
     settings = {k: config[k] for k in ("model", "dim", "seed", "epochs", "lr", "batch_size", "negatives",
                                        "model_kwargs", "early_stopping") if k in config}
@@ -740,18 +756,16 @@ def _config_fields(config: dict[str, Any], path: Path) -> tuple[str, int, dict[s
 
 
 def _load_weights(kge: Any, path: Path, name: str, dim: int) -> None:
-    """Load ``model.pt`` into ``kge``, naming any disagreement between the weights and config.json."""
-    import torch
+    """Load ``model.safetensors`` into ``kge``, naming any disagreement between the weights and config.json."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
 
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - a damaged file fails anywhere in torch's unpickler (IndexError...)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise EmbstabError(f"{path} is not a readable torch state dict ({first[:200]})") from None
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise EmbstabError(f"{path} is not a model state dict (it holds a {type(state).__name__})")
+    from embstab.contextual.weights import read_header
+
+    # the header is checked against the file's size first, so a tampered header cannot make the
+    # reader allocate or read past the data; shapes are compared before any tensor is read
+    given = {k: entry.shape for k, entry in read_header(path).items()}
     expected = {k: tuple(v.shape) for k, v in kge.state_dict().items()}
-    given = {k: tuple(v.shape) for k, v in state.items()}
     if expected != given:
         missing = sorted(set(expected) - set(given))
         extra = sorted(set(given) - set(expected))
@@ -762,4 +776,9 @@ def _load_weights(kge: Any, path: Path, name: str, dim: int) -> None:
         raise EmbstabError(f"{path} does not hold the weights of a {type(kge).__name__} model of dim {dim}, which "
                            f"config.json describes (model: {name!r}): {'; '.join(parts)}; the weights and "
                            "config.json come from different models")
+    try:
+        state = load_file(str(path), device="cpu")
+    except (SafetensorError, OSError, ValueError) as exc:  # a header that passed but data that does not
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EmbstabError(f"{path} is not a readable safetensors file ({first[:200]})") from None
     kge.load_state_dict(state)

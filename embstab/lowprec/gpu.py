@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from embstab.errors import EmbstabError
+from embstab.errors import EmbstabError, ResourceError
 from embstab.lowprec.rounding import check_rounding, kernel_seed
 from embstab.lowprec.formats import FloatFormat, MXFormat, get_format
 
@@ -34,7 +34,7 @@ _MODE = {"nearest": 0, "stochastic": 1}
 _THREADS = 256
 
 
-class GPUUnavailableError(EmbstabError, RuntimeError):
+class GPUUnavailableError(ResourceError):
     """The CUDA kernels cannot run here (no cupy, no GPU, or the kernel source is missing)."""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError
 from embstab.lowprec.blockq import (block_integers, block_view, mx_int8_integers, mx_scale_exponents, quantize_block,
                                     quantize_mx)
 from embstab.lowprec.codes import BlockCodes, CodeError, float_code_table, float_codes, float_values
@@ -29,7 +29,7 @@ __all__ = ["FormatHandler", "RowCodes", "StorageError", "register_handler", "han
            "check_encodable"]
 
 
-class StorageError(EmbstabError, ValueError):
+class StorageError(ConfigError):
     """A format cannot be used for compressed embedding storage (as it is configured)."""
 
 

@@ -16,12 +16,12 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
-from embstab.errors import EmbstabError, OptionalDependencyError
+from embstab.errors import OptionalDependencyError, ResourceError
 
 __all__ = ["NVRTCError", "CompiledPTX", "find_library", "version", "compile_ptx"]
 
 
-class NVRTCError(EmbstabError, RuntimeError):
+class NVRTCError(ResourceError):
     """NVRTC rejected a source; the message holds its compile log."""
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from embstab.errors import EmbstabError, did_you_mean
+from embstab.errors import ConfigError, did_you_mean
 
 __all__ = ["MAX_SR_BITS", "ROUNDINGS", "RoundingError", "check_rounding", "sr_bits", "as_generator", "kernel_seed", "round_integer", "uniform_bits", "scale_pow2"]
 
@@ -30,7 +30,7 @@ _ALIASES = {"rne": "nearest", "nearest_even": "nearest", "rna": "nearest_away", 
 MAX_SR_BITS = 52
 
 
-class RoundingError(EmbstabError, ValueError):
+class RoundingError(ConfigError):
     """An unknown or malformed rounding-mode name."""
 
 

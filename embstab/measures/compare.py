@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embstab.embedding import Embedding, shared_vocabulary
+from embstab.embedding import Embedding, shared_vocabulary, take_top_n
 from embstab.errors import EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
 from embstab.measures.eis import anchor_factors
@@ -137,15 +137,8 @@ def _select_words(a: Embedding, b: Embedding, top_n: int | None, rank_by: str, a
     if not words:
         raise VocabularyError(f"{_name(a)} and {_name(b)} share no words" + (" that the anchors also hold"
                                                                              if anchors is not None else ""))
-    if top_n is not None:
-        if top_n <= 0:
-            raise ShapeError(f"top_n must be positive, got {top_n}")
-        if len(words) < top_n:
-            raise VocabularyError(f"top_n={top_n} was asked but {_name(a)} and {_name(b)} share only {len(words)} "
-                                  "words" + (" (with the anchors)" if anchors is not None else "")
-                                  + "; pass a smaller top_n or top_n=None for all shared words")
-        words = words[:top_n]
-    return words
+    return take_top_n(words, top_n, exact=True, names=f"{_name(a)} and {_name(b)}",
+                      note=" (with the anchors)" if anchors is not None else "")
 
 
 def _name(e: Embedding) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from embstab.errors import EmbstabError, lookup
+from embstab.errors import ConfigError, lookup
 from embstab.recipes.registry import CheckResult, register_recipe
 
 __all__ = ["AdasumError", "REDUCTIONS", "adasum_pair", "adasum_reduce", "simulate_data_parallel",
@@ -32,8 +32,9 @@ __all__ = ["AdasumError", "REDUCTIONS", "adasum_pair", "adasum_reduce", "simulat
 REDUCTIONS = {"adasum": "adaptive sum (recursive pairing)", "average": "mean of the workers", "sum": "sum of the workers"}
 
 
-class AdasumError(EmbstabError, ValueError):
-    """Bad Adasum input: worker count, mismatched tensors, unknown granularity."""
+#: Bad Adasum input: worker count, mismatched tensors, unknown granularity.
+#: A :class:`~embstab.errors.ConfigError` under the name this module has always raised.
+AdasumError = ConfigError
 
 
 def adasum_pair(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:

@@ -17,15 +17,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError
 from embstab.recipes.registry import CheckResult, register_recipe
 
 __all__ = ["CommunicationError", "RoundRobinResult", "maurey_sparsify", "maurey_dense", "topk_sparsify",
            "message_bits", "pnorm_link", "pnorm_mirror_descent", "round_robin", "check_communication"]
 
 
-class CommunicationError(EmbstabError, ValueError):
-    """Bad sparsification or exchange parameters."""
+#: Bad sparsification or exchange parameters.
+#: A :class:`~embstab.errors.ConfigError` under the name this module has always raised.
+CommunicationError = ConfigError
 
 
 def _rng(generator: np.random.Generator | int | None) -> np.random.Generator:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embstab.errors import EmbstabError, ShapeError, lookup
+from embstab.errors import ConfigError, ShapeError, lookup
 from embstab.recipes.registry import CheckResult, register_recipe
 
 __all__ = ["OCS_SPLITS", "OCSError", "OCSSplit", "OCSResult", "ocs_split", "ocs_merge", "ocs_quantize",
@@ -39,8 +39,9 @@ OCS_SPLITS = {
 }
 
 
-class OCSError(EmbstabError, ValueError):
-    """Bad OCS parameters: expand ratio, bit width, clip or a missing grid step."""
+#: Bad OCS parameters: expand ratio, bit width, clip or a missing grid step.
+#: A :class:`~embstab.errors.ConfigError` under the name this module has always raised.
+OCSError = ConfigError
 
 
 @dataclass

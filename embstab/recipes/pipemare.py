@@ -19,15 +19,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError
 from embstab.recipes.registry import CheckResult, register_recipe
 
 __all__ = ["PipeMareError", "PipelineRun", "delayed_gd_threshold", "delayed_gd_threshold_closed_form",
            "simulate_pipeline", "divergence_lr", "check_pipemare"]
 
 
-class PipeMareError(EmbstabError, ValueError):
-    """Bad pipeline-simulation parameters (delays, learning rate, steps)."""
+#: Bad pipeline-simulation parameters (delays, learning rate, steps).
+#: A :class:`~embstab.errors.ConfigError` under the name this module has always raised.
+PipeMareError = ConfigError
 
 
 def _max_root(alpha: float, tau: int) -> float:

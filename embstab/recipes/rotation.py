@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from embstab.errors import EmbstabError, ShapeError, lookup
+from embstab.errors import ConfigError, ShapeError, lookup
 from embstab.lowprec import UniformFormat, quantize
 from embstab.recipes.registry import CheckResult, register_recipe
 
@@ -27,8 +27,9 @@ ROTATIONS = {
 }
 
 
-class RotationError(EmbstabError, ValueError):
-    """A dimension or rotation matrix the rotation cannot take."""
+#: A dimension or rotation matrix the rotation cannot take.
+#: A :class:`~embstab.errors.ConfigError` under the name this module has always raised.
+RotationError = ConfigError
 
 
 def _gen(generator: torch.Generator | int | None) -> np.random.Generator:

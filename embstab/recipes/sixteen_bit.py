@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError, EmbstabError
 from embstab.lowprec import (
     FloatFormat,
     LowPrecisionOptimizer,
@@ -43,8 +43,9 @@ __all__ = [
 SIXTEEN_BIT_MODES = ("nearest", "stochastic", "kahan", "mixed")
 
 
-class PrecisionRecipeError(EmbstabError, ValueError):
-    """A precision recipe was given a setting it cannot use (format, bits, mu, layer, mode)."""
+#: A precision recipe was given a setting it cannot use (format, bits, mu, layer, mode).
+#: A :class:`~embstab.errors.ConfigError` under the name this module has always raised.
+PrecisionRecipeError = ConfigError
 
 
 def _float_format(fmt: FloatFormat | str, recipe: str, max_bits: int = 16) -> FloatFormat:

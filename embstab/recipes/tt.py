@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from embstab.embedding import Embedding
-from embstab.errors import EmbstabError, ShapeError, lookup
+from embstab.errors import ConfigError, ShapeError, lookup
 from embstab.recipes.registry import CheckResult, register_recipe
 
 __all__ = ["TTShape", "TTCores", "TTEmbedding", "TTConfigError", "TT_INITS", "suggest_tt_shape",
@@ -39,8 +39,9 @@ TT_INITS = {
 }
 
 
-class TTConfigError(EmbstabError, ValueError):
-    """A tensor-train shape or rank that cannot describe the table."""
+#: A tensor-train shape or rank that cannot describe the table.
+#: A :class:`~embstab.errors.ConfigError` under the name this module has always raised.
+TTConfigError = ConfigError
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError, DataFormatError
 
 __all__ = ["ResultsError", "BudgetError"]
 
 
-class ResultsError(EmbstabError, ValueError):
+class ResultsError(DataFormatError):
     """A results table is malformed: missing columns, duplicate rows, unusable values."""
 
 
-class BudgetError(EmbstabError, ValueError):
+class BudgetError(ConfigError):
     """A memory budget is invalid, or no configuration in the results fits under it."""

@@ -21,7 +21,7 @@ from embstab.selection.errors import BudgetError, ResultsError
 from embstab.selection.results import (CONFIG_COLUMNS, NEAR_CHANCE_MARGIN, as_results, kind_label, kinds_of,
                                        measure_distance, near_chance_left_out, ordered_tasks)
 from embstab.selection.signal import FALLBACK_ORDER, config_signal, has_nulls
-from embstab.selection.trend import fit_trend
+from embstab.selection.trend import TrendFit, fit_trend
 
 __all__ = ["Recommendation", "recommend"]
 
@@ -82,6 +82,10 @@ class Recommendation:
     signal_note : str
         One line on how the measure was chosen: why the requested one was set aside, that the
         signal was not checked, or that only one configuration fits; empty otherwise.
+    trend_note : str
+        One line when the memory trend was not fitted as asked: fitted on every row because the
+        rows below ``threshold`` cannot identify a slope, or not fitted at all (then
+        ``predicted_disagreement`` is empty and ``trend_slope`` is NaN); empty otherwise.
     """
 
     budget: float
@@ -105,6 +109,7 @@ class Recommendation:
     measure_null: float | None = None
     n_ranked: int = 0
     signal_note: str = ""
+    trend_note: str = ""
 
     def _ranked_phrase(self) -> str:
         if self.n_ranked and self.n_ranked < self.n_candidates:
@@ -113,7 +118,9 @@ class Recommendation:
 
     @property
     def mean_predicted_disagreement(self) -> float:
-        """Predicted disagreement averaged over the tasks (%)."""
+        """Predicted disagreement averaged over the tasks (%; NaN when no trend was fitted)."""
+        if not self.predicted_disagreement:
+            return float("nan")
         return float(np.mean(list(self.predicted_disagreement.values())))
 
     def to_dict(self) -> dict:
@@ -139,13 +146,20 @@ class Recommendation:
             f"Chosen by {self.measure} = {self.measure_value:.4g} ({REGISTRY[self.measure].direction}"
             + (f"; null {self.measure_null:.4g}" if self.measure_null is not None else "")
             + f"), the best of {self._ranked_phrase()}.",
-            f"Disagreement the memory trend predicts ({self.trend_slope:+.2f} points per doubling of "
-            f"memory{'; extrapolated beyond the fitted range' if self.extrapolated else ''}):",
         ]
-        for task, pred in self.predicted_disagreement.items():
-            seen = self.observed_disagreement.get(task)
-            observed = f"   (measured: {seen:.2f} %)" if seen is not None else ""
-            lines.append(f"  {task:<12} {pred:6.2f} %{observed}")
+        if self.predicted_disagreement:
+            lines.append(f"Disagreement the memory trend predicts ({self.trend_slope:+.2f} points per doubling of "
+                         f"memory{'; extrapolated beyond the fitted range' if self.extrapolated else ''}):")
+            for task, pred in self.predicted_disagreement.items():
+                seen = self.observed_disagreement.get(task)
+                observed = f"   (measured: {seen:.2f} %)" if seen is not None else ""
+                lines.append(f"  {task:<12} {pred:6.2f} %{observed}")
+        else:
+            lines.append("Disagreement measured for it (no memory trend to predict from):")
+            for task, seen in self.observed_disagreement.items():
+                lines.append(f"  {task:<12} {seen:6.2f} %")
+        if self.trend_note:
+            lines.append(self.trend_note)
         if self.signal_note and not first:
             lines.append(self.signal_note)
         if self.near_chance_left_out:
@@ -269,28 +283,52 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     best = fits.iloc[0]
     n_ranked = int(fits["ranked"].sum())
 
-    trend = fit_trend(df, "memory", threshold=threshold)
+    trend, fitted_on, trend_note = _memory_trend(df, threshold, unit)
     chosen = df[(df["algo"] == best["algo"]) & (df["dim"] == best["dim"])
                 & (df["bitrate"] == best["bitrate"])]
     tasks = [task] if task is not None else ordered_tasks(chosen["task"])
     query = pd.DataFrame({"algo": best["algo"], "task": tasks, "dim": int(best["dim"]),
                           "bitrate": int(best["bitrate"])})
     # A disagreement cannot be negative; far outside the fitted range the line can cross zero.
-    predicted = dict(zip(tasks, map(float, np.clip(trend.predict(query), 0.0, 100.0))))
+    predicted = ({} if trend is None else
+                 dict(zip(tasks, map(float, np.clip(trend.predict(query), 0.0, 100.0)))))
     observed = chosen.groupby("task")["disagreement"].mean()
-    fitted_memory = df["memory"] if threshold is None else df.loc[df["memory"] < threshold, "memory"]
+    fitted_memory = df["memory"] if fitted_on is None else df.loc[df["memory"] < fitted_on, "memory"]
     return Recommendation(
         budget=budget, measure=used, algo=str(best["algo"]), dim=int(best["dim"]),
         bitrate=int(best["bitrate"]), memory=int(best["memory"]),
         measure_value=float(best[used]), n_candidates=len(fits),
         predicted_disagreement=predicted,
         observed_disagreement={t: float(observed[t]) for t in tasks if t in observed.index},
-        trend_slope=trend.slope,
-        extrapolated=bool(best["memory"] > fitted_memory.max()
-                          or best["memory"] < fitted_memory.min()),
+        trend_slope=float("nan") if trend is None else trend.slope,
+        extrapolated=trend is not None and bool(best["memory"] > fitted_memory.max()
+                                                or best["memory"] < fitted_memory.min()),
         candidates=fits, kind=kind, unit=unit, near_chance_left_out=left_out, requested_measure=measure,
         signal_checked=checked, measure_null=float(best["null"]) if checked and pd.notna(best["null"]) else None,
-        n_ranked=n_ranked, signal_note=note)
+        n_ranked=n_ranked, signal_note=note, trend_note=trend_note)
+
+
+def _memory_trend(df: pd.DataFrame, threshold: float | None, unit: str) -> tuple[TrendFit | None, float | None, str]:
+    """The memory trend, the threshold it was fitted under, and a note when that is not ``threshold``.
+
+    The default threshold is the word-embedding regime (about 1000 bits per word); a kind whose
+    rows mostly lie above it (a 384-d contextual model at 3 bits is 1152) cannot identify a slope
+    there, and is fitted on all its rows instead. With one memory per (algo, task) there is no
+    trend at all, and the recommendation stands on the measured disagreement alone.
+    """
+    try:
+        return fit_trend(df, "memory", threshold=threshold), threshold, ""
+    except ResultsError:
+        if threshold is None:
+            return None, None, ("No memory trend: every (algo, task) has one memory in the results, so "
+                                "only the measured disagreement is shown.")
+    try:
+        trend = fit_trend(df, "memory", threshold=None)
+    except ResultsError:
+        return None, None, ("No memory trend: every (algo, task) has one memory in the results, so "
+                            "only the measured disagreement is shown.")
+    return trend, None, (f"The memory trend is fitted on every row: below {threshold:g} {unit} the rows "
+                         "cannot identify its slope.")
 
 
 def _choose_measure(df: pd.DataFrame, measure: str, budget: float, unit: str, fits: pd.DataFrame,

@@ -292,7 +292,9 @@ def validate_results(df: pd.DataFrame, *, source: str = "results",
         out["kind"] = out["kind"].fillna("word").astype(str)
         # a KG model's entity row may hold more than dim entries (a complex model's real view)
         transformed = transformed | (out["kind"] != "word")
-    memory = (out["dim"] * out["bitrate"]).astype(np.float64)
+    from embstab.compress.memory import memory_bits  # noqa: PLC0415 - the one formula, loaded on use
+
+    memory = memory_bits(out["dim"], out["bitrate"]).astype(np.float64)
     if "memory" in out.columns:
         given = pd.to_numeric(out["memory"], errors="coerce")
         # a compression transform stores what it really needs (OCS columns, TT cores), not dim * bits

@@ -76,7 +76,9 @@ class TrendFit:
         """
         rows = rows.copy()
         if "memory" not in rows.columns:
-            rows["memory"] = rows["dim"] * rows["bitrate"]
+            from embstab.compress.memory import memory_bits  # noqa: PLC0415 - the one formula, loaded on use
+
+            rows["memory"] = memory_bits(rows["dim"], rows["bitrate"])
         keys = self.group_columns
         missing = [c for c in keys + [VARIANTS[self.variant][0]] if c not in rows.columns]
         if missing:

@@ -1,12 +1,14 @@
-"""The contextual study kind: small BERT models pretrained on two corpus versions, word-type features.
+"""The contextual study kind: BERT models pretrained on two corpus versions, word-type features.
 
 Source pair: a held-out share of the corpus (for perplexity), the two versions of the rest
 (:func:`embstab.data.make_corpus_pair`), one WordPiece tokenizer for both (the packaged MiniLM
-vocabulary, fixed and so reproducible in any fresh store; or one trained on their union), and a
-fixed sample of documents for word-type averaging. Member: a BERT masked-LM whose hidden size is the
-study's dimension, pretrained on one version (:func:`embstab.contextual.train_mlm`, same seed and
-steps for both), read out as word-type vectors over the sample
-(:func:`embstab.contextual.word_type_embedding`): the :class:`~embstab.Embedding` that is
+vocabulary, fixed and so reproducible in any fresh store; or one trained on their union; or, with
+``training.init``, the starting model's own), and a fixed sample of documents for word-type
+averaging. Member: a BERT masked-LM whose hidden size is the study's dimension, pretrained from
+scratch on one version (:func:`embstab.contextual.train_mlm`, same seed and steps for both), or,
+with ``training.init``, the packaged MiniLM whose masked-LM pretraining continues on one version
+(same starting weights, seed and steps; its hidden size is the one dimension); read out as
+word-type vectors over the sample (:func:`embstab.contextual.word_type_embedding`): the :class:`~embstab.Embedding` that is
 compressed with the shared pair protocol and measured against the anchors (the largest model of
 each version). Downstream: frozen sentence features of each member for a classification task,
 compressed with the same pair protocol at the row's bit width

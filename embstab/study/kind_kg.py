@@ -354,6 +354,7 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     """
     if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
         return key
+    from embstab.compress.memory import memory_bits  # noqa: PLC0415
     from embstab.kg.quantize import quantize_pair  # noqa: PLC0415
 
     old, new = _member(store, config["old"]), _member(store, config["new"])
@@ -365,7 +366,7 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         entities = q.entities
         # bits per entity row as stored (a complex model's real view has two entries per dimension)
         compression = {**entities.metadata.get("compression", {}),
-                       "memory_bits_per_word": float(entities.dim * min(int(config["bits"]), 32))}
+                       "memory_bits_per_word": float(memory_bits(entities.dim, min(int(config["bits"]), 32)))}
         store.put_embedding(kind, key, entities.with_vectors(entities.vectors, compression=compression), config)
     return key
 

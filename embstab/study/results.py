@@ -18,14 +18,14 @@ from typing import Any
 import pandas as pd
 
 from embstab._fs import atomic_write, check_inputs
-from embstab.errors import EmbstabError
+from embstab.errors import DataFormatError
 from embstab.measures import REGISTRY
 from embstab.selection.results import NULL_SUFFIX, SIGNAL_SUFFIX
 
 __all__ = ["ResultDB", "ResultDBError", "ROW_COLUMNS", "NULL_SUFFIX", "SIGNAL_SUFFIX"]
 
 
-class ResultDBError(EmbstabError):
+class ResultDBError(DataFormatError):
     """The results database cannot be opened or read (not SQLite, damaged, wrong tables)."""
 
 #: Fixed columns of a result row (the shared result-table convention), before the measure columns.

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from embstab._bits import BIT_WIDTHS, check_bits
-from embstab.errors import EmbstabError, did_you_mean
+from embstab.errors import ConfigError, EmbstabError, did_you_mean
 from embstab.study.kind_kg import GraphSpec
 from embstab.study.kinds import KINDS, CorpusSpec, StudyKind
 
@@ -47,7 +47,7 @@ MAX_BITS = max(BIT_WIDTHS)
 MAX_ROWS = 20_000
 
 
-class StudyDefinitionError(EmbstabError, ValueError):
+class StudyDefinitionError(ConfigError):
     """A study definition is malformed; the message names the offending key.
 
     Parameters
@@ -584,7 +584,9 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         raise v.fail("measures.top_n", f"top_n = {measures.top_n} words cannot span the "
                                        f"{max(training.dimensions)}-dimensional embeddings that "
                                        f"{', '.join(rank_needing)} compare; use top_n > max(training.dimensions)")
-    smallest = min(training.dimensions) * min(compression.bit_widths)
+    from embstab.compress.memory import memory_bits  # noqa: PLC0415 - the one formula, loaded on use
+
+    smallest = memory_bits(min(training.dimensions), min(compression.bit_widths))
     for i, b in enumerate(budgets):
         if b < smallest:
             raise v.fail(f"budgets[{i}]", f"budget {b} bits/word is below the smallest configuration of the "

@@ -17,13 +17,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from embstab.compress import compress_pair
+from embstab.compress import compress_pair, memory_bits
 from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
 from embstab.embedding import Embedding, shared_vocabulary
-from embstab.errors import EmbstabError
-from embstab.measures import REGISTRY, compare
-from embstab.measures.compare import Anchors
+from embstab.errors import RunError
+from embstab.measures import REGISTRY
+# from its own module: once imported, the module embstab.measures.compare shadows the lazy function
+from embstab.measures.compare import Anchors, compare
 from embstab.measures.null import NullLevel, has_signal
 from embstab.train import train_embedding
 from embstab.study.store import ArtifactStore, config_hash
@@ -60,7 +61,7 @@ def nulls_key(measures_key: str) -> str:
     return config_hash({"v": NULLS_VERSION, "stage": "nulls", "measures": measures_key, **NULL_SETTINGS})
 
 
-class StudyTaskError(EmbstabError, RuntimeError):
+class StudyTaskError(RunError):
     """A study task failed; names the stage and keeps the original error and traceback.
 
     Parameters
@@ -150,11 +151,10 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
     """
     # anchors come from the same corpora, but a different dimension may in principle keep other
     # words (trainers can drop rare words differently); compare what all four share, up to top_n.
-    anchor_words = set(anchor_new.words) & set(anchor_old.words)
-    available = sum(1 for w in shared_vocabulary(new, old, top_n=None, rank_by="a") if w in anchor_words)
+    words = shared_vocabulary(new, old, int(config["top_n"]), rank_by="a", also_in=(anchor_new, anchor_old))
     null = dict(config.get("null") or {"samples": 0})
     df = compare(new, old, anchors=_anchors(anchor_new, anchor_old), measures=list(config["names"]),
-                 top_n=min(int(config["top_n"]), available), rank_by="a", params=dict(config.get("params") or {}),
+                 top_n=len(words), rank_by="a", params=dict(config.get("params") or {}),
                  null_samples=int(null.get("samples", 0)), null_seed=int(null.get("seed", 0)),
                  null_method=str(null.get("method", "auto")))
     out: dict[str, Any] = {"n_words": float(df.attrs["n_words"])}
@@ -515,7 +515,7 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
     """
     measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word", "nulls")}
     # agreement_uncompressed stays with the measures: a column of the results beside them
-    memory = measures.get("memory_bits_per_word", int(meta["dim"]) * int(meta["bitrate"]))
+    memory = measures.get("memory_bits_per_word", memory_bits(int(meta["dim"]), int(meta["bitrate"])))
     # "details": what a kind's task reports beside the disagreement (e.g. a KG model's Hits@10)
     return {**meta, "memory": float(memory),
             "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],

@@ -22,7 +22,7 @@ import fsspec
 
 from embstab._fs import atomic_write, is_temp_name, temp_path_for, to_json
 from embstab.embedding import Embedding
-from embstab.errors import EmbeddingFormatError, EmbstabError, OptionalDependencyError
+from embstab.errors import DataFormatError, EmbeddingFormatError, EmbstabError, OptionalDependencyError
 from embstab.io.arrays import npz_bytes, read_npz
 
 __all__ = ["ArtifactStore", "CorruptArtifactError", "config_hash", "canonical_json"]
@@ -30,7 +30,7 @@ __all__ = ["ArtifactStore", "CorruptArtifactError", "config_hash", "canonical_js
 #: Part of every temporary file name; such files are never artifacts.
 
 
-class CorruptArtifactError(EmbstabError):
+class CorruptArtifactError(DataFormatError):
     """A stored artifact cannot be read back (a damaged disk, a killed copy, an edited file).
 
     The message names the artifact and how to recompute it: delete the file (or run the study
