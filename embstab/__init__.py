@@ -1,8 +1,8 @@
 """embstab: how unstable is a pair of embeddings, and what does that do downstream?
 
 The data path, top-down: :func:`load` an :class:`Embedding` → compress it
-(:mod:`embstab.compress`, on the low-precision core :mod:`embstab.lowprec`) → measure a pair
-(:mod:`embstab.measures`, :func:`compare`) → train task models on both
+(:mod:`embstab.compress`, on the low-precision core :mod:`embstab.lowprec`) → measure a
+:class:`Pair` of old and new (:mod:`embstab.measures`, :func:`compare`) → train task models on both
 (:mod:`embstab.downstream`) → choose a dimension and precision (:mod:`embstab.selection`).
 """
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbeddingFormatError, EmbstabError, ShapeError, VocabularyError
 from embstab.io import load, save  # also registers the writer that Embedding.save uses
+from embstab.pair import Pair
 
 if TYPE_CHECKING:
     from embstab.measures import compare, compare_many
@@ -46,6 +47,7 @@ __all__ = [
     "Embedding",
     "EmbeddingFormatError",
     "EmbstabError",
+    "Pair",
     "Recommendation",
     "ShapeError",
     "VocabularyError",

@@ -101,7 +101,7 @@ def test_link_prediction_chance_matches_random_rankings_on_a_tiny_graph():
 
 class _Result:
     def __init__(self, chance):
-        self.disagreement, self.quality_a, self.quality_b, self.n_test = 10.0, 61.0, 60.0, 100
+        self.disagreement, self.quality_new, self.quality_old, self.n_test = 10.0, 61.0, 60.0, 100
         self.settings = {} if chance is None else {"chance": chance}
 
 

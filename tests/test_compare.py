@@ -127,13 +127,13 @@ def test_cli_compare_json_and_help(tmp_path):
     for e in (a, b, ea, eb):
         paths[e.name] = tmp_path / f"{e.name}.txt"
         e.save(paths[e.name])
-    out = subprocess.run([sys.executable, "-m", "embstab", "compare", str(paths["new"]), str(paths["old"]),
-                          "--anchor-a", str(paths["anchor_new"]), "--anchor-b", str(paths["anchor_old"]),
+    out = subprocess.run([sys.executable, "-m", "embstab", "compare", str(paths["old"]), str(paths["new"]),
+                          "--anchor-old", str(paths["anchor_old"]), "--anchor-new", str(paths["anchor_new"]),
                           "--top-n", "200", "--output", "json"], capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
-    direct = embstab.compare(a, b, anchors=(ea, eb), top_n=200)
-    assert data["n_words"] == 200
+    direct = embstab.compare(b, a, anchors=(eb, ea), top_n=200)
+    assert data["n_words"] == 200 and (data["old"], data["new"]) == ("old", "new")
     assert [m["value"] for m in data["measures"]] == pytest.approx(list(direct.value), rel=1e-9)
     helptext = subprocess.run([sys.executable, "-m", "embstab", "compare", "--help"], capture_output=True,
                               text=True).stdout
-    assert "--anchor-a" in helptext and "larger = less stable" in helptext
+    assert "--anchor-old" in helptext and "larger = less stable" in helptext

@@ -34,10 +34,10 @@ def test_pretrain_features_compare_and_disagreement(tmp_path, capsys):
     assert report["n_words"] == len(a)
     assert {r["measure"] for r in report["measures"]} == {"knn", "semantic_displacement"}
     assert all(r["distance"] > 0 for r in report["measures"])  # two corpus versions: not the same model
-    assert main(["contextual", "disagreement", str(out / "a"), "--quantize-b", "fp4_e2m1", "--limit", "200",
+    assert main(["contextual", "disagreement", str(out / "a"), "--quantize-new", "fp4_e2m1", "--limit", "200",
                  "--epochs", "5", "--output", "json"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert res["n_test"] == 20 and 0.0 <= res["disagreement"] <= 100.0 and res["model_b"].endswith("@fp4_e2m1")
+    assert res["n_test"] == 20 and 0.0 <= res["disagreement"] <= 100.0 and res["model_new"].endswith("@fp4_e2m1")
     # brown_pos: the bilstm tagger on each model's frozen per-word features
     assert main(["contextual", "disagreement", str(out / "a"), str(out / "b"), "--task", "brown_pos", "--limit", "30",
                  "--epochs", "1", "--subword", "mean"]) == 0
@@ -56,7 +56,7 @@ def test_pretrain_features_compare_and_disagreement(tmp_path, capsys):
     (["contextual", "features", "runs/none", "--corpus", "gensim_lee", "--out", "x.txt"],
      "model folder runs/none does not exist"),
     (["contextual", "pretrain", "--size", "huge", "--out", "o"], "unknown model size 'huge'"),
-    (["contextual", "disagreement", "builtin:minilm_l6"], "give a second model B, or one of"),
+    (["contextual", "disagreement", "builtin:minilm_l6"], "give a new model NEW, or one of"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert main(argv) == 2

@@ -31,7 +31,7 @@ def test_same_features_same_seed_agree_and_predictions_are_counted():
     assert isinstance(same, DisagreementResult) and same.disagreement == 0.0
     noisy = feats + np.random.default_rng(5).normal(scale=0.5, size=feats.shape).astype(np.float32)
     res = feature_disagreement(feats, noisy, data, "linear", seed=1, epochs=30, keep_predictions=True)
-    manual = 100.0 * np.mean(res.predictions_a != res.predictions_b)
+    manual = 100.0 * np.mean(res.predictions_old != res.predictions_new)
     assert res.disagreement == pytest.approx(manual) and res.n_test == len(data.test_y)
     base = feature_disagreement(feats, feats, data, "mlp", seed=1, seed_b=1001, epochs=30)
     assert base.settings["seed_b"] == 1001 and base.settings["features"] is True
@@ -41,7 +41,7 @@ def test_mlp_learns_what_a_linear_classifier_cannot():
     data, feats = _xor_task()
     lin = feature_disagreement(feats, feats, data, "linear", seed=0, epochs=40)
     mlp = feature_disagreement(feats, feats, data, "mlp", seed=0, epochs=60, lr=1e-2, hidden=32)
-    assert lin.quality_a < 75 and mlp.quality_a > 90
+    assert lin.quality_old < 75 and mlp.quality_old > 90
 
 
 def test_bad_classifier_task_and_feature_shapes():
@@ -63,9 +63,9 @@ def test_tiny_model_vs_its_quantized_self_on_a_real_task():
     res = contextual_disagreement(model, quant, data, "linear", seed=2, epochs=15)
     again = contextual_disagreement(model, quant, data, "linear", seed=2, epochs=15)
     assert res.disagreement == again.disagreement and res.n_test == 30
-    assert 0.0 <= res.disagreement <= 100.0 and 0.0 <= res.quality_b <= 100.0
-    assert res.settings["model_b"].endswith("@fp4_e2m1") and res.settings["dim_a"] == 128
+    assert 0.0 <= res.disagreement <= 100.0 and 0.0 <= res.quality_new <= 100.0
+    assert res.settings["model_new"].endswith("@fp4_e2m1") and res.settings["dim_old"] == 128
     floor = contextual_disagreement(model, model, data, "linear", seed=2, seed_b=1002, epochs=15)
-    assert floor.settings["model_a"] == floor.settings["model_b"]
+    assert floor.settings["model_old"] == floor.settings["model_new"]
     with pytest.raises(UnknownNameError, match="'bilstm' is a tagger, for brown_pos"):
         contextual_disagreement(model, quant, data, "bilstm")

@@ -92,15 +92,15 @@ def test_tagger_on_token_features_counts_flipped_tags():
     kw = dict(epochs=8, hidden=16, lr=1e-2)
     same = token_feature_disagreement(feats, feats, data, "bilstm", seed=1, **kw)
     assert isinstance(same, DisagreementResult) and same.disagreement == 0.0
-    assert same.quality_a > 90 and same.n_test == sum(len(t) for t in data.test_y)
+    assert same.quality_old > 90 and same.n_test == sum(len(t) for t in data.test_y)
     rng = np.random.default_rng(3)
     noisy = [f + rng.normal(scale=0.7, size=f.shape).astype(np.float32) for f in feats]
     res = token_feature_disagreement(feats, noisy, data, "bilstm", seed=1, keep_predictions=True, **kw)
-    manual = 100.0 * np.mean(res.predictions_a != res.predictions_b)
+    manual = 100.0 * np.mean(res.predictions_old != res.predictions_new)
     assert res.disagreement == pytest.approx(manual) and res.disagreement > 0
     again = token_feature_disagreement(feats, noisy, data, "bilstm", seed=1, **kw)
     assert again.disagreement == res.disagreement  # seeded
-    assert res.settings["features"] is True and res.settings["dim_a"] == 4
+    assert res.settings["features"] is True and res.settings["dim_old"] == 4
 
 
 def test_occurrence_ids_keep_each_tokens_vector():
@@ -148,6 +148,6 @@ def test_brown_pos_on_a_tiny_model_and_its_quantized_self():
     again = contextual_disagreement(model, quant, data, seed=2, **kw)
     assert res.model == "bilstm" and res.disagreement == again.disagreement
     assert res.n_test == sum(len(s) for s in data.test_x) and 0.0 <= res.disagreement <= 100.0
-    assert res.settings["model_b"].endswith("@fp4_e2m1") and res.settings["subword"] == "first"
+    assert res.settings["model_new"].endswith("@fp4_e2m1") and res.settings["subword"] == "first"
     floor = contextual_disagreement(model, model, data, "bilstm", seed=2, seed_b=1002, **kw)
     assert floor.settings["seed_b"] == 1002

@@ -70,7 +70,7 @@ def test_end_to_end_corpus_pair_to_disagreement(tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["task"] == "rt_sentiment" and res["model"] == "linear" and res["n_test"] == 200
     assert 0.0 < res["disagreement"] < 60.0
-    assert 30.0 < res["quality_a"] <= 100.0
+    assert 30.0 < res["quality_old"] <= 100.0
     assert cli.main(["downstream", str(a), "--seed-baseline", "--task", "rt_sentiment", "--limit", "2000",
                      "--epochs", "5"]) == 0
     text = capsys.readouterr().out

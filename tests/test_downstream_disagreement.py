@@ -73,7 +73,7 @@ def test_same_seed_same_embedding_gives_zero_disagreement(model):
     emb = _embedding()
     res = disagreement(emb, emb, data, model, seed=3, **SMALL[model])
     assert isinstance(res, DisagreementResult)
-    assert res.disagreement == 0.0 and res.quality_a == res.quality_b
+    assert res.disagreement == 0.0 and res.quality_old == res.quality_new
     assert res.settings["seed_b"] == 3 and res.model == model
 
 
@@ -81,13 +81,13 @@ def test_linear_model_learns_and_other_embedding_flips_predictions():
     data = _classification()
     good, noise = _embedding(0), Embedding(_embedding(0).words, np.random.default_rng(9).normal(size=(50, 8)))
     res = disagreement(good, noise, data, "linear", seed=0, epochs=30, keep_predictions=True)
-    assert res.quality_a > 90 and res.quality_b < res.quality_a
+    assert res.quality_old > 90 and res.quality_new < res.quality_old
     assert res.n_test == len(data.test_y)
-    manual = 100.0 * np.mean(res.predictions_a != res.predictions_b)
+    manual = 100.0 * np.mean(res.predictions_old != res.predictions_new)
     assert res.disagreement == pytest.approx(manual) and res.disagreement > 5
     row = res.to_dict()
-    assert row["disagreement"] == res.disagreement and row["coverage_a"] == pytest.approx(50 / 51)
-    assert "predictions_a" not in row and "settings" not in row
+    assert row["disagreement"] == res.disagreement and row["coverage_old"] == pytest.approx(50 / 51)
+    assert "predictions_old" not in row and "settings" not in row
 
 
 def test_seed_baseline_uses_another_seed():
@@ -104,7 +104,7 @@ def test_tagging_disagreement_counts_only_non_outside_tokens():
     gold = np.concatenate(data.test_y)
     counted = gold != 1
     assert res.n_test == int(counted.sum())
-    expect = 100.0 * np.sum((res.predictions_a != res.predictions_b) & counted) / counted.sum()
+    expect = 100.0 * np.sum((res.predictions_old != res.predictions_new) & counted) / counted.sum()
     assert res.disagreement == pytest.approx(expect)
     plain = disagreement(a, a, _tagging(outside=False), "bilstm", seed=0, **SMALL["bilstm"])
     assert plain.n_test == len(gold) and plain.disagreement == 0.0
@@ -145,7 +145,7 @@ def test_wrong_model_for_task_and_bad_inputs():
         disagreement(_embedding(), _embedding(), "imdb")
     with pytest.raises(EmbstabError, match="unknown model"):
         disagreement(_embedding(), _embedding(), _classification(), "transformer")
-    with pytest.raises(ShapeError, match="emb_b must be an embstab.Embedding"):
+    with pytest.raises(ShapeError, match="the new member must be an embstab.Embedding"):
         disagreement(_embedding(), np.zeros((3, 3)), _classification())
     assert set(TASKS) >= {"rt_sentiment", "rt_subjectivity", "bbc_topic", "brown_pos"}
 
@@ -194,8 +194,8 @@ def test_real_rt_linear_beats_the_majority_class():
     glove = load_glove_6b_50d(top_n=30_000)
     res = disagreement(glove, glove, "rt_sentiment", "linear", seed=0, limit=6000, epochs=10, lr=1e-2)
     assert res.disagreement == 0.0
-    assert res.quality_a > res.settings["majority_rate"] + 5
-    assert res.settings["coverage_a"] > 0.5  # of word types; rare names and typos are the misses
+    assert res.quality_old > res.settings["majority_rate"] + 5
+    assert res.settings["coverage_old"] > 0.5  # of word types; rare names and typos are the misses
 
 
 def test_token_coverage_counts_tokens_with_repeats():
@@ -233,6 +233,6 @@ def test_task_by_name_gives_what_its_loaded_data_gives():
     by_data = disagreement(a, b, load_task("rt_subjectivity", 0, 400), "linear",
                            **{k: v for k, v in opts.items() if k != "limit"})
     for res in by_name:
-        assert (res.disagreement, res.quality_a, res.quality_b) == (by_data.disagreement, by_data.quality_a,
-                                                                    by_data.quality_b)
-        assert res.settings["token_coverage_a"] == by_data.settings["token_coverage_a"]
+        assert (res.disagreement, res.quality_old, res.quality_new) == (by_data.disagreement, by_data.quality_old,
+                                                                    by_data.quality_new)
+        assert res.settings["token_coverage_old"] == by_data.settings["token_coverage_old"]

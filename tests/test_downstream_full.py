@@ -38,7 +38,7 @@ def test_rt_sentiment_linear_on_a_real_pair(w2v_pair):
     ea, eb = w2v_pair
     res = disagreement(ea, eb, "rt_sentiment", "linear", seed=1234, lr=1e-2)
     base = seed_baseline(ea, "rt_sentiment", "linear", seed=1234, lr=1e-2)
-    assert res.quality_a > res.settings["majority_rate"] + 4
+    assert res.quality_old > res.settings["majority_rate"] + 4
     assert 0 < res.disagreement < 40 and 0 <= base.disagreement < 40
 
 
@@ -46,11 +46,11 @@ def test_bbc_topic_linear_is_accurate(w2v_pair):
     _need("bbc_topic")
     ea, eb = w2v_pair
     res = disagreement(ea, eb, "bbc_topic", "linear", seed=0)
-    assert res.quality_a > 85 and res.quality_b > 85
+    assert res.quality_old > 85 and res.quality_new > 85
 
 
 def test_brown_pos_tagger_quality(w2v_pair):
     _need("brown_pos")
     ea, eb = w2v_pair
     res = disagreement(ea, eb, "brown_pos", "bilstm", seed=0, limit=5000, epochs=6)
-    assert res.quality_a > 80 and res.disagreement < 25
+    assert res.quality_old > 80 and res.disagreement < 25

@@ -143,8 +143,8 @@ CASES = [
     # a data file can run code
     ("pickle-as-text", ["compare", "{d}/evil.txt", "{d}/good.txt"], ["pickle", "--trust-pickle"]),
     ("pickle-as-bin", ["compress", "{d}/evil.bin", "{d}/out.esq", "--bits", "4"], ["pickle", "--trust-pickle"]),
-    ("pickle-as-kv-anchor", ["compare", "{d}/good.txt", "{d}/old.txt", "--anchor-a", "{d}/evil.kv",
-                             "--anchor-b", "{d}/old.txt"], ["pickle", "--trust-pickle"]),
+    ("pickle-as-kv-anchor", ["compare", "{d}/good.txt", "{d}/old.txt", "--anchor-old", "{d}/evil.kv",
+                             "--anchor-new", "{d}/old.txt"], ["pickle", "--trust-pickle"]),
     ("pickle-downstream", ["downstream", "{d}/evil.kv", "{d}/good.txt"], ["pickle", "--trust-pickle"]),
     ("pickled-objects-npy", ["compare", "{d}/objects.npy", "{d}/good.txt"], ["objects.npy", "pickle"]),
     ("pickled-objects-npz", ["compare", "{d}/objects.npz", "{d}/good.txt"], ["objects.npz", "pickle"]),
@@ -185,7 +185,7 @@ CASES = [
     # option values and other mistakes that printed tracebacks or exited 1
     ("top-n-negative", ["compare", "{d}/good.txt", "{d}/old.txt", "--top-n", "-1"], ["--top-n", "0 or more"]),
     ("top-n-text", ["compare", "{d}/good.txt", "{d}/old.txt", "--top-n", "all"], ["--top-n", "integer"]),
-    ("one-anchor", ["compare", "{d}/good.txt", "{d}/old.txt", "--anchor-a", "{d}/good.txt"], ["--anchor-b"]),
+    ("one-anchor", ["compare", "{d}/good.txt", "{d}/old.txt", "--anchor-old", "{d}/good.txt"], ["--anchor-new"]),
     ("duplicates", ["compare", "{d}/dup.txt", "{d}/good.txt"], ["duplicate word 'a'", "--duplicates first"]),
     ("downstream-limit-0", ["downstream", "{d}/good.txt", "{d}/old.txt", "--limit", "0"], ["--limit"]),
     ("downstream-lr-nan", ["downstream", "{d}/good.txt", "{d}/old.txt", "--lr", "nan"], ["--lr", "finite"]),

@@ -127,7 +127,7 @@ def test_mixed_or_mismatched_pairs_are_refused_clearly():
         embstab.compare(a, b, measures=["knn"])
     with pytest.raises(ShapeError, match="hyperbolic_knn compares hyperbolic embeddings"):
         embstab.compare(words, words, measures=["hyperbolic_knn"], anchors=None)
-    with pytest.raises(ShapeError, match="side b is a ndarray"):
+    with pytest.raises(ShapeError, match="the new one is a ndarray"):
         embstab.compare(a, np.zeros((30, 3)))
     other = HyperbolicEmbedding(b.coords, nodes=list(reversed(b.nodes.tolist())))
     with pytest.raises(ShapeError, match="different nodes"):

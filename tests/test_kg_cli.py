@@ -64,7 +64,7 @@ def test_downstream_command_takes_kg_tasks_through_the_same_path(folders, capsys
     alias = json.loads(capsys.readouterr().out)
     assert doc == alias  # `embstab kg downstream` is an alias of the one path
     assert doc["task"] == "link_prediction" and doc["n_queries"] == 402 and doc["bits"] is None
-    assert 0 < doc["mrr_a"] <= 1 and 0 <= doc["top_k_overlap"] <= 1
+    assert 0 < doc["mrr_old"] <= 1 and 0 <= doc["top_k_overlap"] <= 1
     assert cli.main(["downstream", str(old), str(new), "--task", "triple_classification:nations",
                      "--bits", "4", "--seed", "3"]) == 0
     out = capsys.readouterr().out
@@ -77,7 +77,7 @@ def test_downstream_command_reports_quantized_memory(folders, capsys):
                      "--output", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     # 14 entities + 55 relations, 6 dims at 2 bits, one float32 clip per table
-    assert doc["bits"] == 2 and doc["memory_bits_a"] == pytest.approx((14 + 55) * 6 * 2 + 2 * 32)
+    assert doc["bits"] == 2 and doc["memory_bits_old"] == pytest.approx((14 + 55) * 6 * 2 + 2 * 32)
     assert doc["compression_ratio"] > 10
 
 
@@ -105,7 +105,7 @@ def test_downstream_kg_needs_two_model_folders(folders, tmp_path, capsys):
     assert cli.main(["downstream", str(old), "--task", "link_prediction:nations", "--seed-baseline"]) == 2
     assert "--seed-baseline applies to word-embedding tasks" in capsys.readouterr().err
     assert cli.main(["downstream", str(old), "--task", "link_prediction:nations"]) == 2
-    assert "give A and B" in capsys.readouterr().err
+    assert "give OLD and NEW" in capsys.readouterr().err
     assert cli.main(["downstream", str(old), str(old / "entities.npz"), "--task", "link_prediction:nations"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is not a KG model folder" in err and "it is a file" in err

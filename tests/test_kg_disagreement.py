@@ -54,7 +54,7 @@ def test_link_prediction_against_brute_force(nations, pair):
     a, b = pair
     res = link_prediction_disagreement(a, b, nations, keep_answers=True)
     ba, bb = _brute_answers(a.model, nations), _brute_answers(b.model, nations)
-    assert res.answers_a.tolist() == [q[0] for q in ba] and res.answers_b.tolist() == [q[0] for q in bb]
+    assert res.answers_old.tolist() == [q[0] for q in ba] and res.answers_new.tolist() == [q[0] for q in bb]
     assert res.n_queries == 2 * len(nations.test)
     assert res.disagreement == pytest.approx(100.0 * np.mean([x[0] != y[0] for x, y in zip(ba, bb)]))
     overlap = np.mean([len(set(x) & set(y)) / min(10, len(x)) for x, y in zip(ba, bb)])
@@ -72,15 +72,15 @@ def test_link_prediction_against_brute_force(nations, pair):
             st = s[target]
             opt, pess = 1 + np.sum(s[keep] > st), np.sum(s[keep] >= st)
             rr.append(1.0 / ((opt + pess) / 2))
-    assert res.metrics_a.mrr == pytest.approx(np.mean(rr), rel=1e-4)
-    assert res.to_dict()["mrr_a"] == res.metrics_a.mrr
+    assert res.metrics_old.mrr == pytest.approx(np.mean(rr), rel=1e-4)
+    assert res.to_dict()["mrr_old"] == res.metrics_old.mrr
 
 
 def test_same_model_never_disagrees(nations, pair):
     res = link_prediction_disagreement(pair[0], pair[0], nations)
     assert res.disagreement == 0.0 and res.top_k_overlap == 1.0
     tc = triple_classification_disagreement(pair[0], pair[0], nations)
-    assert tc.disagreement == 0.0 and tc.accuracy_a == tc.accuracy_b
+    assert tc.disagreement == 0.0 and tc.accuracy_old == tc.accuracy_new
 
 
 def test_threshold_against_brute_force():
@@ -117,10 +117,10 @@ def test_triple_classification_against_brute_force(nations, pair):
         return np.array([score(tuple(x)) >= th.get(x[1], pooled) for x in test])
 
     da, db = decisions(a.model), decisions(b.model)
-    assert np.array_equal(res.decisions_a, da) and np.array_equal(res.decisions_b, db)
+    assert np.array_equal(res.decisions_old, da) and np.array_equal(res.decisions_new, db)
     assert res.disagreement == pytest.approx(100.0 * np.mean(da != db))
     labels = np.r_[np.ones(len(nations.test), bool), np.zeros(len(t_neg), bool)]
-    assert res.accuracy_a == pytest.approx(100.0 * np.mean(da == labels)) and res.n_test == len(labels)
+    assert res.accuracy_old == pytest.approx(100.0 * np.mean(da == labels)) and res.n_test == len(labels)
 
 
 def test_quantized_scoring_uses_quantized_tables(nations, pair):
@@ -142,7 +142,7 @@ def test_quantized_scoring_uses_quantized_tables(nations, pair):
     qa, qb = quantize_pair(a, b, 4)
     assert qb.clips == qa.clips
     res = link_prediction_disagreement(a, qa, nations)
-    assert 0 < res.disagreement < 100 and res.metrics_b.mrr != res.metrics_a.mrr
+    assert 0 < res.disagreement < 100 and res.metrics_new.mrr != res.metrics_old.mrr
     assert quantize_model(a, 32).clips["entity0"] == pytest.approx(np.abs(ent).max())
 
 
@@ -165,7 +165,7 @@ def test_kg_disagreement_is_the_task_functions_plus_quantization(nations, pair):
     q = kg_disagreement(a, b, nations, "link_prediction", bits=2)
     qa, qb = quantize_pair(a, b, 2)
     assert q.disagreement == link_prediction_disagreement(qa, qb, nations).disagreement
-    assert q.settings["bits"] == 2 and q.settings["memory_bits_a"] == qa.memory_bits
+    assert q.settings["bits"] == 2 and q.settings["memory_bits_old"] == qa.memory_bits
     tc = kg_disagreement(a, b, nations, "triple_classification", seed=5)
     assert tc.disagreement == triple_classification_disagreement(a, b, nations, seed=5).disagreement
     before = torch.get_num_threads()

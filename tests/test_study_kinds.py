@@ -205,20 +205,20 @@ def test_kg_rows_are_the_quantized_models_disagreement(finished):
     models = [train(g, "TransE", 4, epochs=3, seed=0, batch_size=512, evaluate_on=None, progress=False)
               for g in (pair.a, pair.b)]
     q_old, q_new = quantize_pair(*models, 1)
-    lp = link_prediction_disagreement(q_new, q_old, pair.a)
-    tc = triple_classification_disagreement(q_new, q_old, pair.a, seed=0)
+    lp = link_prediction_disagreement(q_old, q_new, pair.a)
+    tc = triple_classification_disagreement(q_old, q_new, pair.a, seed=0)
     rows = run.results.query("dim == 4 and bitrate == 1").set_index("task")
     assert rows.loc["link_prediction", "disagreement"] == pytest.approx(lp.disagreement, abs=1e-9)
-    assert rows.loc["link_prediction", "quality"] == pytest.approx(100 * lp.metrics_a.mrr, abs=1e-9)
-    assert rows.loc["link_prediction", "quality_old"] == pytest.approx(100 * lp.metrics_b.mrr, abs=1e-9)
+    assert rows.loc["link_prediction", "quality"] == pytest.approx(100 * lp.metrics_new.mrr, abs=1e-9)
+    assert rows.loc["link_prediction", "quality_old"] == pytest.approx(100 * lp.metrics_old.mrr, abs=1e-9)
     assert rows.loc["triple_classification", "disagreement"] == pytest.approx(tc.disagreement, abs=1e-9)
     # chance: a random ranking's filtered MRR over the same queries; the more frequent test label
     assert rows.loc["link_prediction", "chance"] == pytest.approx(100 * lp.settings["chance_mrr"], abs=1e-9)
     n_pos, n_neg = tc.settings["n_positives"], tc.settings["n_negatives"]
     assert rows.loc["triple_classification", "chance"] == pytest.approx(100 * max(n_pos, n_neg) / (n_pos + n_neg))
     # at 1 bit the quantized scores differ from the full-precision model's
-    full = link_prediction_disagreement(models[1], models[0], pair.a)
-    assert full.metrics_a.mrr != pytest.approx(lp.metrics_a.mrr, abs=1e-12)
+    full = link_prediction_disagreement(models[0], models[1], pair.a)
+    assert full.metrics_new.mrr != pytest.approx(lp.metrics_new.mrr, abs=1e-12)
 
 
 def test_report_and_recommend_read_each_kind(finished):

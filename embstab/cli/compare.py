@@ -1,4 +1,4 @@
-"""``embstab compare A B``: every stability measure between two embedding files."""
+"""``embstab compare OLD NEW``: every stability measure between two embedding files."""
 
 from __future__ import annotations
 
@@ -18,20 +18,23 @@ HELP = "measure how unstable a pair of embeddings is"
 DESCRIPTION = """\
 Compare two embeddings of (mostly) the same vocabulary, e.g. last week's and this week's, with the
 stability measures of Leszczynski et al. (MLSys 2020) and a few more. Only words present in both
-are compared, the --top-n most frequent of them (by the row order of A, which embedding files keep
-in frequency order).
+are compared, the --top-n most frequent of them (by the row order of OLD, which embedding files
+keep in frequency order; --rank-by new for NEW's).
 
-A and B are embedding files (word2vec text or binary, GloVe, fastText .vec, .npz, .npy + .vocab,
+OLD and NEW are embedding files, the old one first (word2vec text or binary, GloVe, fastText .vec, .npz, .npy + .vocab,
 gensim KeyedVectors, embstab compressed; the format is detected) or built-in pretrained
 embeddings: builtin:glove_6b_50d, builtin:minilm_l6_input.
 
+The measures are symmetric (swapping OLD and NEW, with their anchors, gives the same values); the
+order decides whose frequency order picks the words and whose rows are shuffled for the null.
+
 EIS (eigenspace instability) needs an anchor for each side: ideally the largest, full-precision
-embedding trained on the same data as A (--anchor-a) and as B (--anchor-b). Without them, A and B
-serve as their own anchors.
+embedding trained on the same data as OLD (--anchor-old) and as NEW (--anchor-new). Without them,
+OLD and NEW serve as their own anchors.
 
 Reading the output: 'value' is the raw measure; 'distance' turns it into "larger = less stable"
 (1 - overlap for k-NN and eigenspace overlap), so rows can be read the same way. 'null' is the
-value for an unrelated partner (B's rows shuffled among its words, with B's anchor; for EIS,
+value for an unrelated partner (NEW's rows shuffled among its words, with NEW's anchor; for EIS,
 k-NN, the eigenspace overlap and PIP the exact average over all shuffles, otherwise a few
 seeded shuffles): a measure shows 'signal' only when the pair is clearly apart from it (at
 least twice as far from the uninformative end, and beyond the shuffles' noise). A value
@@ -43,8 +46,8 @@ EPILOG = "measures: " + "; ".join(
     f"{name} ({'larger' if name in LARGER_IS_MORE_STABLE else 'smaller'} is more stable)" for name in WORD_MEASURES) + """
 
 examples:
-  embstab compare new.txt old.txt
-  embstab compare new.txt old.txt --anchor-a new_big.txt --anchor-b old_big.txt --output json
+  embstab compare old.txt new.txt
+  embstab compare old.txt new.txt --anchor-old old_big.txt --anchor-new new_big.txt --output json
   embstab compare builtin:glove_6b_50d builtin:minilm_l6_input --top-n 10000"""
 
 
@@ -58,21 +61,21 @@ def register(subparsers) -> None:
     """
     p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("a", metavar="A", help="the new embedding (file or builtin:NAME)")
-    p.add_argument("b", metavar="B", help="the old embedding (file or builtin:NAME)")
-    p.add_argument("--anchor-a", metavar="EA", help="anchor embedding for A's side (for EIS)")
-    p.add_argument("--anchor-b", metavar="EB", help="anchor embedding for B's side (for EIS)")
+    p.add_argument("old", metavar="OLD", help="the old embedding (file or builtin:NAME)")
+    p.add_argument("new", metavar="NEW", help="the new embedding (file or builtin:NAME)")
+    p.add_argument("--anchor-old", metavar="ANCHOR", help="anchor embedding of OLD's side (for EIS)")
+    p.add_argument("--anchor-new", metavar="ANCHOR", help="anchor embedding of NEW's side (for EIS)")
     p.add_argument("--measures", nargs="+", metavar="NAME", choices=sorted(WORD_MEASURES),
                    help=f"measures to compute (default: {' '.join(DEFAULT_MEASURES)})")
     p.add_argument("--top-n", type=non_negative_int, default=None, metavar="N",
                    help="compare the N most frequent shared words (default 10000, or all when fewer are "
                         "shared; 0 = all)")
-    p.add_argument("--rank-by", choices=["a", "b"], default="a",
-                   help="whose frequency order picks the top words (default a)")
+    p.add_argument("--rank-by", choices=["old", "new"], default="old",
+                   help="whose frequency order picks the top words (default old)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
                    help="compute with torch on this device (default: numpy on the CPU)")
     p.add_argument("--null-samples", type=non_negative_int, default=3, metavar="K",
-                   help="unrelated partners (B's rows shuffled) each measure without a closed-form null is also "
+                   help="unrelated partners (NEW's rows shuffled) each measure without a closed-form null is also "
                         "computed on, for its null level and signal (default 3; 0 = skip every null)")
     p.add_argument("--output", choices=["table", "json", "csv"], default="table", help="output format")
     p.add_argument("--duplicates", choices=["error", "first"], default="error",
@@ -88,7 +91,7 @@ def _load(spec: str, duplicates: str, trust_pickle: bool = False):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handler of ``embstab compare``: load A and B (and the anchors), compute the measures on their
+    """Handler of ``embstab compare``: load OLD and NEW (and the anchors), compute the measures on their
     most frequent shared words, print a table, JSON or CSV.
 
     Parameters
@@ -109,14 +112,14 @@ def run(args: argparse.Namespace) -> int:
     """
     from embstab.measures.compare import compare
 
-    if (args.anchor_a is None) != (args.anchor_b is None):
-        raise EmbstabError("give both --anchor-a and --anchor-b, or neither")
-    a = _load(args.a, args.duplicates, args.trust_pickle)
-    b = _load(args.b, args.duplicates, args.trust_pickle)
+    if (args.anchor_old is None) != (args.anchor_new is None):
+        raise EmbstabError("give both --anchor-old and --anchor-new, or neither")
+    a = _load(args.old, args.duplicates, args.trust_pickle)
+    b = _load(args.new, args.duplicates, args.trust_pickle)
     anchors = "self"
-    if args.anchor_a:
-        anchors = (_load(args.anchor_a, args.duplicates, args.trust_pickle),
-                   _load(args.anchor_b, args.duplicates, args.trust_pickle))
+    if args.anchor_old:
+        anchors = (_load(args.anchor_old, args.duplicates, args.trust_pickle),
+                   _load(args.anchor_new, args.duplicates, args.trust_pickle))
     shared = set(a.words).intersection(b.words)
     if anchors != "self":
         shared = shared.intersection(anchors[0].words, anchors[1].words)
@@ -124,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     if top_n is None:
         top_n = min(10000, len(shared))  # the default adapts to small vocabularies
     elif top_n > len(shared):
-        raise EmbstabError(f"--top-n {top_n} asks for more words than the {len(shared)} that A and B"
+        raise EmbstabError(f"--top-n {top_n} asks for more words than the {len(shared)} that OLD and NEW"
                            f"{' and the anchors' if anchors != 'self' else ''} share; give a smaller --top-n, "
                            "or --top-n 0 for all shared words")
     with warnings.catch_warnings(record=True) as caught:
@@ -137,17 +140,17 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
                    for r in df.to_dict(orient="records")]  # JSON has no NaN: a skipped null is null
-        json.dump({"a": a.name, "b": b.name, "n_words": n, "anchors": "self" if anchors == "self" else
+        json.dump({"old": a.name, "new": b.name, "n_words": n, "anchors": "self" if anchors == "self" else
                    [anchors[0].name, anchors[1].name], "null_samples": args.null_samples, "measures": records},
                   sys.stdout, indent=2)
         print()
     elif args.output == "csv":
         df.to_csv(sys.stdout, index=False)
     else:
-        print(f"{a.name} ({len(a)} words, {a.dim}-d) vs {b.name} ({len(b)} words, {b.dim}-d): "
+        print(f"old {a.name} ({len(a)} words, {a.dim}-d) vs new {b.name} ({len(b)} words, {b.dim}-d): "
               f"{n} shared words compared (top by {args.rank_by}'s frequency order)")
         if anchors == "self":
-            print("EIS anchors: the pair itself (pass --anchor-a/--anchor-b for dedicated anchors)")
+            print("EIS anchors: the pair itself (pass --anchor-old/--anchor-new for dedicated anchors)")
         print(df.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
         silent = df.loc[df["signal"].eq(False), "measure"].tolist()
         if silent:

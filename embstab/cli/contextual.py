@@ -40,10 +40,10 @@ examples:
   embstab contextual pretrain --corpus wiki_vital --base builtin:minilm_l6 --steps 100 --out runs/ft
   embstab contextual features runs/bert/a --corpus gensim_lee --out a.txt
   embstab contextual features runs/bert/b --corpus gensim_lee --out b.txt
-  embstab compare a.txt b.txt --top-n 0
+  embstab compare a.txt b.txt --top-n 0                  # OLD NEW: version a, then b
   embstab contextual features builtin:minilm_l6 --text sentences.txt --layer 3 --out mini.npz
   embstab contextual disagreement runs/bert/a runs/bert/b --task rt_sentiment --classifier mlp
-  embstab contextual disagreement builtin:minilm_l6 --quantize-b fp8_e4m3 --task bbc_topic
+  embstab contextual disagreement builtin:minilm_l6 --quantize-new fp8_e4m3 --task bbc_topic
   embstab contextual disagreement runs/bert/a --seed-baseline --task rt_subjectivity
   embstab contextual disagreement runs/bert/a runs/bert/b --task brown_pos --limit 2000
   embstab contextual download sentence-transformers/all-MiniLM-L6-v2
@@ -116,10 +116,11 @@ def register(subparsers) -> None:
 
     dis = sub.add_parser("disagreement", help="frozen-feature downstream disagreement of two models",
                          description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    dis.add_argument("a", metavar="A", help="first model (folder, builtin:minilm_l6 or hub:ORG/NAME)")
-    dis.add_argument("b", metavar="B", nargs="?", help="second model (omit with --seed-baseline or --quantize-b)")
-    dis.add_argument("--quantize-b", metavar="FORMAT", help="B = A with weights rounded to this lowprec format")
-    dis.add_argument("--seed-baseline", action="store_true", help="A against A, classifier seeds S and S+1000")
+    dis.add_argument("old", metavar="OLD", help="the old model (folder, builtin:minilm_l6 or hub:ORG/NAME)")
+    dis.add_argument("new", metavar="NEW", nargs="?",
+                     help="the new model (omit with --seed-baseline or --quantize-new)")
+    dis.add_argument("--quantize-new", metavar="FORMAT", help="NEW = OLD with weights rounded to this lowprec format")
+    dis.add_argument("--seed-baseline", action="store_true", help="OLD against OLD, classifier seeds S and S+1000")
     dis.add_argument("--task", choices=["rt_sentiment", "rt_subjectivity", "bbc_topic", "brown_pos"],
                      default="rt_sentiment", help="classification task, or brown_pos tagging on per-word features")
     dis.add_argument("--classifier", choices=["linear", "mlp", "bilstm", "bilstm_crf"],
@@ -296,8 +297,8 @@ def run_features(args: argparse.Namespace) -> int:
 
 def run_disagreement(args: argparse.Namespace) -> int:
     """Handler of ``embstab contextual disagreement``: the same classifier (or tagger) trained on the
-    frozen features of A and of B (a second model, A with quantized weights, or A again with another
-    seed); prints a table or JSON.
+    frozen features of OLD and of NEW (a second model, OLD with quantized weights, or OLD again with
+    another seed); prints a table or JSON.
 
     Parameters
     ----------
@@ -312,18 +313,19 @@ def run_disagreement(args: argparse.Namespace) -> int:
     Raises
     ------
     EmbstabError
-        If not exactly one of B, ``--quantize-b`` and ``--seed-baseline`` is given, or a model folder
+        If not exactly one of NEW, ``--quantize-new`` and ``--seed-baseline`` is given, or a model folder
         does not exist or holds a device or pipe.
     """
     from embstab._fs import check_inputs
     from embstab.contextual import contextual_disagreement, quantize_weights
 
-    given = sum(x is not None and x is not False for x in (args.b, args.quantize_b, args.seed_baseline or None))
+    given = sum(x is not None and x is not False for x in (args.new, args.quantize_new, args.seed_baseline or None))
     if given != 1:
-        raise EmbstabError("give a second model B, or one of --quantize-b FORMAT / --seed-baseline")
-    check_inputs([("A", _model_folder(args.a)), ("B", _model_folder(args.b))])
-    a = _model(args.a)
-    b = a if args.seed_baseline else quantize_weights(a, args.quantize_b) if args.quantize_b else _model(args.b)
+        raise EmbstabError("give a new model NEW, or one of --quantize-new FORMAT / --seed-baseline")
+    check_inputs([("OLD", _model_folder(args.old)), ("NEW", _model_folder(args.new))])
+    a = _model(args.old)
+    b = (a if args.seed_baseline else quantize_weights(a, args.quantize_new) if args.quantize_new
+         else _model(args.new))
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
     res = contextual_disagreement(a, b, args.task, args.classifier, args.seed,
                                   seed_b=args.seed + 1000 if args.seed_baseline else None, limit=args.limit,
@@ -341,9 +343,9 @@ def run_disagreement(args: argparse.Namespace) -> int:
     else:
         print(f"task {res.task}, classifier {res.model} on frozen {args.pooling}-pooled layer {args.layer} features, "
               f"seeds {res.seed}/{s['seed_b']}, {res.n_test} test examples")
-    print(f"A: {s['model_a']}   B: {s['model_b']}")
+    print(f"old: {s['model_old']}   new: {s['model_new']}")
     print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
-    print(f"accuracy A: {res.quality_a:.2f}%   accuracy B: {res.quality_b:.2f}%"
+    print(f"accuracy old: {res.quality_old:.2f}%   accuracy new: {res.quality_new:.2f}%"
           + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
     return 0
 

@@ -1,4 +1,4 @@
-"""``embstab downstream A B --task ... --model ...``: how many downstream predictions flip.
+"""``embstab downstream OLD NEW --task ... --model ...``: how many downstream predictions flip.
 
 Word-embedding tasks train a task model on each embedding; knowledge-graph tasks
 (``link_prediction:GRAPH``, ``triple_classification:GRAPH``) score two saved KG models directly.
@@ -22,32 +22,33 @@ __all__ = ["task_spec", "register", "load_embedding", "run", "run_kg"]
 HELP = "train a task model on each of two embeddings and count the predictions that differ"
 DESCRIPTION = """\
 Downstream instability of a pair of embeddings: the same model (same seed, data and settings) is
-trained on A and on B, and the percentage of test predictions that differ is reported together
+trained on OLD and on NEW, and the percentage of test predictions that differ is reported together
 with each model's quality (accuracy, or per-token accuracy for tagging).
 
 Tasks (real data, offline once fetched): rt_sentiment, rt_subjectivity, bbc_topic (classification:
 models linear, mlp, cnn, lstm) and brown_pos (tagging: models bilstm, bilstm_crf). The linear model
 (mean of the word vectors into one linear layer) is the reference and the fastest.
 
-A and B are embedding files (any format embstab loads) or builtin:NAME pretrained embeddings.
+OLD and NEW are embedding files (any format embstab loads) or builtin:NAME pretrained embeddings,
+the old one first.
 
---seed-baseline trains two models on A alone with seeds S and S+1000: the disagreement that seeds
+--seed-baseline trains two models on OLD alone with seeds S and S+1000: the disagreement that seeds
 alone cause, to read a pair's number against.
 
 An embedding that knows less than --min-coverage of the task's tokens (default 50%) is refused:
 most inputs would be random vectors, and "0% of predictions differ" would mean nothing.
 
-Knowledge-graph tasks: with --task link_prediction:GRAPH (or triple_classification:GRAPH), A and
-B are model folders written by `embstab kg train` for GRAPH or a version of it (same entities and
+Knowledge-graph tasks: with --task link_prediction:GRAPH (or triple_classification:GRAPH), OLD and
+NEW are model folders written by `embstab kg train` for GRAPH or a version of it (same entities and
 relations). Link prediction reports the share of filtered top-1 answers (head and tail queries of
 each test triple) that differ, the top-10 overlap and both models' MRR/Hits@10; triple
 classification the share of test decisions that differ (--seed: seed of the negatives). --bits N
-quantizes both models first (the old model's clip for both) and reports their memory.
+quantizes both models first with OLD's clips (the pair protocol) and reports their memory.
 
 examples:
-  embstab downstream new.txt old.txt --task rt_sentiment --model linear
-  embstab downstream new.txt old.txt --task brown_pos --model bilstm --limit 2000
-  embstab downstream new.txt --seed-baseline --task bbc_topic
+  embstab downstream old.txt new.txt --task rt_sentiment --model linear
+  embstab downstream old.txt new.txt --task brown_pos --model bilstm --limit 2000
+  embstab downstream old.txt --seed-baseline --task bbc_topic
   embstab downstream umls_old umls_new --task link_prediction:umls
   embstab downstream umls_old umls_new --task triple_classification:umls --bits 4"""
 
@@ -95,15 +96,16 @@ def register(subparsers) -> None:
     """
     p = subparsers.add_parser("downstream", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("a", metavar="A", help="first embedding (file or builtin:NAME), or KG model folder")
-    p.add_argument("b", metavar="B", nargs="?", help="second embedding or KG model folder (omit with --seed-baseline)")
+    p.add_argument("old", metavar="OLD", help="the old embedding (file or builtin:NAME), or the old KG model's folder")
+    p.add_argument("new", metavar="NEW", nargs="?",
+                   help="the new embedding or KG model folder (omit with --seed-baseline)")
     p.add_argument("--task", type=task_spec, default="rt_sentiment", metavar="TASK",
                    help=f"{', '.join(DOWNSTREAM_TASKS)} (default rt_sentiment), or link_prediction:GRAPH, "
                         "triple_classification:GRAPH for two KG model folders")
     p.add_argument("--model", choices=list(DOWNSTREAM_MODELS), help="model (default: linear, or bilstm for tagging)")
     p.add_argument("--seed", type=seed, default=0,
                    help="model seed for both models; KG triple classification: seed of the negatives (default 0)")
-    p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on A only")
+    p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on OLD only")
     p.add_argument("--limit", type=positive_int, help="use at most N examples (tagging: sentences)")
     p.add_argument("--epochs", type=positive_int, help="maximum epochs (default per model)")
     p.add_argument("--lr", type=positive_float, help="Adam learning rate (default per model)")
@@ -112,7 +114,7 @@ def register(subparsers) -> None:
     p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default=None,
                    help="precision recipe of the task model's weights while it trains, e.g. bf16-kahan "
                         "(default fp32)")
-    p.add_argument("--bits", type=bits, help="KG tasks: quantize both models to this many bits first")
+    p.add_argument("--bits", type=bits, help="KG tasks: quantize both models to this many bits first, with OLD's clips")
     p.add_argument("--output", choices=["table", "json"], default="table")
     add_progress(p)
     p.add_argument("--min-coverage", type=unit_fraction, default=None, metavar="F",
@@ -150,7 +152,7 @@ def _is_kg_folder(spec: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handler of ``embstab downstream``: the word-embedding disagreement (or seed baseline) of A and B,
+    """Handler of ``embstab downstream``: the word-embedding disagreement (or seed baseline) of OLD and NEW,
     or, for a ``TASK:GRAPH`` task, the knowledge-graph path :func:`run_kg`; prints a table or JSON.
 
     Parameters
@@ -167,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     ------
     EmbstabError
         If a word-only option is given with a KG task (or ``--bits`` with a word task), a KG model folder
-        is given to a word task, A/B and ``--seed-baseline`` do not match, or loading or training fails on
+        is given to a word task, OLD/NEW and ``--seed-baseline`` do not match, or loading or training fails on
         bad input.
     """
     from embstab.downstream import TASKS, disagreement, seed_baseline
@@ -182,27 +184,27 @@ def run(args: argparse.Namespace) -> int:
                                    "as they are)" + ("; for a seed baseline train two models with different "
                                                      "--seed (embstab kg train) and compare their folders"
                                                      if attr == "seed_baseline" else ""))
-        if args.b is None:
-            raise EmbstabError(f"{kind} compares two KG model folders: give A and B")
-        return run_kg(args.a, args.b, kind, graph, bits=args.bits, seed=args.seed, output=args.output,
+        if args.new is None:
+            raise EmbstabError(f"{kind} compares two KG model folders: give OLD and NEW")
+        return run_kg(args.old, args.new, kind, graph, bits=args.bits, seed=args.seed, output=args.output,
                       batch_size=args.batch_size or 256, progress=progress)
     if args.bits is not None:
         raise EmbstabError("--bits applies to KG tasks; compress word embeddings with `embstab compress` first")
-    for label, spec in (("A", args.a), ("B", args.b)):
+    for label, spec in (("OLD", args.old), ("NEW", args.new)):
         if spec is not None and _is_kg_folder(spec):
             raise EmbstabError(f"{label} ({spec}) is a KG model folder: use --task link_prediction:GRAPH or "
                                "triple_classification:GRAPH")
-    if (args.b is None) != args.seed_baseline:
-        raise EmbstabError("give two embeddings A B, or one with --seed-baseline")
+    if (args.new is None) != args.seed_baseline:
+        raise EmbstabError("give two embeddings OLD NEW, or one with --seed-baseline")
     model = args.model or ("bilstm" if TASKS[args.task][0] == "tagging" else "linear")
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
                                 ("recipe", args.recipe)) if v is not None}
     kwargs["min_coverage"] = MIN_COVERAGE if args.min_coverage is None else args.min_coverage
-    a = load_embedding(args.a, args.trust_pickle)
+    a = load_embedding(args.old, args.trust_pickle)
     if args.seed_baseline:
         res = seed_baseline(a, args.task, model, args.seed, limit=args.limit, progress=progress, **kwargs)
     else:
-        res = disagreement(a, load_embedding(args.b, args.trust_pickle), args.task, model, args.seed,
+        res = disagreement(a, load_embedding(args.new, args.trust_pickle), args.task, model, args.seed,
                            limit=args.limit, progress=progress, **kwargs)
     if args.output == "json":
         json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
@@ -213,28 +215,28 @@ def run(args: argparse.Namespace) -> int:
     print(f"task {res.task}, model {res.model}, seeds {res.seed}/{s['seed_b']}, {res.n_test} {unit}"
           + (f", recipe {s['recipe']}" if s.get("recipe", "fp32") != "fp32" else ""))
     print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
-    print(f"quality A: {res.quality_a:.2f}%   quality B: {res.quality_b:.2f}%"
+    print(f"quality old: {res.quality_old:.2f}%   quality new: {res.quality_new:.2f}%"
           + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
-    print(f"token coverage A: {s['token_coverage_a']:.1%}   B: {s['token_coverage_b']:.1%};  "
-          f"vocabulary coverage A: {s['coverage_a']:.1%}   B: {s['coverage_b']:.1%};  "
-          f"training time A: {s['seconds_a']:.1f} s   B: {s['seconds_b']:.1f} s")
+    print(f"token coverage old: {s['token_coverage_old']:.1%}   new: {s['token_coverage_new']:.1%};  "
+          f"vocabulary coverage old: {s['coverage_old']:.1%}   new: {s['coverage_new']:.1%};  "
+          f"training time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s")
     return 0
 
 
-def run_kg(a: str, b: str, task: str, graph_name: str, *, bits: int | None = None, seed: int = 0,
+def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None = None, seed: int = 0,
            output: str = "table", batch_size: int = 256, progress: bool = False) -> int:
     """Disagreement of two saved KG models on ``graph_name``; prints a table or JSON, returns 0.
 
     Parameters
     ----------
-    a, b : str
-        Model folders written by ``embstab kg train``.
+    old, new : str
+        Model folders written by ``embstab kg train``, the old one first.
     task : {"link_prediction", "triple_classification"}
         The downstream task.
     graph_name : str
         A graph name or folder (:func:`embstab.kg.load_graph`) both models embed.
     bits : int, optional
-        Quantize both models first (pair protocol: the old model's clip for both).
+        Quantize both models first (pair protocol: the old model's clips for both).
     seed : int
         Seed of the triple-classification negatives.
     output : {"table", "json"}
@@ -250,10 +252,11 @@ def run_kg(a: str, b: str, task: str, graph_name: str, *, bits: int | None = Non
         The exit code, 0.
     """
     from embstab.kg import kg_disagreement, load_graph, load_kg_model
+    from embstab.pair import Pair
 
     graph = load_graph(graph_name)
-    res = kg_disagreement(load_kg_model(a, graph), load_kg_model(b, graph), graph, task, bits=bits, seed=seed,
-                          batch_size=batch_size, progress=progress)
+    models = Pair(old, new).map(lambda folder: load_kg_model(folder, graph))
+    res = kg_disagreement(models, graph, task, bits=bits, seed=seed, batch_size=batch_size, progress=progress)
     if output == "json":
         json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
         print()
@@ -264,13 +267,13 @@ def run_kg(a: str, b: str, task: str, graph_name: str, *, bits: int | None = Non
         print(f"graph {graph.name}, {res.n_queries} test queries{bits_note}")
         print(f"disagreement: {res.disagreement:.2f}% of filtered top-1 answers differ; "
               f"top-{res.k} overlap {res.top_k_overlap:.3f}")
-        for tag, m in (("A", res.metrics_a), ("B", res.metrics_b)):
+        for tag, m in (("old", res.metrics_old), ("new", res.metrics_new)):
             print(f"model {tag}: MRR {m.mrr:.4f}  Hits@1 {m.hits_at_1:.4f}  Hits@10 {m.hits_at_10:.4f}")
     else:
         print(f"graph {graph.name}, {res.n_test} test decisions{bits_note}")
         print(f"disagreement: {res.disagreement:.2f}% of decisions differ")
-        print(f"accuracy A: {res.accuracy_a:.2f}%   accuracy B: {res.accuracy_b:.2f}%")
+        print(f"accuracy old: {res.accuracy_old:.2f}%   accuracy new: {res.accuracy_new:.2f}%")
     if bits is not None:
-        print(f"memory A: {s['memory_bits_a'] / 8192:.1f} KiB   B: {s['memory_bits_b'] / 8192:.1f} KiB   "
+        print(f"memory old: {s['memory_bits_old'] / 8192:.1f} KiB   new: {s['memory_bits_new'] / 8192:.1f} KiB   "
               f"({s['compression_ratio']:.1f}x smaller than float32)")
     return 0

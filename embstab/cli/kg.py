@@ -19,16 +19,16 @@ WN18RR's relations, `embstab[wordnet]`; wordnet_k3 has ~38k entities), a fetched
 (wn18rr, fb15k237: `embstab data fetch NAME`), or a folder with train.txt/valid.txt/test.txt.
 
 `kg train` writes a model folder: entities.npz and relations.npz (any embstab command reads them:
-`embstab compare A/entities.npz B/entities.npz`), model.safetensors (the PyKEEN state dict;
+`embstab compare OLD/entities.npz NEW/entities.npz`), model.safetensors (the PyKEEN state dict;
 folders of older versions held model.pt, which is refused with the command that converts it) and
 config.json. --version remove|add trains on a version of the graph with --share of its training
 triples removed (or held back), with the same vocabulary, for a retraining pair.
 
-`kg downstream A B --graph G` compares two model folders of graph G, the same as
-`embstab downstream A B --task link_prediction:G`: the share of filtered link-prediction answers
+`kg downstream OLD NEW --graph G` compares two model folders of graph G, the same as
+`embstab downstream OLD NEW --task link_prediction:G`: the share of filtered link-prediction answers
 (head and tail queries of each test triple) that differ, the top-10 overlap and both models'
 MRR/Hits@10; with --task triple_classification, the share of test decisions that differ. --bits N
-quantizes both models first (the old model's clip for both).
+quantizes both models first with the clips of OLD (the pair protocol).
 
 --patience N stops training once the filtered validation MRR, computed every --frequency epochs
 (default 10), has not improved by more than --relative-delta (default 0.01, relative) for N
@@ -85,11 +85,11 @@ def register(subparsers) -> None:
     add_progress(tr, no_progress=True)
     tr.set_defaults(func=run_train)
     ds = sub.add_parser("downstream", help="link-prediction / triple-classification disagreement of two models")
-    ds.add_argument("a", metavar="A", help="model folder written by `embstab kg train`")
-    ds.add_argument("b", metavar="B", help="second model folder")
+    ds.add_argument("old", metavar="OLD", help="the old model's folder (written by `embstab kg train`)")
+    ds.add_argument("new", metavar="NEW", help="the new model's folder")
     ds.add_argument("--graph", required=True, help="the graph both models embed (its test split is used)")
     ds.add_argument("--task", choices=["link_prediction", "triple_classification"], default="link_prediction")
-    ds.add_argument("--bits", type=bits, help="quantize both models to this many bits first")
+    ds.add_argument("--bits", type=bits, help="quantize both models to this many bits first, with OLD's clips")
     ds.add_argument("--seed", type=seed, default=0, help="seed of the classification negatives (default 0)")
     ds.add_argument("--output", choices=["table", "json"], default="table")
     add_progress(ds)
@@ -196,8 +196,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_downstream(args: argparse.Namespace) -> int:
-    # the same path as `embstab downstream A B --task TASK:GRAPH`
-    """Handler of ``embstab kg downstream``: the same path as ``embstab downstream A B --task TASK:GRAPH``.
+    """Handler of ``embstab kg downstream``: the same path as ``embstab downstream OLD NEW --task TASK:GRAPH``.
 
     Parameters
     ----------
@@ -217,8 +216,8 @@ def run_downstream(args: argparse.Namespace) -> int:
     from embstab._fs import check_inputs
     from embstab.cli.downstream import run_kg
 
-    check_inputs([("A", args.a), ("B", args.b), ("--graph", _graph_folder(args.graph))])
-    return run_kg(args.a, args.b, args.task, args.graph, bits=args.bits, seed=args.seed, output=args.output,
+    check_inputs([("OLD", args.old), ("NEW", args.new), ("--graph", _graph_folder(args.graph))])
+    return run_kg(args.old, args.new, args.task, args.graph, bits=args.bits, seed=args.seed, output=args.output,
                   progress=show_progress(args))
 
 

@@ -15,6 +15,7 @@ from embstab.compress.uniform import _check_bits, optimal_clip
 from embstab.embedding import Embedding
 from embstab.errors import ShapeError
 from embstab.io.compressed import CompressedData, write_compressed
+from embstab.pair import MISSING, unpack_pair
 from embstab.lowprec import (Format, UniformFormat, as_generator, check_rounding, get_format, handler_for,
                              quantize)
 
@@ -172,7 +173,8 @@ def compress_embedding(emb: Embedding, bits: int | None = None, *, format: Forma
     return out
 
 
-def compress_pair(old: Embedding, new: Embedding, bits: int, rounding: str = "nearest", seed: Any = None, *,
+def compress_pair(old: Embedding, new: Embedding = MISSING, bits: int = MISSING, rounding: str = MISSING,
+                  seed: Any = MISSING, *,
                   format: Format | str | None = None, transform: str | None = None,
                   progress: bool = False) -> tuple[Embedding, Embedding]:
     """Compress an (old, new) pair the way the stability study does.
@@ -186,7 +188,8 @@ def compress_pair(old: Embedding, new: Embedding, bits: int, rounding: str = "ne
     Parameters
     ----------
     old, new : Embedding
-        Same dimension, sharing at least one word.
+        Same dimension, sharing at least one word; ``old`` may instead be an
+        :class:`embstab.Pair` of both, with ``bits`` second.
     bits : int
     rounding : {"nearest", "stochastic"}
     seed : int or torch.Generator, optional
@@ -209,6 +212,7 @@ def compress_pair(old: Embedding, new: Embedding, bits: int, rounding: str = "ne
     TransformError
         A transform with ``format=`` (transforms apply to uniform quantization), or a malformed one.
     """
+    old, new, (bits, rounding, seed) = unpack_pair(old, new, (bits, rounding, seed), (None, "nearest", None))
     rounding = check_rounding(rounding)
     t = parse_transform(transform)
     if not t.is_identity and format is not None:

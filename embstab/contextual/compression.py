@@ -12,19 +12,19 @@ from embstab.errors import ShapeError
 __all__ = ["compress_features"]
 
 
-def compress_features(features_a: np.ndarray, features_b: np.ndarray, bits: int | None = None, dim: int | None = None,
-                      rounding: str = "nearest", seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def compress_features(features_old: np.ndarray, features_new: np.ndarray, bits: int | None = None,
+                      dim: int | None = None, rounding: str = "nearest", seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Compress a pair of feature matrices (rows = the same items) the way word-embedding pairs are.
 
     Each member is first projected on its own ``dim`` leading principal components
     (:func:`embstab.compress.truncate_dimension`); then :func:`embstab.compress.compress_pair`
-    rotates B onto A (orthogonal Procrustes over the shared rows) and quantizes both to ``bits``
-    with the clip found on A alone.
+    rotates the new member onto the old one (orthogonal Procrustes over the shared rows) and
+    quantizes both to ``bits`` with the clip found on the old member alone.
 
     Parameters
     ----------
-    features_a, features_b : numpy.ndarray of shape (n, d)
-        A is the reference ("old") member.
+    features_old, features_new : numpy.ndarray of shape (n, d)
+        The old (reference) member first.
     bits : int, optional
         Uniform bits per entry (32 = clip only); ``None`` keeps float values.
     dim : int, optional
@@ -43,11 +43,11 @@ def compress_features(features_a: np.ndarray, features_b: np.ndarray, bits: int 
     ShapeError
         If the matrices are not 2-D with the same shape.
     """
-    a, b = np.asarray(features_a), np.asarray(features_b)
+    a, b = np.asarray(features_old), np.asarray(features_new)
     if a.ndim != 2 or a.shape != b.shape:
         raise ShapeError(f"feature matrices must be 2-D with one shape, got {a.shape} and {b.shape}")
     ids = [f"#{i}" for i in range(a.shape[0])]
-    ea, eb = Embedding(ids, a, name="A"), Embedding(ids, b, name="B")
+    ea, eb = Embedding(ids, a, name="old"), Embedding(ids, b, name="new")
     if dim is not None:
         ea, eb = truncate_dimension(ea, dim), truncate_dimension(eb, dim)
     if bits is not None:

@@ -27,6 +27,7 @@ from embstab.downstream.api import DisagreementResult, disagreement, load_task
 from embstab.downstream.catalog import MODELS
 from embstab.embedding import Embedding
 from embstab.errors import EmbstabError, ShapeError, lookup
+from embstab.pair import MISSING, unpack_pair
 
 __all__ = ["FEATURE_CLASSIFIERS", "TOKEN_TAGGERS", "task_features", "feature_disagreement", "contextual_disagreement",
            "features_as_task", "task_token_features", "tokens_as_task", "token_feature_disagreement"]
@@ -122,16 +123,17 @@ def features_as_task(data: ClassificationData, features: np.ndarray, label: str 
     return wrapped, Embedding(ids, features, name=label)
 
 
-def feature_disagreement(features_a: np.ndarray, features_b: np.ndarray, task: str | ClassificationData = "rt_sentiment",
+def feature_disagreement(features_old: np.ndarray, features_new: np.ndarray,
+                         task: str | ClassificationData = "rt_sentiment",
                          classifier: str = "linear", seed: int = 0, *, seed_b: int | None = None,
                          split_seed: int = 0, limit: int | None = None, progress: bool = False,
                          keep_predictions: bool = False, **kwargs: Any) -> DisagreementResult:
-    """Train the same classifier on two feature matrices of one task and count flipped test predictions.
+    """Train the same classifier on the old and the new features of one task; count flipped test predictions.
 
     Parameters
     ----------
-    features_a, features_b : numpy.ndarray
-        One row per example in :func:`task_features` order (any widths).
+    features_old, features_new : numpy.ndarray
+        One row per example in :func:`task_features` order (any widths), the old model's first.
     task : str or ClassificationData
         Must be the task (and ``split_seed``/``limit``) the features were extracted for.
     classifier : {"linear", "mlp"}
@@ -151,39 +153,41 @@ def feature_disagreement(features_a: np.ndarray, features_b: np.ndarray, task: s
             if MODELS[classifier][0] == "tagging" else f"{classifier!r} reads word sequences")
     lookup({m: None for m in FEATURE_CLASSIFIERS}, classifier, "feature classifier", note)
     data = _classification(task, split_seed, limit)
-    wrapped, emb_a = features_as_task(data, features_a, "A")
-    _, emb_b = features_as_task(data, features_b, "B")
-    res = disagreement(emb_a, emb_b, wrapped, classifier, seed, seed_b=seed_b, split_seed=split_seed,
+    wrapped, emb_old = features_as_task(data, features_old, "old")
+    _, emb_new = features_as_task(data, features_new, "new")
+    res = disagreement(emb_old, emb_new, wrapped, classifier, seed, seed_b=seed_b, split_seed=split_seed,
                        progress=progress, keep_predictions=keep_predictions, min_coverage=0.0, **kwargs)
     res.settings.update({"limit": limit, "features": True})
     return res
 
 
-def contextual_disagreement(model_a: ContextualModel, model_b: ContextualModel,
-                            task: str | ClassificationData | TaggingData = "rt_sentiment", classifier: str | None = None,
-                            seed: int = 0, *, seed_b: int | None = None, split_seed: int = 0,
+def contextual_disagreement(old: ContextualModel, new: ContextualModel = MISSING,
+                            task: str | ClassificationData | TaggingData = MISSING, classifier: str | None = MISSING,
+                            seed: int = MISSING, *, seed_b: int | None = None, split_seed: int = 0,
                             limit: int | None = None, layer: int = -1, pooling: str = "mean", subword: str = "first",
                             batch_size: int = 32, threads: int | None = 1, progress: bool = False,
                             **kwargs: Any) -> DisagreementResult:
-    """Frozen-feature disagreement of two contextual models on a classification or tagging task.
+    """Frozen-feature disagreement of an old and a new contextual model on a classification or tagging task.
 
     Classification: sentence features of both models are extracted (:func:`task_features`), then
     :func:`feature_disagreement` trains one classifier per model with the same seed. Tagging
     (``brown_pos``): per-word features (:func:`task_token_features`), then
-    :func:`token_feature_disagreement` trains one tagger per model. With ``model_b = model_a`` and
+    :func:`token_feature_disagreement` trains one tagger per model. With ``new = old`` and
     another ``seed_b`` it measures the task-model seed floor.
 
     Parameters
     ----------
-    model_a, model_b : ContextualModel
-        E.g. the models of corpus versions A and B, or a model and its quantized copy.
+    old, new : ContextualModel
+        E.g. the models of the old and the new corpus version, or a model and its quantized copy
+        (old first; or one :class:`embstab.Pair` of both, with ``task`` second).
     task : str or ClassificationData or TaggingData
         ``rt_sentiment``, ``rt_subjectivity``, ``bbc_topic`` or ``brown_pos``, or task data.
     classifier : str, optional
         The task model: ``linear``/``mlp`` for classification (default ``linear``),
         ``bilstm``/``bilstm_crf`` for tagging (default ``bilstm``).
     seed, seed_b, split_seed, limit
-        As for :func:`feature_disagreement` (``limit`` counts sentences for tagging).
+        As for :func:`feature_disagreement` (``seed_b`` seeds the new model's task model; ``limit``
+        counts sentences for tagging).
     layer, pooling, subword, batch_size, threads
         Feature extraction settings (``pooling`` for sentence features, ``subword`` for tokens).
     progress : bool
@@ -195,25 +199,26 @@ def contextual_disagreement(model_a: ContextualModel, model_b: ContextualModel,
     DisagreementResult
         ``settings`` adds the model names, layer and pooling (or subword rule).
     """
+    old, new, (task, classifier, seed) = unpack_pair(old, new, (task, classifier, seed), ("rt_sentiment", None, 0))
     data = load_task(task, split_seed, limit) if isinstance(task, str) else task
     if isinstance(data, TaggingData):
         extract = dict(layer=layer, subword=subword, batch_size=batch_size, threads=threads, progress=progress)
-        fa = task_token_features(model_a, data, **extract)
-        fb = fa if model_b is model_a else task_token_features(model_b, data, **extract)
+        fa = task_token_features(old, data, **extract)
+        fb = fa if new is old else task_token_features(new, data, **extract)
         res = token_feature_disagreement(fa, fb, data, classifier or "bilstm", seed, seed_b=seed_b,
                                          split_seed=split_seed, progress=progress, **kwargs)
-        res.settings.update({"limit": limit, "model_a": model_a.name, "model_b": model_b.name, "layer": layer,
+        res.settings.update({"limit": limit, "model_old": old.name, "model_new": new.name, "layer": layer,
                              "subword": subword})
         return res
     classifier = classifier or "linear"
     data = _classification(data, split_seed, limit)
     extract = dict(layer=layer, pooling=pooling, batch_size=batch_size, threads=threads, progress=progress)
-    fa = task_features(model_a, data, **extract)
-    fb = fa if model_b is model_a else task_features(model_b, data, **extract)
+    fa = task_features(old, data, **extract)
+    fb = fa if new is old else task_features(new, data, **extract)
     res = feature_disagreement(fa, fb, data, classifier, seed, seed_b=seed_b, split_seed=split_seed,
                                progress=progress, **kwargs)
     res.settings["limit"] = limit
-    res.settings.update({"model_a": model_a.name, "model_b": model_b.name, "layer": layer, "pooling": pooling})
+    res.settings.update({"model_old": old.name, "model_new": new.name, "layer": layer, "pooling": pooling})
     return res
 
 
@@ -296,17 +301,18 @@ def tokens_as_task(data: TaggingData, features: Sequence[np.ndarray], label: str
     return wrapped, Embedding(ids, vectors, name=label)
 
 
-def token_feature_disagreement(features_a: Sequence[np.ndarray], features_b: Sequence[np.ndarray],
+def token_feature_disagreement(features_old: Sequence[np.ndarray], features_new: Sequence[np.ndarray],
                                task: str | TaggingData = "brown_pos", tagger: str = "bilstm", seed: int = 0, *,
                                seed_b: int | None = None, split_seed: int = 0, limit: int | None = None,
                                progress: bool = False, keep_predictions: bool = False,
                                **kwargs: Any) -> DisagreementResult:
-    """Train the same tagger on two sets of frozen per-word features and count the tags that differ.
+    """Train the same tagger on the old and the new frozen per-word features; count the tags that differ.
 
     Parameters
     ----------
-    features_a, features_b : sequence of numpy.ndarray
-        Per sentence in :func:`task_token_features` order, one row per word (any widths).
+    features_old, features_new : sequence of numpy.ndarray
+        Per sentence in :func:`task_token_features` order, one row per word (any widths), the old
+        model's first.
     task : str or TaggingData
         Must be the task (and ``split_seed``/``limit``) the features were extracted for.
     tagger : {"bilstm", "bilstm_crf"}
@@ -325,9 +331,9 @@ def token_feature_disagreement(features_a: Sequence[np.ndarray], features_b: Seq
     lookup({m: None for m in TOKEN_TAGGERS}, tagger, "tagger on token features",
            f"{tagger!r} is a classifier; tagging uses {', '.join(TOKEN_TAGGERS)}" if tagger in MODELS else "")
     data = _tagging(task, split_seed, limit)
-    wrapped, emb_a = tokens_as_task(data, features_a, "A")
-    _, emb_b = tokens_as_task(data, features_b, "B")
-    res = disagreement(emb_a, emb_b, wrapped, tagger, seed, seed_b=seed_b, split_seed=split_seed, progress=progress,
+    wrapped, emb_old = tokens_as_task(data, features_old, "old")
+    _, emb_new = tokens_as_task(data, features_new, "new")
+    res = disagreement(emb_old, emb_new, wrapped, tagger, seed, seed_b=seed_b, split_seed=split_seed, progress=progress,
                        keep_predictions=keep_predictions, min_coverage=0.0, **kwargs)
     res.settings.update({"limit": limit, "features": True})
     return res

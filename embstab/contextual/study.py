@@ -486,9 +486,9 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
     options.pop("pooling", None)
     with GLOBAL_RNG_LOCK:
-        result = feature_disagreement(new_q, old_q, config["task"], config["model"], int(config["seed"]), **options)
-    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
-             "quality_b": float(result.quality_b), "n_test": int(result.n_test),
+        result = feature_disagreement(old_q, new_q, config["task"], config["model"], int(config["seed"]), **options)
+    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_new),
+             "quality_b": float(result.quality_old), "n_test": int(result.n_test),
              "chance": float(result.settings["chance"]), "details": {"quality_metric": "accuracy (%)"}}
     store.put_json("downstream", key, value, config)
     return value

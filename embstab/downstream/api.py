@@ -18,6 +18,7 @@ from embstab.downstream.training import fit_classifier, fit_tagger, tagging_scor
 from embstab.recipes.training import training_recipe
 from embstab.embedding import Embedding
 from embstab.errors import EmbstabError, ShapeError, VocabularyError
+from embstab.pair import MISSING, unpack_pair
 
 __all__ = ["TASKS", "MODELS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
            "train_and_predict", "TrainResult", "token_coverage", "LowCoverageError", "MIN_COVERAGE", "chance_level"]
@@ -93,7 +94,7 @@ def _check_coverage(data, min_coverage: float, counts: Counter | None = None, **
     for label, emb in embs.items():
         cov = _coverage(emb, counts)
         if cov < min_coverage:
-            raise LowCoverageError(f"embedding {label} ({emb.name}) knows {cov:.1%} of the tokens of task "
+            raise LowCoverageError(f"the {label} embedding ({emb.name}) knows {cov:.1%} of the tokens of task "
                                    f"{data.name!r}, below the floor of {min_coverage:.0%}: its disagreement would "
                                    "be meaningless (wrong language, casing or tokenisation?); lower the floor with "
                                    "--min-coverage (Python: min_coverage=) to run anyway")
@@ -182,36 +183,40 @@ class TrainResult:
 
 @dataclass
 class DisagreementResult:
-    """Outcome of training one downstream model on each embedding of a pair.
+    """Outcome of training one downstream model on the old and one on the new embedding of a pair.
 
     Attributes
     ----------
     disagreement : float
         Percent of test predictions that differ (tagging: over tokens whose gold tag is not the
         outside tag; all tokens for POS).
-    quality_a, quality_b : float
-        Test accuracy (or F1·100) of the model on ``emb_a`` and on ``emb_b``, in percent.
+    quality_old, quality_new : float
+        Test accuracy (or F1·100) of the model on the old and on the new embedding, in percent.
     n_test : int
         Test items the disagreement is computed over (sentences or tokens).
     task, model : str
     seed : int
-        Model seed of the first model (the second uses ``settings["seed_b"]``, equal by default).
+        Model seed of the old member's model (the new member's uses ``settings["seed_b"]``, equal
+        by default).
     settings : dict
         Everything else: training settings, split seed, coverage of each embedding, dev scores,
         selected epochs, seconds per model, majority-class rate, and ``chance``: the quality of
-        always predicting the most frequent training label (:func:`chance_level`).
+        always predicting the most frequent training label (:func:`chance_level`). Per-member
+        entries end in ``_old`` and ``_new``.
+    predictions_old, predictions_new : numpy.ndarray, optional
+        Each model's test predictions, when kept.
     """
 
     disagreement: float
-    quality_a: float
-    quality_b: float
+    quality_old: float
+    quality_new: float
     n_test: int
     task: str
     model: str
     seed: int
     settings: dict[str, Any] = field(default_factory=dict)
-    predictions_a: np.ndarray | None = field(default=None, repr=False)
-    predictions_b: np.ndarray | None = field(default=None, repr=False)
+    predictions_old: np.ndarray | None = field(default=None, repr=False)
+    predictions_new: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A flat dict (settings prefixed with nothing, predictions left out) for a DataFrame row.
@@ -221,7 +226,7 @@ class DisagreementResult:
         dict of str to Any
             The scalar fields, then each setting under its own name (a field of the same name wins).
         """
-        out = {k: v for k, v in asdict(self).items() if k not in ("settings", "predictions_a", "predictions_b")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("settings", "predictions_old", "predictions_new")}
         for k, v in self.settings.items():
             out.setdefault(k, v)
         return out
@@ -338,21 +343,23 @@ def _train(emb: Embedding, data: ClassificationData | TaggingData, kind: str, pr
                        coverage, {**settings, "recipe": recipe_name, **model_kwargs})
 
 
-def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
-                 model: str = "linear", seed: int = 0, *, seed_b: int | None = None, split_seed: int = 0,
+def disagreement(old: Embedding, new: Embedding = MISSING, task: str | ClassificationData | TaggingData = MISSING,
+                 model: str = MISSING, seed: int = MISSING, *, seed_b: int | None = None, split_seed: int = 0,
                  limit: int | None = None, progress: bool = False, keep_predictions: bool = False,
                  min_coverage: float = MIN_COVERAGE, recipe: str | None = None, **kwargs: Any) -> DisagreementResult:
-    """Train the same downstream model on two embeddings and count the test predictions that flip.
+    """Train the same downstream model on an old and a new embedding and count the test predictions that flip.
 
     The two models differ only in the embedding (the same-seed protocol): same data split, same
     initialisation and batch order (both seeded with ``seed``), same random vectors for words that
-    neither embedding knows. With ``seed_b`` the second model uses another seed instead, which
-    with ``emb_b = emb_a`` measures the seed-only baseline (see :func:`seed_baseline`).
+    neither embedding knows. With ``seed_b`` the new member's model uses another seed instead,
+    which with ``new = old`` measures the seed-only baseline (see :func:`seed_baseline`). The
+    disagreement is symmetric; the order names the result's fields.
 
     Parameters
     ----------
-    emb_a, emb_b : Embedding
-        E.g. the embeddings of the old and the new corpus. Any dimensions (each model has its own).
+    old, new : Embedding
+        The embeddings of the old and the new corpus, old first (or one :class:`embstab.Pair`
+        of both, with ``task`` second). Any dimensions (each model has its own).
     task : str or ClassificationData or TaggingData
         A name from :data:`TASKS`, or task data built by the caller.
     model : str
@@ -361,7 +368,7 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
     seed : int
         Model seed (initialisation, dropout, batch order, OOV vectors).
     seed_b : int, optional
-        Model seed for ``emb_b`` (default: ``seed``).
+        Model seed for the new member (default: ``seed``).
     split_seed : int
         Seed of the train/dev/test split (kept fixed across a study).
     limit : int, optional
@@ -373,7 +380,7 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
     min_coverage : float
         Refuse (before training) when an embedding knows less than this fraction of the task's
         tokens (default :data:`MIN_COVERAGE`; 0 disables). The coverages are reported in
-        ``settings["token_coverage_a"]`` / ``["token_coverage_b"]``.
+        ``settings["token_coverage_old"]`` / ``["token_coverage_new"]``.
     recipe : str, optional
         Training recipe of both models' trainable weights (see :func:`train_and_predict`; default
         ``"fp32"``), so a pair can be compared under 16-bit or SWALP training.
@@ -393,15 +400,16 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
     LowCoverageError
         An embedding knows less than ``min_coverage`` of the task's tokens.
     """
-    for name, emb in (("emb_a", emb_a), ("emb_b", emb_b)):
+    old, new, (task, model, seed) = unpack_pair(old, new, (task, model, seed), ("rt_sentiment", "linear", 0))
+    for name, emb in (("old", old), ("new", new)):
         if not isinstance(emb, Embedding):
-            raise ShapeError(f"{name} must be an embstab.Embedding, got {type(emb).__name__}")
+            raise ShapeError(f"the {name} member must be an embstab.Embedding, got {type(emb).__name__}")
     seed_b = seed if seed_b is None else seed_b
     recipe_name = training_recipe(recipe).name  # refuse a bad recipe name before any training
     data, kind, prepared = _resolve(task, model, split_seed, limit)
-    coverage = _check_coverage(data, min_coverage, prepared.counts, A=emb_a, B=emb_b)
-    ra = _train(emb_a, data, kind, prepared, model, seed, progress, recipe_name, kwargs)
-    rb = _train(emb_b, data, kind, prepared, model, seed_b, progress, recipe_name, kwargs)
+    coverage = _check_coverage(data, min_coverage, prepared.counts, old=old, new=new)
+    ra = _train(old, data, kind, prepared, model, seed, progress, recipe_name, kwargs)
+    rb = _train(new, data, kind, prepared, model, seed_b, progress, recipe_name, kwargs)
     gold = ra.gold
     if kind == "tagging" and data.outside_tag is not None:
         counted = gold != data.tags.index(data.outside_tag)
@@ -412,15 +420,15 @@ def disagreement(emb_a: Embedding, emb_b: Embedding, task: str | ClassificationD
         raise EmbstabError(f"task {data.name!r} has no test items to compare")
     flips = float(100.0 * np.sum((ra.pred != rb.pred) & counted) / n_test)
     settings = {**ra.settings, "seed_b": seed_b, "split_seed": split_seed, "limit": limit,
-                "coverage_a": ra.coverage, "coverage_b": rb.coverage,
-                "token_coverage_a": coverage["A"], "token_coverage_b": coverage["B"],
-                "dev_score_a": ra.dev_score, "dev_score_b": rb.dev_score,
-                "best_epoch_a": ra.best_epoch, "best_epoch_b": rb.best_epoch,
-                "seconds_a": ra.seconds, "seconds_b": rb.seconds,
-                "dim_a": emb_a.dim, "dim_b": emb_b.dim}
+                "coverage_old": ra.coverage, "coverage_new": rb.coverage,
+                "token_coverage_old": coverage["old"], "token_coverage_new": coverage["new"],
+                "dev_score_old": ra.dev_score, "dev_score_new": rb.dev_score,
+                "best_epoch_old": ra.best_epoch, "best_epoch_new": rb.best_epoch,
+                "seconds_old": ra.seconds, "seconds_new": rb.seconds,
+                "dim_old": old.dim, "dim_new": new.dim}
     if kind == "classification":
         settings["majority_rate"] = data.majority_rate()
-    # in the unit of quality_a/quality_b: what a model that learned nothing scores
+    # in the unit of quality_old/quality_new: what a model that learned nothing scores
     settings["chance"] = chance_level(data)
     return DisagreementResult(flips, ra.quality, rb.quality, n_test, data.name, model, seed, settings,
                               ra.pred if keep_predictions else None, rb.pred if keep_predictions else None)

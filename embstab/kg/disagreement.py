@@ -28,6 +28,7 @@ from embstab.kg import KG_TASKS
 from embstab.kg.graph import KnowledgeGraph
 from embstab.kg.scoring import KnownAnswers, as_model, score_queries, score_triples, top_k
 from embstab.kg.training import LinkPredictionMetrics, evaluate
+from embstab.pair import MISSING, unpack_pair
 
 __all__ = ["KG_TASKS", "LinkPredictionDisagreement", "TripleClassificationDisagreement", "kg_disagreement",
            "link_prediction_disagreement", "triple_classification_disagreement", "corrupt", "fit_thresholds",
@@ -36,7 +37,7 @@ __all__ = ["KG_TASKS", "LinkPredictionDisagreement", "TripleClassificationDisagr
 
 @dataclass
 class LinkPredictionDisagreement:
-    """How many filtered link-prediction answers differ between two models.
+    """How many filtered link-prediction answers differ between the old and the new model.
 
     Attributes
     ----------
@@ -45,31 +46,31 @@ class LinkPredictionDisagreement:
     top_k_overlap : float
         Mean share, in [0, 1], of each query's ``k`` best answers that both models list.
     k : int
-    metrics_a, metrics_b : LinkPredictionMetrics
+    metrics_old, metrics_new : LinkPredictionMetrics
         Each model's filtered MRR and Hits@1/3/10 on the same split (PyKEEN's evaluator).
     n_queries : int
     graph, split : str
     settings : dict
         ``batch_size`` and ``chance_mrr``: the filtered MRR, in [0, 1], of a uniformly random
         ranking of each query's candidates (:func:`random_ranking_mrr` of the candidate counts).
-    answers_a, answers_b : numpy.ndarray, optional
+    answers_old, answers_new : numpy.ndarray, optional
         Each query's top-1 answer (tail queries first, then head queries), when kept.
     """
 
     disagreement: float
     top_k_overlap: float
     k: int
-    metrics_a: LinkPredictionMetrics
-    metrics_b: LinkPredictionMetrics
+    metrics_old: LinkPredictionMetrics
+    metrics_new: LinkPredictionMetrics
     n_queries: int
     graph: str
     split: str
     settings: dict[str, Any] = field(default_factory=dict)
-    answers_a: np.ndarray | None = field(default=None, repr=False)
-    answers_b: np.ndarray | None = field(default=None, repr=False)
+    answers_old: np.ndarray | None = field(default=None, repr=False)
+    answers_new: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """A flat dict (metrics suffixed ``_a``/``_b``, answers left out) for a DataFrame row.
+        """A flat dict (metrics suffixed ``_old``/``_new``, answers left out) for a DataFrame row.
 
         Returns
         -------
@@ -80,7 +81,7 @@ class LinkPredictionDisagreement:
         out: dict[str, Any] = {"task": "link_prediction", "disagreement": self.disagreement,
                                "top_k_overlap": self.top_k_overlap, "k": self.k, "n_queries": self.n_queries,
                                "graph": self.graph, "split": self.split}
-        for tag, m in (("a", self.metrics_a), ("b", self.metrics_b)):
+        for tag, m in (("old", self.metrics_old), ("new", self.metrics_new)):
             for key in ("mrr", "hits_at_1", "hits_at_3", "hits_at_10"):
                 out[f"{key}_{tag}"] = getattr(m, key)
         for k, v in self.settings.items():
@@ -90,31 +91,31 @@ class LinkPredictionDisagreement:
 
 @dataclass
 class TripleClassificationDisagreement:
-    """How many triple-classification decisions differ between two models.
+    """How many triple-classification decisions differ between the old and the new model.
 
     Attributes
     ----------
     disagreement : float
         Percent of test decisions (positives and negatives) that differ.
-    accuracy_a, accuracy_b : float
+    accuracy_old, accuracy_new : float
         Test accuracy of each model, in percent.
     n_test : int
         Test decisions (positives plus negatives).
     graph : str
     settings : dict
         Negative seed, numbers of positives and negatives, validation accuracies.
-    decisions_a, decisions_b : numpy.ndarray, optional
+    decisions_old, decisions_new : numpy.ndarray, optional
         Each model's test decisions (positives first, then negatives), when kept.
     """
 
     disagreement: float
-    accuracy_a: float
-    accuracy_b: float
+    accuracy_old: float
+    accuracy_new: float
     n_test: int
     graph: str
     settings: dict[str, Any] = field(default_factory=dict)
-    decisions_a: np.ndarray | None = field(default=None, repr=False)
-    decisions_b: np.ndarray | None = field(default=None, repr=False)
+    decisions_old: np.ndarray | None = field(default=None, repr=False)
+    decisions_new: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A flat dict (decisions left out) for a DataFrame row.
@@ -125,7 +126,7 @@ class TripleClassificationDisagreement:
             The task and fields, then the settings (a setting never overrides a field).
         """
         out = {"task": "triple_classification",
-               **{k: v for k, v in asdict(self).items() if k not in ("settings", "decisions_a", "decisions_b")}}
+               **{k: v for k, v in asdict(self).items() if k not in ("settings", "decisions_old", "decisions_new")}}
         for k, v in self.settings.items():
             out.setdefault(k, v)
         return out
@@ -184,15 +185,18 @@ def random_ranking_mrr(candidates: Any) -> float:
     return float(np.mean(harmonic[c] / c))
 
 
-def link_prediction_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, *, split: str = "test",
+def link_prediction_disagreement(old: Any, new: Any = MISSING, graph: KnowledgeGraph = MISSING, *, split: str = "test",
                                  k: int = 10, batch_size: int = 256, keep_answers: bool = False,
                                  progress: bool = False) -> LinkPredictionDisagreement:
-    """Share of filtered link-prediction answers that differ between two models of one graph.
+    """Share of filtered link-prediction answers that differ between an old and a new model of one graph.
+
+    Symmetric in the two models but for the names of the result's fields.
 
     Parameters
     ----------
-    model_a, model_b : KGTrainResult or QuantizedKGModel or pykeen.models.Model
-        Models over ``graph``'s vocabulary (e.g. trained on two versions of it, or quantized).
+    old, new : KGTrainResult or QuantizedKGModel or pykeen.models.Model
+        Models over ``graph``'s vocabulary (e.g. trained on two versions of it, or quantized);
+        ``old`` may instead be an :class:`embstab.Pair` of both, with ``graph`` second.
     graph : KnowledgeGraph
         Whose ``split`` triples are the queries and whose three splits form the filter.
     split : {"test", "valid"}
@@ -215,7 +219,8 @@ def link_prediction_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGra
     """
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
-    ma, mb = as_model(model_a, graph), as_model(model_b, graph)
+    old, new, (graph,) = unpack_pair(old, new, (graph,), (MISSING,))
+    ma, mb = as_model(old, graph), as_model(new, graph)
     triples = graph.split(split)
     known = KnownAnswers(graph)
     top1: dict[str, list[np.ndarray]] = {"a": [], "b": []}
@@ -346,13 +351,16 @@ def _decide(model: Any, triples: np.ndarray, thresholds: np.ndarray) -> np.ndarr
     return score_triples(model, triples) >= thresholds[triples[:, 1]]
 
 
-def triple_classification_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, *, seed: int = 0,
+def triple_classification_disagreement(old: Any, new: Any = MISSING, graph: KnowledgeGraph = MISSING, *, seed: int = 0,
                                        keep_decisions: bool = False) -> TripleClassificationDisagreement:
-    """Share of triple-classification decisions that differ between two models of one graph.
+    """Share of triple-classification decisions that differ between an old and a new model of one graph.
+
+    Each model fits its own thresholds; symmetric in the two models but for the result's names.
 
     Parameters
     ----------
-    model_a, model_b : KGTrainResult or QuantizedKGModel or pykeen.models.Model
+    old, new : KGTrainResult or QuantizedKGModel or pykeen.models.Model
+        ``old`` may instead be an :class:`embstab.Pair` of both, with ``graph`` second.
     graph : KnowledgeGraph
     seed : int
         Seed of the negatives (the same negatives for both models).
@@ -363,7 +371,8 @@ def triple_classification_disagreement(model_a: Any, model_b: Any, graph: Knowle
     -------
     TripleClassificationDisagreement
     """
-    ma, mb = as_model(model_a, graph), as_model(model_b, graph)
+    old, new, (graph,) = unpack_pair(old, new, (graph,), (MISSING,))
+    ma, mb = as_model(old, graph), as_model(new, graph)
     known = KnownAnswers(graph)
     v_neg = corrupt(graph, graph.valid, seed, known)
     t_neg = corrupt(graph, graph.test, seed + 1, known)
@@ -380,30 +389,33 @@ def triple_classification_disagreement(model_a: Any, model_b: Any, graph: Knowle
         v_accs.append(float(100.0 * np.mean(_decide(m, valid, th) == v_lab)))
     da, db = decisions
     settings = {"negative_seed": seed, "n_positives": int(len(graph.test)), "n_negatives": int(len(t_neg)),
-                "valid_accuracy_a": v_accs[0], "valid_accuracy_b": v_accs[1]}
+                "valid_accuracy_old": v_accs[0], "valid_accuracy_new": v_accs[1]}
     return TripleClassificationDisagreement(float(100.0 * np.mean(da != db)), accs[0], accs[1], int(len(test)),
                                             graph.name, settings, da if keep_decisions else None,
                                             db if keep_decisions else None)
 
 
-def kg_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, task: str = "link_prediction", *,
+def kg_disagreement(old: Any, new: Any = MISSING, graph: KnowledgeGraph = MISSING, task: str = MISSING, *,
                     bits: int | None = None, seed: int = 0, k: int = 10, batch_size: int = 256,
                     progress: bool = False, threads: int | None = 1
                     ) -> LinkPredictionDisagreement | TripleClassificationDisagreement:
-    """Downstream disagreement of two KG models on one of :data:`KG_TASKS`, optionally quantized first.
+    """Downstream disagreement of an old and a new KG model on one of :data:`KG_TASKS`, optionally quantized first.
 
-    The one entry point the command line uses (``embstab downstream A B --task link_prediction:G``).
+    The one entry point the command line uses (``embstab downstream OLD NEW --task link_prediction:G``).
 
     Parameters
     ----------
-    model_a, model_b : KGTrainResult or QuantizedKGModel or pykeen.models.Model
-        Models over ``graph``'s vocabulary. With ``bits`` both must be :class:`KGTrainResult`.
+    old, new : KGTrainResult or QuantizedKGModel or pykeen.models.Model
+        Models over ``graph``'s vocabulary, the old one first (its clips quantize both); ``old``
+        may instead be an :class:`embstab.Pair` of both, with ``graph`` second. With ``bits`` both
+        must be :class:`KGTrainResult`.
     graph : KnowledgeGraph
         The graph whose test split is asked and whose three splits form the filter.
-    task : {"link_prediction", "triple_classification"}
+    task : {"link_prediction", "triple_classification"}, default "link_prediction"
     bits : int, optional
         Quantize both models first with the pair protocol (:func:`embstab.kg.quantize_pair`: the
-        old model's clips for both); ``settings`` then records the bits and both models' memory.
+        old model's clips for both); ``settings`` then records the bits, the clips
+        (``clips``) and both models' memory.
     seed : int
         Seed of the triple-classification negatives.
     k : int
@@ -425,25 +437,26 @@ def kg_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, task: str
     ShapeError
         If a model does not fit the graph, or (with ``bits``) the two models have different tables.
     """
+    old, new, (graph, task) = unpack_pair(old, new, (graph, task), (MISSING, "link_prediction"))
     lookup({t: None for t in KG_TASKS}, task, "knowledge-graph task")
     with torch_threads(threads):
-        return _kg_disagreement(model_a, model_b, graph, task, bits, seed, k, batch_size, progress)
+        return _kg_disagreement(old, new, graph, task, bits, seed, k, batch_size, progress)
 
 
-def _kg_disagreement(model_a: Any, model_b: Any, graph: KnowledgeGraph, task: str, bits: int | None, seed: int,
+def _kg_disagreement(old: Any, new: Any, graph: KnowledgeGraph, task: str, bits: int | None, seed: int,
                      k: int, batch_size: int, progress: bool
                      ) -> LinkPredictionDisagreement | TripleClassificationDisagreement:
     memory: dict[str, Any] = {}
     if bits is not None:
         from embstab.kg.quantize import quantize_pair
 
-        model_a, model_b = quantize_pair(model_a, model_b, bits)
-        memory = {"bits": int(bits), "memory_bits_a": model_a.memory_bits, "memory_bits_b": model_b.memory_bits,
-                  "compression_ratio": model_a.compression_ratio}
+        old, new = quantize_pair(old, new, bits)
+        memory = {"bits": int(bits), "clips": dict(old.clips), "memory_bits_old": old.memory_bits,
+                  "memory_bits_new": new.memory_bits, "compression_ratio": old.compression_ratio}
     if task == "link_prediction":
         res: LinkPredictionDisagreement | TripleClassificationDisagreement = link_prediction_disagreement(
-            model_a, model_b, graph, k=k, batch_size=batch_size, progress=progress)
+            old, new, graph, k=k, batch_size=batch_size, progress=progress)
     else:
-        res = triple_classification_disagreement(model_a, model_b, graph, seed=seed)
+        res = triple_classification_disagreement(old, new, graph, seed=seed)
     res.settings.update({"bits": None, **memory})
     return res

@@ -22,6 +22,7 @@ from embstab.embedding import Embedding
 from embstab.errors import ShapeError
 from embstab.kg.graph import KnowledgeGraph
 from embstab.kg.training import KGTrainResult, check_model_fits, export_embeddings
+from embstab.pair import MISSING, unpack_pair
 
 __all__ = ["QuantizedKGModel", "quantize_model", "quantize_pair", "embedding_tables"]
 
@@ -150,7 +151,7 @@ def quantize_model(trained: KGTrainResult, bits: int, *, clips: dict[str, float]
                             settings)
 
 
-def quantize_pair(old: KGTrainResult, new: KGTrainResult, bits: int, *, rounding: str = "nearest",
+def quantize_pair(old: KGTrainResult, new: KGTrainResult = MISSING, bits: int = MISSING, *, rounding: str = "nearest",
                   seed: Any = None) -> tuple[QuantizedKGModel, QuantizedKGModel]:
     """Quantize an (old, new) pair of models with the old model's clips for both (the pair protocol).
 
@@ -161,7 +162,8 @@ def quantize_pair(old: KGTrainResult, new: KGTrainResult, bits: int, *, rounding
     Parameters
     ----------
     old, new : KGTrainResult
-        The models of the old and the new graph version.
+        The models of the old and the new graph version; ``old`` may instead be an
+        :class:`embstab.Pair` of both, with ``bits`` second.
     bits : int
         Bits per entry, as in :func:`quantize_model`.
     rounding : {"nearest", "stochastic"}
@@ -182,6 +184,7 @@ def quantize_pair(old: KGTrainResult, new: KGTrainResult, bits: int, *, rounding
     ValueError
         For invalid ``bits``.
     """
+    old, new, (bits,) = unpack_pair(old, new, (bits,), (MISSING,))
     old, new = _source(old), _source(new)
     a_tables, b_tables = embedding_tables(old.model), embedding_tables(new.model)
     shapes_a = {k: tuple(v.shape) for k, v in a_tables.items()}

@@ -428,21 +428,21 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     graph = old.graph if len(old.graph.train) >= len(new.graph.train) else new.graph
     options = dict(config.get("options") or {})
     if config["task"] == "link_prediction":
-        r = link_prediction_disagreement(q_new, q_old, graph, split=options.get("split", "test"),
+        r = link_prediction_disagreement(q_old, q_new, graph, split=options.get("split", "test"),
                                          k=int(options.get("k", 10)), batch_size=int(options.get("batch_size", 256)))
-        value = {"disagreement": float(r.disagreement), "quality_a": 100.0 * r.metrics_a.mrr,
-                 "quality_b": 100.0 * r.metrics_b.mrr, "n_test": int(r.n_queries),
+        value = {"disagreement": float(r.disagreement), "quality_a": 100.0 * r.metrics_new.mrr,
+                 "quality_b": 100.0 * r.metrics_old.mrr, "n_test": int(r.n_queries),
                  "chance": 100.0 * float(r.settings["chance_mrr"]),
                  "details": {"quality_metric": "filtered MRR (%)", "top_k_overlap": float(r.top_k_overlap),
-                             "k": int(r.k), "hits_at_10": 100.0 * r.metrics_a.hits_at_10,
-                             "hits_at_10_old": 100.0 * r.metrics_b.hits_at_10}}
+                             "k": int(r.k), "hits_at_10": 100.0 * r.metrics_new.hits_at_10,
+                             "hits_at_10_old": 100.0 * r.metrics_old.hits_at_10}}
         value["details"].update(_stopping_details(new, old))
     else:
-        r = triple_classification_disagreement(q_new, q_old, graph, seed=int(config["seed"]))
+        r = triple_classification_disagreement(q_old, q_new, graph, seed=int(config["seed"]))
         # always answering the more frequent label (positives and negatives are nearly balanced)
         n_pos, n_neg = int(r.settings["n_positives"]), int(r.settings["n_negatives"])
-        value = {"disagreement": float(r.disagreement), "quality_a": float(r.accuracy_a),
-                 "quality_b": float(r.accuracy_b), "n_test": int(r.n_test),
+        value = {"disagreement": float(r.disagreement), "quality_a": float(r.accuracy_new),
+                 "quality_b": float(r.accuracy_old), "n_test": int(r.n_test),
                  "chance": 100.0 * max(n_pos, n_neg) / (n_pos + n_neg),
                  "details": {"quality_metric": "accuracy (%)", **_stopping_details(new, old)}}
     store.put_json("downstream", key, value, config)

@@ -23,6 +23,7 @@ from embstab.measures._backend import shared_products
 from embstab.measures.eis import anchor_factors
 from embstab.measures.null import has_signal, null_levels
 from embstab.measures.registry import DEFAULT_MEASURES, get_measure, measures_for
+from embstab.pair import MISSING, Pair
 
 __all__ = ["Anchors", "compare", "compare_many", "aligned_matrices", "MIN_ANCHOR_COVERAGE"]
 
@@ -34,20 +35,20 @@ MIN_ANCHOR_COVERAGE = 0.5
 
 @dataclass
 class Anchors:
-    """The anchor embeddings of the two sides, with their factorisations cached per word list.
+    """The anchor embeddings of the old and the new side, with their factorisations cached per word list.
 
     Pass one ``Anchors`` to many :func:`compare` calls (as :func:`compare_many` does) and each
     anchor is factored once per (word list, α), not once per pair.
 
     Parameters
     ----------
-    a, b : Embedding
-        The anchors of side a and side b (the paper: the highest-dimension full-precision
+    old, new : Embedding
+        The anchors of the old and the new side (the paper: the highest-dimension full-precision
         embeddings trained on the same corpora as each side).
     """
 
-    a: Embedding
-    b: Embedding
+    old: Embedding
+    new: Embedding
     _factors: dict = field(default_factory=dict, init=False, repr=False)
 
     def factors(self, arrays: tuple[Any, Any], words: Sequence[str], alpha: float) -> tuple[Any, Any]:
@@ -83,7 +84,9 @@ def _device_array(x: np.ndarray, device: str | None):
 
 
 def aligned_matrices(a: Embedding, b: Embedding, words: Sequence[str], anchors=None, device: str | None = None):
-    """Row-aligned matrices (and anchors) of ``a`` and ``b`` on ``words``, in their stored dtype.
+    """Row-aligned matrices (and anchors) of ``a`` and ``b`` (old and new, as :func:`compare` passes them) on ``words``.
+
+    The matrices keep their stored dtype.
 
     The measures cast row blocks to float64 themselves, so float32 embeddings are not copied.
 
@@ -124,7 +127,7 @@ def aligned_matrices(a: Embedding, b: Embedding, words: Sequence[str], anchors=N
 
 
 def _select_words(a: Embedding, b: Embedding, top_n: int | None, rank_by: str, anchors) -> list[str]:
-    words = shared_vocabulary(a, b, rank_by=rank_by)
+    words = shared_vocabulary(a, b, rank_by="a" if rank_by in ("old", "a") else "b")
     if anchors is not None:
         shared = len(words)
         words = [w for w in words if w in anchors[0] and w in anchors[1]]
@@ -143,12 +146,12 @@ def _name(e: Embedding) -> str:
 
 
 def compare(
-    a: Embedding,
-    b: Embedding,
+    old: Embedding,
+    new: Embedding = MISSING,
     anchors: tuple[Embedding, Embedding] | Anchors | str | None = "self",
     measures: Iterable[str] | None = None,
     top_n: int | None = 10000,
-    rank_by: str = "a",
+    rank_by: str = "old",
     *,
     device: str | None = None,
     params: dict[str, dict[str, Any]] | None = None,
@@ -156,20 +159,25 @@ def compare(
     null_seed: int = 0,
     null_method: str = "auto",
 ) -> pd.DataFrame:
-    """Compare two embeddings with several stability measures, each beside its null.
+    """Compare an old and a new embedding with several stability measures, each beside its null.
+
+    The measures themselves are symmetric (EIS, k-NN, semantic displacement, PIP loss, eigenspace
+    overlap: swapping the members, with their anchors, leaves the value unchanged); what the
+    order decides is whose frequency order picks the compared words (``rank_by``, default the old
+    member) and whose rows are shuffled for the null (the new member's).
 
     Parameters
     ----------
-    a, b : Embedding, or two embeddings of :mod:`embstab.hyperbolic`
-        The pair. In the paper's orientation ``a`` is the new (retrained) embedding and ``b`` the
-        old one; the compared words are their shared vocabulary. Two hyperbolic (or product)
+    old, new : Embedding, or two embeddings of :mod:`embstab.hyperbolic`
+        The pair, the old embedding first, or one :class:`embstab.Pair` of both (then the other
+        arguments by keyword); the compared words are their shared vocabulary. Two hyperbolic (or product)
         embeddings of the same nodes are compared through their decoded distances by the measures
         of that geometry (default: all of them); ``anchors``, ``top_n``, ``rank_by`` and ``device``
         do not apply to them.
     anchors : (Embedding, Embedding), Anchors, "self" or None, default "self"
-        Anchors of side a and side b for EIS (the paper: the highest-dimension full-precision
-        embeddings trained on the same corpora). ``"self"`` (the default, as on the command
-        line) uses ``a`` and ``b`` themselves; ``None`` skips EIS. The result's
+        Anchors of the old and the new side for EIS, in that order (the paper: the
+        highest-dimension full-precision embeddings trained on the same corpora). ``"self"`` (the
+        default, as on the command line) uses ``old`` and ``new`` themselves; ``None`` skips EIS. The result's
         ``attrs["anchors"]`` says which were used.
     measures : iterable of str, optional
         Registry names (see :data:`embstab.measures.REGISTRY`); default: the paper's five
@@ -178,14 +186,15 @@ def compare(
     top_n : int or None, default 10000
         Keep the ``top_n`` most frequent shared words by the row order of ``rank_by``;
         ``None`` keeps all shared words.
-    rank_by : {"a", "b"}
-        Whose frequency order decides the top words.
+    rank_by : {"old", "new"}, default "old"
+        Whose frequency order decides the top words (``"a"`` and ``"b"`` name the first and the
+        second argument, as in :func:`embstab.shared_vocabulary`).
     device : str, optional
         ``"cpu"`` or ``"cuda"`` to compute on torch tensors there; default: numpy.
     params : dict, optional
         Parameters per measure, overriding the registry's defaults, e.g. ``{"knn": {"k": 10}}``.
     null_samples : int, default 3
-        Unrelated partners (b's rows shuffled, with b's anchor) each measure is also computed on;
+        Unrelated partners (new's rows shuffled, with new's anchor) each measure is also computed on;
         their mean is the ``null`` column. EIS, k-NN, the eigenspace overlap and the PIP loss
         average over all shuffles in closed form instead (see
         :func:`~embstab.measures.null.closed_form_null`). 0 skips the null (``null`` is NaN,
@@ -221,6 +230,15 @@ def compare(
     InsufficientMemoryError
         When those products would need more memory than the machine has available.
     """
+    if isinstance(old, Pair):
+        if new is not MISSING:
+            raise TypeError("compare(pair, ...) takes the other arguments by keyword: the Pair holds both members")
+        old, new = old
+    elif new is MISSING:
+        raise TypeError("compare needs the old and the new embedding, in that order (or one embstab.Pair)")
+    a, b = old, new  # the measures' own names for the two sides
+    if rank_by not in ("old", "new", "a", "b"):
+        raise ValueError(f"rank_by must be 'old' or 'new', got {rank_by!r}")
     geometry = _pair_geometry(a, b)
     if geometry != "euclidean":
         return _compare_by_distances(a, b, geometry, measures, params)
@@ -230,7 +248,7 @@ def compare(
     infos = [_measure_of(n, geometry) for n in names]
     if anchors is None:
         if explicit and any(i.needs_anchors for i in infos):
-            raise ShapeError("EIS needs anchors: pass anchors=(anchor_a, anchor_b) or anchors='self'")
+            raise ShapeError("EIS needs anchors: pass anchors=(anchor_old, anchor_new) or anchors='self'")
         infos = [i for i in infos if not i.needs_anchors]
     if a.dim != b.dim:
         unequal = [i.name for i in infos if i.needs_equal_dim]
@@ -241,7 +259,7 @@ def compare(
             warnings.warn(f"left out {', '.join(unequal)} (needs equal dimensions; the embeddings are {a.dim}-d "
                           f"and {b.dim}-d)", stacklevel=2)
             infos = [i for i in infos if not i.needs_equal_dim]
-    pair_anchors = (anchors.a, anchors.b) if anchors is not None else None
+    pair_anchors = (anchors.old, anchors.new) if anchors is not None else None
     words = _select_words(a, b, top_n, rank_by, pair_anchors)
     if len(words) <= max(a.dim, b.dim):
         warnings.warn(f"only {len(words)} compared words for {max(a.dim, b.dim)} dimensions: the column spans "
@@ -270,7 +288,7 @@ def compare(
     out = pd.DataFrame(rows, columns=COLUMNS)
     # how each null was found (its spread, shuffles and method), for callers that store them
     out.attrs["null_levels"] = {info.name: asdict(level) for info, level in zip(infos, levels)}
-    out.attrs.update({"n_words": len(words), "a": a.name, "b": b.name, "rank_by": rank_by,
+    out.attrs.update({"n_words": len(words), "old": a.name, "new": b.name, "rank_by": rank_by,
                       "anchors": anchor_label, "null_samples": null_samples,
                       "null_method": null_method if null_samples else None})
     return out
@@ -313,11 +331,11 @@ def _check_product_cost(a: Embedding, b: Embedding, anchors: tuple[Embedding, Em
 def _pair_geometry(a: Any, b: Any) -> str:
     """"euclidean" for two word embeddings, else the geometry both sides declare."""
     kinds = []
-    for side, e in (("a", a), ("b", b)):
+    for side, e in (("old", a), ("new", b)):
         kind = "euclidean" if isinstance(e, Embedding) else getattr(e, "geometry", None)
         if kind is None or (kind == "euclidean" and not isinstance(e, Embedding)):
-            raise ShapeError(f"compare takes two Embedding objects or two embstab.hyperbolic embeddings; side {side} "
-                             f"is a {type(e).__name__}")
+            raise ShapeError(f"compare takes two Embedding objects or two embstab.hyperbolic embeddings; the {side} "
+                             f"one is a {type(e).__name__}")
         kinds.append(kind)
     if kinds[0] != kinds[1]:
         raise ShapeError(f"cannot compare a {kinds[0]} embedding with a {kinds[1]} one")
@@ -357,7 +375,7 @@ def _resolve_anchors(a: Embedding, b: Embedding, anchors) -> tuple[Anchors | Non
         return Anchors(a, b), "self"
     if not isinstance(anchors, Anchors):
         anchors = Anchors(*anchors)
-    return anchors, f"{anchors.a.name or 'anchor a'} / {anchors.b.name or 'anchor b'}"
+    return anchors, f"{anchors.old.name or 'old anchor'} / {anchors.new.name or 'new anchor'}"
 
 
 def compare_many(
@@ -365,15 +383,16 @@ def compare_many(
     anchors: tuple[Embedding, Embedding] | Anchors | str | None = "self",
     measures: Iterable[str] | None = None,
     top_n: int | None = 10000,
-    rank_by: str = "a",
+    rank_by: str = "old",
     **kwargs: Any,
 ) -> pd.DataFrame:
     """:func:`compare` over many pairs that share the same anchors, factoring the anchors once.
 
     Parameters
     ----------
-    pairs : list of (Embedding, Embedding) or dict of str to (Embedding, Embedding)
-        The pairs; a dict labels them, a list is labelled ``"a.name vs b.name"``.
+    pairs : list of (old, new) or dict of str to (old, new)
+        The pairs (tuples or :class:`embstab.Pair`), old first; a dict labels them, a list is
+        labelled ``"old.name vs new.name"``.
     anchors, measures, top_n, rank_by, **kwargs
         As for :func:`compare`; fixed anchors are factored once per word list for all pairs.
 

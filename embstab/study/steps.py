@@ -102,8 +102,8 @@ class Steps:
     measure_pair : ``(new, old, anchor_new, anchor_old, measures_config) -> {name: value}``
         (when ``measures_config`` holds ``null``, settings as :data:`NULL_SETTINGS`, the result may
         also hold ``"nulls"``: measure name → ``{"value", "spread", "samples", "method"}``)
-    disagreement : ``(emb_a, emb_b, task, model, seed, **options) -> result`` with attributes
-        ``disagreement``, ``quality_a``, ``quality_b`` (percent)
+    disagreement : ``(old, new, task, model, seed, **options) -> result`` with attributes
+        ``disagreement``, ``quality_old``, ``quality_new`` (percent)
     """
 
     load_corpus: Callable[..., Any]

@@ -347,10 +347,10 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         return store.get_json("downstream", key)
     new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
     with GLOBAL_RNG_LOCK:
-        result = steps.disagreement(new, old, task=config["task"], model=config["model"], seed=config["seed"],
+        result = steps.disagreement(old, new, task=config["task"], model=config["model"], seed=config["seed"],
                                     **dict(config.get("options", {})))
-    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_a),
-             "quality_b": float(result.quality_b), "n_test": int(getattr(result, "n_test", 0) or 0)}
+    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_new),
+             "quality_b": float(result.quality_old), "n_test": int(getattr(result, "n_test", 0) or 0)}
     chance = (getattr(result, "settings", None) or {}).get("chance")
     if chance is not None:  # a disagreement function that does not state it leaves the row's chance unknown
         value["chance"] = float(chance)
