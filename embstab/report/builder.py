@@ -241,8 +241,13 @@ def _recommendation_row(rec, budget: float, measure: str, kinds: list[str], resu
     row["gap to best (points)"] = np.nan if gap is None else float(gap["gap"].mean())
     row["extrapolated"] = "yes" if rec.extrapolated else ""
     # the note matters only where the measure changed or some configurations were not ranked
+    notes = []
     if rec.measure != measure or 0 < rec.n_ranked < rec.n_candidates:
-        row["note"] = rec.signal_note
+        notes.append(rec.signal_note)
+    if rec.trend_note:  # the prediction comes from a trend fitted on other rows than the section below
+        notes.append(rec.trend_note)
+    if notes:
+        row["note"] = " ".join(notes)
     return row
 
 
