@@ -196,9 +196,9 @@ CASES = [
     ("pretrain-out-dev-null", [*P, "--out", "/dev/null"], ["--out", "/dev/null", "not a folder"]),
     # contextual disagreement and download
     ("disagreement-a-fifo-tokenizer", [*D, "{d}/fifomodel", "--seed-baseline"],
-     ["fifomodel/tokenizer.json", "named pipe", "given as A"]),
+     ["fifomodel/tokenizer.json", "named pipe", "given as OLD"]),
     ("disagreement-b-config-to-zero", [*D, "{d}/model", "{d}/zeromodel"],
-     ["zeromodel/config.json", "character device", "given as B"]),
+     ["zeromodel/config.json", "character device", "given as NEW"]),
     ("download-dest-is-a-file", ["contextual", "download", "org/m", "--dest", "{d}/afile"],
      ["--dest", "afile", "not a folder"]),
     # kg train: the model folder is, holds or lies inside the graph folder
@@ -219,7 +219,7 @@ CASES = [
     ("kg-out-under-a-file", [*KT, "--graph", "nations", "-o", "{d}/afile/m"], ["-o", "not a directory"]),
     # kg downstream: model and graph folders with devices or pipes
     ("kg-downstream-a-fifo", ["kg", "downstream", "{d}/fifokg", "{d}/kgmodel", "--graph", "nations"],
-     ["fifokg/config.json", "named pipe", "given as A"]),
+     ["fifokg/config.json", "named pipe", "given as OLD"]),
     ("kg-downstream-graph-split-to-zero", ["kg", "downstream", "{d}/kgmodel", "{d}/kgmodel", "--graph",
                                            "{d}/zerograph"], ["zerograph/train.txt", "--graph"]),
     # hyperbolic embed / eval
