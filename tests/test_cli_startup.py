@@ -25,7 +25,7 @@ import pytest
 
 import embstab.cli as cli
 from embstab.cli import names
-from embstab.cli.options import show_progress, threads_or_idle
+from embstab.cli.options import show_progress, threads_or_all
 
 from _graphs import graph_path
 
@@ -245,16 +245,26 @@ def test_a_terminal_gets_bars_by_default(tree_and_embedding):
     assert b"evaluate: 100%" in terminal and b"40/40" in terminal
 
 
-def test_contextual_threads_default_to_the_idle_cores(monkeypatch):
+def test_contextual_threads_default_to_every_core_and_name_a_busy_machine(monkeypatch):
+    import io
+
     import embstab._resources as R
 
     for action in ("pretrain", "features", "disagreement"):
         parser = _subparser(("contextual", action))
         assert parser._option_string_actions["--threads"].default is None
-        assert "all of them on an idle machine" in " ".join(parser.format_help().split())
-    assert threads_or_idle(3) == 3
+        assert "every usable core" in parser.format_help()
+    assert threads_or_all(3) == 3
     monkeypatch.setattr(R, "usable_cores", lambda: 4)
-    # an idle machine gets every core, a loaded one what the load leaves, never fewer than one
-    for load, expected in ((0.0, 4), (0.4, 4), (1.6, 2), (3.5, 1), (40.0, 1)):
+    # the default never follows the load (the same arguments write the same files); a busy machine
+    # gets one line naming the faster choice, an idle one nothing
+    for load, idle in ((0.0, 4), (0.4, 4), (1.6, 2), (3.5, 1), (40.0, 1)):
         monkeypatch.setattr(R.os, "getloadavg", lambda load=load: (load, load, load))
-        assert R.idle_cores() == expected and threads_or_idle(None) == expected
+        note = io.StringIO()
+        assert R.idle_cores() == idle and threads_or_all(None, stream=note) == 4
+        text = note.getvalue()
+        assert (text == "") == (idle == 4)
+        if text:
+            assert text.count("\n") == 1 and f"--threads {idle} would be faster" in text
+        quiet = io.StringIO()
+        assert threads_or_all(None, stream=quiet, hint=False) == 4 and quiet.getvalue() == ""

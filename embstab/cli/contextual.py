@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from embstab.cli.options import (add_progress, add_threads, positive_float, positive_int, seed, show_progress,
-                                 threads_or_idle, unit_fraction)
+                                 threads_or_all, unit_fraction)
 from embstab.errors import EmbstabError
 
 __all__ = ["register", "run_pretrain", "run_features", "run_disagreement", "run_download"]
@@ -219,7 +219,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
     pair = pretrain_pair(load_corpus(args.corpus), args.size, args.steps, args.seed, baseline_seed=args.baseline_seed,
                          base=base, fraction=args.fraction, pair_seed=args.pair_seed, vocab_size=args.vocab_size,
                          max_length=args.max_length, baseline=not args.no_baseline, progress=show_progress(args),
-                         batch_size=args.batch_size, lr=args.lr, threads=threads_or_idle(args.threads))
+                         batch_size=args.batch_size, lr=args.lr,
+                         threads=threads_or_all(args.threads, hint=show_progress(args)))
     rows = {}
     for label, res in pair.results().items():
         res.model.save(out / label)
@@ -288,7 +289,8 @@ def run_features(args: argparse.Namespace) -> int:
         docs = docs[:args.max_docs]
     emb = word_type_embedding(model, docs, layer=args.layer, subword=args.subword, min_count=args.min_count,
                               max_occurrences=args.max_occurrences, batch_size=args.batch_size,
-                              threads=threads_or_idle(args.threads), progress=show_progress(args))
+                              threads=threads_or_all(args.threads, hint=show_progress(args)),
+                              progress=show_progress(args))
     save(emb, args.out)
     print(f"{len(emb)} words x {emb.dim} (layer {emb.metadata['layer']}, {args.subword} piece"
           f"{'s' if args.subword == 'mean' else ''}, {int(emb.counts.sum())} occurrences) -> {args.out}")
@@ -331,7 +333,8 @@ def run_disagreement(args: argparse.Namespace) -> int:
                                   seed_b=args.seed + 1000 if args.seed_baseline else None, limit=args.limit,
                                   layer=args.layer, pooling=args.pooling, subword=args.subword,
                                   batch_size=args.batch_size,
-                                  threads=threads_or_idle(args.threads), progress=show_progress(args), **kwargs)
+                                  threads=threads_or_all(args.threads, hint=show_progress(args)),
+                                  progress=show_progress(args), **kwargs)
     if args.output == "json":
         json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
         print()

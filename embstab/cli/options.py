@@ -17,7 +17,7 @@ from embstab._bits import BIT_WIDTHS, BIT_WIDTHS_TEXT
 
 __all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
            "local_workers", "worker_threads", "add_trust_pickle", "add_no_clobber", "add_progress", "show_progress",
-           "add_threads", "threads_or_idle", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
+           "add_threads", "threads_or_all", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
 #: Bits per entry a uniform quantizer accepts (the library's one set).
 BITS_CHOICES = BIT_WIDTHS
@@ -342,7 +342,7 @@ def show_progress(args: argparse.Namespace, stream: IO[str] | None = None) -> bo
 
 
 def add_threads(parser: argparse.ArgumentParser, what: str = "torch threads") -> None:
-    """Add ``--threads N``; without it the command uses the idle cores (:func:`threads_or_idle`).
+    """Add ``--threads N``; without it the command uses every usable core (:func:`threads_or_all`).
 
     Parameters
     ----------
@@ -352,23 +352,41 @@ def add_threads(parser: argparse.ArgumentParser, what: str = "torch threads") ->
         What the threads are, for the help text.
     """
     parser.add_argument("--threads", type=positive_int, default=None, metavar="N",
-                        help=f"{what} (default: the cores other jobs leave idle, all of them on an idle machine, "
-                             "1 on a busy one; give N for bit-identical reruns whatever the load)")
+                        help=f"{what} (default: every usable core of this machine, so that the same arguments "
+                             "give the same files; on cores busy with other jobs --threads 1 is much faster)")
 
 
-def threads_or_idle(threads: int | None) -> int:
-    """``--threads`` as given, or the number of idle usable cores when it was not.
+def threads_or_all(threads: int | None, stream: IO[str] | None = None, hint: bool = True) -> int:
+    """``--threads`` as given, or the number of usable cores when it was not.
+
+    The default does not follow the load: the thread count changes the float32 rounding of a
+    trained model (by about 1e-7), and the same arguments must write the same files. When other
+    jobs keep the cores busy, one line on ``stream`` says that fewer threads would be faster
+    (OpenMP threads spin-wait for cores they do not get: a BERT step cost 4x the CPU on 2 threads
+    as on 1 with the load at 10 on 2 cores). The commands give that hint where they show progress
+    (a terminal), not in logs and pipelines.
 
     Parameters
     ----------
     threads : int or None
         The parsed ``--threads``.
+    stream : file-like, optional
+        Where the note goes (default ``sys.stderr``).
+    hint : bool, default True
+        Whether to write the note at all.
 
     Returns
     -------
     int
-        The thread count to run with (:func:`embstab._resources.idle_cores` by default).
+        The thread count to run with.
     """
-    from embstab._resources import idle_cores  # noqa: PLC0415
+    from embstab._resources import idle_cores, usable_cores  # noqa: PLC0415
 
-    return idle_cores() if threads is None else threads
+    if threads is not None:
+        return threads
+    cores, idle = usable_cores(), idle_cores()
+    if hint and idle < cores:
+        print(f"note: other jobs keep this machine's cores busy ({cores - idle} of {cores}); running on all {cores} "
+              f"anyway so that results do not depend on the load; --threads {idle} would be faster now",
+              file=sys.stderr if stream is None else stream)
+    return cores
