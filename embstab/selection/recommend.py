@@ -319,16 +319,16 @@ def _memory_trend(df: pd.DataFrame, threshold: float | None, unit: str) -> tuple
     try:
         return fit_trend(df, "memory", threshold=threshold), threshold, ""
     except ResultsError:
-        if threshold is None:
-            return None, None, ("No memory trend: every (algo, task) has one memory in the results, so "
-                                "only the measured disagreement is shown.")
-    try:
-        trend = fit_trend(df, "memory", threshold=None)
-    except ResultsError:
-        return None, None, ("No memory trend: every (algo, task) has one memory in the results, so "
-                            "only the measured disagreement is shown.")
-    return trend, None, (f"The memory trend is fitted on every row: below {threshold:g} {unit} the rows "
-                         "cannot identify its slope.")
+        pass
+    if threshold is not None:
+        try:
+            return fit_trend(df, "memory", threshold=None), None, (
+                f"The memory trend is fitted on every row: below {threshold:g} {unit} the rows cannot identify "
+                "its slope.")
+        except ResultsError:
+            pass
+    return None, None, ("No memory trend: every (algo, task) has one memory in the results, so only the "
+                        "measured disagreement is shown.")
 
 
 def _choose_measure(df: pd.DataFrame, measure: str, budget: float, unit: str, fits: pd.DataFrame,
