@@ -32,8 +32,9 @@ import numpy as np
 
 from embstab.errors import ShapeError
 
-__all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "column_mean", "Span", "span", "topk",
-           "sq_norm", "row_blocks", "Basis", "basis", "split_rows", "one_blas_thread", "rows_matmul"]
+__all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "crosses", "column_mean",
+           "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
+           "one_blas_thread", "rows_matmul"]
 
 _DTYPES = ("float64", "float32")
 
@@ -181,6 +182,44 @@ def row_blocks(*arrays: Any):
 def cross(xp, a: Any, b: Any, dtype: str | None):
     """``aᵀ b`` in the working precision, accumulated over row blocks."""
     return _memoized(("cross", dtype or "float64"), (a, b), lambda: _cross(xp, a, b, dtype))
+
+
+#: :func:`crosses` stacks its left operands into one product when they have at most this many
+#: columns together: a product with few output rows runs well below the GEMM rate (on 2 cores,
+#: Xᵀ E with a 100-d X at 61 GFLOP/s, [X Y]ᵀ E at 82), while wide ones gain nothing from the copy.
+STACK_MAX_COLUMNS = 256
+
+
+def crosses(xp, lefts: list, right: Any, dtype: str | None) -> list:
+    """``[aᵀ right for a in lefts]``, as :func:`cross` gives them, in one product when narrow.
+
+    Inside :func:`shared_products` each result is remembered as :func:`cross` remembers it.
+    """
+    memo = _MEMO.get()
+    key = ("cross", dtype or "float64")
+    missing = [a for a in lefts if memo is None or (*key, id(a), id(right)) not in memo]
+    if len(missing) < 2 or sum(int(a.shape[1]) for a in missing) > STACK_MAX_COLUMNS:
+        return [cross(xp, a, right, dtype) for a in lefts]
+
+    def rows(lo: int, hi: int):
+        out = None
+        for blocks in row_blocks(*(a[lo:hi] for a in missing), right[lo:hi]):
+            stacked = xp.concat([as_float(xp, part, dtype) for part in blocks[:-1]], axis=1)
+            part = as_float(xp, blocks[-1], dtype).T @ stacked  # the wide operand on the left
+            out = part if out is None else out + part
+        return out
+
+    parts = split_rows(rows, right)
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    found, start = {}, 0
+    for a in missing:
+        found[id(a)] = total[:, start:start + int(a.shape[1])].T
+        start += int(a.shape[1])
+        if memo is not None:
+            memo[(*key, id(a), id(right))] = ((a, right), found[id(a)])
+    return [found[id(a)] if id(a) in found else cross(xp, a, right, dtype) for a in lefts]
 
 
 def _cross(xp, a: Any, b: Any, dtype: str | None):
@@ -400,6 +439,19 @@ def basis(xp, x: Any, dtype: str | None = None, rtol: float | None = None, metho
     when the factorisation fails) the basis is :func:`span`'s.
     """
     return _memoized(("basis", dtype or "float64", rtol, method), (x,), lambda: _basis(xp, x, dtype, rtol, method))
+
+
+def basis_overlap(xp, x: Any, y: Any, dtype: str | None = None, rtol: float | None = None,
+                  method: str = "auto") -> tuple[Basis, Basis, Any]:
+    """The :func:`basis` of X and of Y and their overlap ``C = UᵀŨ = Wᵀ (XᵀY) W̃`` (r×r̃).
+
+    EIS and the eigenspace overlap both need C; inside :func:`shared_products` it is made once.
+    """
+    def compute():
+        su, sv = basis(xp, x, dtype, rtol, method), basis(xp, y, dtype, rtol, method)
+        return su, sv, rows_matmul(xp, rows_matmul(xp, su.w.T, cross(xp, x, y, dtype)), sv.w)
+
+    return _memoized(("overlap", dtype or "float64", rtol, method), (x, y), compute)
 
 
 def _basis(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Basis:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from embstab.measures._backend import as_float, check_pair, cross, one_blas_thread, row_blocks, split_rows
+from embstab.measures._backend import as_float, check_pair, cross, one_blas_thread, row_blocks, rows_matmul, split_rows
 
 __all__ = ["semantic_displacement"]
 
@@ -35,13 +35,12 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
     float in [0, 2]; smaller = more stable. Invariant to a global scale and rotations of either side.
     """
     xp = check_pair(X, Y, same_dim=True)
-    omega = None
-    if align:
-        u, _, vt = xp.linalg.svd(cross(xp, X, Y, dtype), full_matrices=False)
-        omega = u @ vt
+    omega = _rotation(xp, cross(xp, X, Y, dtype)) if align else None
+    if average:
+        return _mean_distance(xp, X, Y, omega, dtype)
 
     def rows(lo: int, hi: int):
-        total, count, per_word = 0.0, 0, []
+        per_word = []
         for xb, yb in row_blocks(X[lo:hi], Y[lo:hi]):
             x, y = as_float(xp, xb, dtype), as_float(xp, yb, dtype)
             if omega is not None:
@@ -50,17 +49,64 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
             norms = xp.sqrt(xp.sum(x * x, axis=1)) * xp.sqrt(xp.sum(y * y, axis=1))
             valid = norms > 0
             dist = 1.0 - dots / xp.where(valid, norms, xp.ones_like(norms))
-            if average:
-                total += float(xp.sum(xp.where(valid, dist, xp.zeros_like(dist))))
-                count += int(xp.sum(xp.astype(valid, xp.int64)))
+            block = np.asarray(dist.tolist(), dtype=np.float64)
+            block[~np.asarray(valid.tolist(), dtype=bool)] = np.nan
+            per_word.append(block)
+        return per_word
+
+    return np.concatenate([block for part in split_rows(rows, X) for block in part])
+
+
+#: The rotation comes from the eigendecomposition of MᵀM when cond(M) is at most this. Its error
+#: grows as eps·cond²: measured on 300×300 matrices, 1.3e-12 at cond 1e3 and 8e-11 at 1e4
+#: (7.6e-9 at 1e5); better-conditioned matrices than the bound all give < 1e-10. Worse ones take the SVD.
+EIGH_MAX_COND = 1e4
+
+
+def _rotation(xp, m: Any):
+    """Ω = U Vᵀ for M = U S Vᵀ: the orthogonal Ω maximising ⟨Ω, M⟩ (orthogonal Procrustes).
+
+    Ω = M (MᵀM)^{-1/2}, so an eigendecomposition of the symmetric MᵀM gives it in about half
+    the time of an SVD of M (0.11 s against 0.24 s at d = 800 on one core); the eigenvalues
+    certify cond(M) first, and an ill-conditioned or singular M takes the SVD.
+    """
+    lam, v = xp.linalg.eigh(m.T @ m)
+    lo, hi = float(lam[0]), float(lam[-1])
+    if lo > 0 and hi <= EIGH_MAX_COND**2 * lo:
+        return rows_matmul(xp, rows_matmul(xp, m, v) * xp.reshape(1.0 / xp.sqrt(lam), (1, -1)), v.T)
+    u, _, vt = xp.linalg.svd(m, full_matrices=False)
+    return u @ vt
+
+
+def _mean_distance(xp, X: Any, Y: Any, omega: Any, dtype: str | None) -> float:
+    """Mean of ``1 − cos(xᵢΩ, yᵢ)`` over words with two non-zero vectors, without forming XΩ.
+
+    Ω is orthogonal, so ‖xᵢΩ‖ = ‖xᵢ‖ and the sum of the cosines is ⟨Ω, Xᵀ D Y⟩ with
+    D = diag(1 / (‖xᵢ‖ ‖yᵢ‖)): one d×d product over the rows instead of the rotated n×d copy and
+    three passes over it. Without alignment only the diagonal, Σ dᵢ xᵢ·yᵢ, is needed.
+    """
+
+    def rows(lo: int, hi: int):
+        total, count = None, 0
+        for xb, yb in row_blocks(X[lo:hi], Y[lo:hi]):
+            x, y = as_float(xp, xb, dtype), as_float(xp, yb, dtype)
+            norms = xp.sqrt(xp.vecdot(x, x, axis=1)) * xp.sqrt(xp.vecdot(y, y, axis=1))
+            valid = norms > 0
+            scale = xp.where(valid, 1.0 / xp.where(valid, norms, xp.ones_like(norms)), xp.zeros_like(norms))
+            if omega is None:
+                part = xp.sum(scale * xp.vecdot(x, y, axis=1))
             else:
-                block = np.asarray(dist.tolist(), dtype=np.float64)
-                block[~np.asarray(valid.tolist(), dtype=bool)] = np.nan
-                per_word.append(block)
-        return total, count, per_word
+                part = x.T @ (y * xp.reshape(scale, (-1, 1)))
+            total = part if total is None else total + part
+            count += int(xp.sum(xp.astype(valid, xp.int64)))
+        return total, count
 
     parts = split_rows(rows, X)  # numpy: rows split over threads, their sums added in order
-    if not average:
-        return np.concatenate([block for part in parts for block in part[2]])
     count = sum(part[1] for part in parts)
-    return sum(part[0] for part in parts) / count if count else float("nan")
+    if not count:
+        return float("nan")
+    total = parts[0][0]
+    for part in parts[1:]:
+        total = total + part[0]
+    cosines = total if omega is None else xp.sum(omega * total)
+    return 1.0 - float(cosines) / count

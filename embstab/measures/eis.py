@@ -20,8 +20,8 @@ from typing import Any
 import array_api_compat
 
 from embstab.errors import ShapeError
-from embstab.measures._backend import (FLOAT32_TRUST, basis, check_pair, checked_column_sums, column_mean, cross,
-                                       namespace, one_blas_thread, rows_matmul, span, sq_norm)
+from embstab.measures._backend import (FLOAT32_TRUST, basis_overlap, check_pair, checked_column_sums, column_mean,
+                                       cross, crosses, namespace, one_blas_thread, rows_matmul, span, sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
@@ -243,16 +243,15 @@ def eis(
 def _eis_terms(xp, X, Y, fx: AnchorFactors, fy: AnchorFactors, dtype: str | None, rtol: float | None,
                method: str) -> tuple[float, float, float]:
     """EIS's numerator, the size of the terms it is the difference of, and its denominator."""
-    su = basis(xp, X, dtype, rtol, method)  # EIS depends on X only through the projector U Uᵀ
-    sv = basis(xp, Y, dtype, rtol, method)
-    c = rows_matmul(xp, rows_matmul(xp, su.w.T, cross(xp, X, Y, dtype)), sv.w)  # UᵀŨ
+    su, sv, c = basis_overlap(xp, X, Y, dtype, rtol, method)  # EIS depends on X only through U Uᵀ; c = UᵀŨ
     # put both anchors on a common scale (the larger r_max) so the weights stay comparable
     common = max(fx.log_scale, fy.log_scale)
     num = size = den = 0.0
     for f in (fx, fy):
         w = math.exp(2 * f.alpha * (f.log_scale - common))
-        a = rows_matmul(xp, su.w.T, cross(xp, X, f.anchor, dtype))  # UᵀE
-        b = rows_matmul(xp, sv.w.T, cross(xp, Y, f.anchor, dtype))  # ŨᵀE
+        xe, ye = crosses(xp, [X, Y], f.anchor, dtype)
+        a = rows_matmul(xp, su.w.T, xe)  # UᵀE
+        b = rows_matmul(xp, sv.w.T, ye)  # ŨᵀE
         if f.k_root is not None:
             # K = R Rᵀ: tr(A K Aᵀ) = ‖A R‖², tr(Aᵀ C B K) = ⟨A R, C B R⟩
             stacked = rows_matmul(xp, xp.concat([a, b], axis=0), f.k_root)

@@ -4,6 +4,13 @@ For each query word, the k nearest rows by cosine similarity are found separatel
 (the query itself excluded) and the overlap of the two neighbour sets is averaged. Top-k is
 exact, by blocked matrix products over candidate rows, so memory stays bounded (tens of MB
 besides the inputs) at n = 400,000.
+
+In float64 (the default) on the CPU the scores are first computed in float32, at twice the
+product rate, and *certified*: every float32 cosine is within a proven bound δ of the exact one,
+so a query whose float32 list has a gap wider than 2δ below its (k+1)-th score has all of its
+true neighbours among the fetched candidates. Those are scored again in float64 and the best
+k + 1 kept; a query without such a gap is scanned again in float64. The neighbours are the
+float64 path's, whatever the data.
 """
 
 from __future__ import annotations
@@ -21,11 +28,21 @@ __all__ = ["knn", "nearest_neighbors"]
 #: Bytes allowed for one block of query×candidate scores.
 BLOCK_BYTES = 128 * 2**20
 
+#: Candidates fetched per query beyond k + 1 by the certified float32 scan: the room a query's
+#: float32 list has to show a gap of 2δ below its (k+1)-th score.
+CERTIFY_EXTRA = 8
+
+#: Above this dimension the float32 bound δ ≈ d·2⁻²⁴ is too wide to certify typical gaps, and the
+#: scan runs in float64 directly.
+CERTIFY_MAX_DIM = 4096
+
+_U32 = 2.0**-24  # unit round-off of float32
+
 
 def _unit_rows(xp, x):
-    norms = xp.sqrt(xp.sum(x * x, axis=1, keepdims=True))
+    norms = xp.sqrt(xp.vecdot(x, x, axis=1))
     # zero rows stay zero (cosine distance 1 to everything), as scikit-learn does
-    return x / xp.where(norms == 0, xp.ones_like(norms), norms)
+    return x / xp.reshape(xp.where(norms == 0, xp.ones_like(norms), norms), (-1, 1))
 
 
 def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_bytes: int | None = None):
@@ -34,7 +51,8 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
     Candidates are scanned in row blocks (cast one block at a time, scores divided by the
     candidates' norms); the running best ``k + 1`` are merged with each block's best, keeping
     (value desc, index asc) order. numpy inputs are scanned by several threads, each over its own
-    rows (see :func:`~embstab.measures._backend.split_rows`).
+    rows (see :func:`~embstab.measures._backend.split_rows`). In float64 on the CPU the scan runs
+    in float32 and is certified (see the module docstring); the result is the float64 scan's.
 
     Parameters
     ----------
@@ -57,9 +75,19 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
         int64 ``(len(queries), min(k + 1, n))`` row indices, most similar first.
     """
     q = _unit_rows(xp, as_float(xp, x[queries, :], dtype))
-    n = x.shape[0]
+    kk = min(k + 1, x.shape[0])
+    if (dtype or "float64") == "float64" and _can_certify(x):
+        return _certified_best(xp, x, q, kk, block_bytes)
+    return _scan(xp, x, q, kk, dtype, block_bytes)[1]
+
+
+def _scan(xp, x, q, kk: int, dtype: str | None, block_bytes: int | None, *, certified: bool = False):
+    """Values and indices of the best ``kk`` rows of ``x`` for the unit query rows ``q``.
+
+    With ``certified``, ``q`` is float32 and so are the products, while the candidates' norms
+    stay float64 (see :func:`score_error_bound`): the scores of the certified scan.
+    """
     m = q.shape[0]
-    kk = min(k + 1, n)
     itemsize = 4 if dtype == "float32" else 8
     rows = max(kk, int((block_bytes or BLOCK_BYTES) // max(1, (m + x.shape[1]) * itemsize)))
 
@@ -69,7 +97,11 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
         best_v = best_i = None
         for start in range(lo, hi, rows):
             stop = min(hi, start + rows)
-            v, i = _block_best(xp, q, as_float(xp, x[start:stop, :], dtype), kk)
+            block = x[start:stop, :]
+            if certified:
+                v, i = _block_best(xp, q, as_float(xp, block, "float32"), kk, _inverse_norms(xp, block, "float64"))
+            else:
+                v, i = _block_best(xp, q, as_float(xp, block, dtype), kk)
             i = i + start
             if best_v is not None:
                 v, i = _merge(xp, (best_v, v), (best_i, i), kk)
@@ -77,18 +109,104 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
         return best_v, best_i
 
     parts = split_rows(scan, x)
-    best_v, best_i = _merge(xp, [p[0] for p in parts], [p[1] for p in parts], kk) if len(parts) > 1 else parts[0]
-    return best_i
+    return _merge(xp, [p[0] for p in parts], [p[1] for p in parts], kk) if len(parts) > 1 else parts[0]
 
 
-def _block_best(xp, q, cand, kk: int):
-    """Best ``kk`` cosine scores of the unit query rows ``q`` against the rows of ``cand``."""
-    norms = xp.sqrt(xp.sum(cand * cand, axis=1))
-    # zero rows stay zero (cosine distance 1 to everything), as scikit-learn does; dividing the
-    # scores by the candidates' norms ranks as cosines do without a normalised copy of the block
-    inv = 1.0 / xp.where(norms == 0, xp.ones_like(norms), norms)
+def _can_certify(x) -> bool:
+    """Whether the float32 bound holds for products on ``x``'s backend (and is narrow enough)."""
+    if not 0 < x.shape[1] <= CERTIFY_MAX_DIM or x.shape[0] < 2:
+        return False
+    if array_api_compat.is_numpy_array(x):
+        return True
+    if array_api_compat.is_torch_array(x):
+        import torch  # noqa: PLC0415
+
+        # on the CPU at "highest" a float32 product rounds in float32 (no bf16 or TF32 passes)
+        return x.device.type == "cpu" and torch.get_float32_matmul_precision() == "highest"
+    return False  # a GPU library may run float32 products through TF32: its bound does not hold
+
+
+def score_error_bound(d: int) -> float:
+    """A bound on |certified float32 cosine − exact cosine| for rows of dimension ``d``.
+
+    The query (a unit row) and the candidate are rounded to float32 (relative error u = 2⁻²⁴ per
+    entry), their dot product is accumulated in float32 in any order, which by the standard model
+    errs by at most γ_d = d·u / (1 − d·u) relative to Σ|qᵢ||cᵢ| ≤ ‖c‖ (Cauchy–Schwarz), and the
+    result is multiplied in float32 by 1/‖c‖ (norm in float64, rounded once to float32):
+    |error| ≤ ((1+u)²(1+γ_d)(1+u)² − 1) + 2u + u² < (γ_d + 4u)(1 + 8u), plus 1e-12 for the
+    float64 rounding of the unit query and of the rescored cosines.
+    """
+    gamma = d * _U32 / (1.0 - d * _U32)
+    return (gamma + 4.0 * _U32) * (1.0 + 8.0 * _U32) + 1e-12
+
+
+def _certified_best(xp, x, q64, kk: int, block_bytes: int | None):
+    """The float64 best ``kk`` for each query, from a certified float32 scan."""
+    n, d = x.shape
+    fetch = min(kk + CERTIFY_EXTRA, n)
+    v32, i32 = _scan(xp, x, xp.astype(q64, xp.float32), fetch, "float32", block_bytes, certified=True)
+    v32 = xp.astype(v32, xp.float64)
+    if fetch == n:
+        certain = xp.ones((q64.shape[0],), dtype=xp.bool, device=array_api_compat.device(q64))
+        width = fetch
+    else:
+        # every row left out scored ≤ v32[:, -1] in float32, so exactly < v32[:, kk-1] − δ ≤ the
+        # true kk-th best: a strict gap of 2δ proves that none of them belongs to the best kk
+        low = v32[:, kk - 1] - 2.0 * score_error_bound(int(d))
+        certain = low > v32[:, -1]
+        # only the fetched rows above that line can be among the best kk: rescore those
+        inside = xp.sum(xp.astype(v32 >= xp.reshape(low, (-1, 1)), xp.int64), axis=1)
+        width = int(xp.max(xp.where(certain, inside, xp.zeros_like(inside)))) if bool(xp.any(certain)) else kk
+    out = xp.zeros((q64.shape[0], kk), dtype=xp.int64, device=array_api_compat.device(q64))
+    sure = xp.nonzero(certain)[0]
+    if sure.shape[0]:
+        out[sure, :] = _rescore(xp, x, q64[sure, :], i32[sure, :width], kk, block_bytes)
+    unsure = xp.nonzero(xp.logical_not(certain))[0]
+    if unsure.shape[0]:
+        out[unsure, :] = _scan(xp, x, q64[unsure, :], kk, "float64", block_bytes)[1]
+    return out
+
+
+def _rescore(xp, x, q64, idx, kk: int, block_bytes: int | None):
+    """The best ``kk`` of the candidate rows ``idx`` of each query, scored in float64."""
+    m, width = idx.shape
+    d = x.shape[1]
+    chunk = max(1, int((block_bytes or BLOCK_BYTES) // max(1, width * d * 8)))
+    parts = []
+    for lo in range(0, m, chunk):
+        hi = min(m, lo + chunk)
+        cand = idx[lo:hi, :]
+        rows = as_float(xp, xp.take(x, xp.reshape(cand, (-1,)), axis=0), "float64")
+        # the float64 scan's formula: unit query · row, divided by the row's norm
+        scores = xp.reshape(xp.vecdot(rows, xp.reshape(xp.broadcast_to(q64[lo:hi, None, :], (hi - lo, width, d)),
+                                                       (-1, d)), axis=1) * _inverse_norms(xp, rows, "float64"),
+                            (hi - lo, width))
+        # (value desc, index asc), as the float64 scan orders its lists
+        order = xp.argsort(cand, axis=1, stable=True)
+        scores, cand = xp.take_along_axis(scores, order, axis=1), xp.take_along_axis(cand, order, axis=1)
+        order = xp.argsort(scores, axis=1, descending=True, stable=True)[:, :kk]
+        parts.append(xp.take_along_axis(cand, order, axis=1))
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+
+def _inverse_norms(xp, rows, dtype: str | None):
+    """1 / ‖row‖ per row in the working precision (1 for a zero row)."""
+    rows = as_float(xp, rows, dtype)
+    norms = xp.sqrt(xp.vecdot(rows, rows, axis=1))
+    # zero rows stay zero (cosine distance 1 to everything), as scikit-learn does
+    return 1.0 / xp.where(norms == 0, xp.ones_like(norms), norms)
+
+
+def _block_best(xp, q, cand, kk: int, inv=None):
+    """Best ``kk`` cosine scores of the unit query rows ``q`` against the rows of ``cand``.
+
+    ``inv``: the candidates' inverse norms when they are computed in another precision.
+    """
+    if inv is None:
+        inv = _inverse_norms(xp, cand, None if cand.dtype == xp.float64 else "float32")
+    # dividing the scores by the candidates' norms ranks as cosines do without a normalised copy
     scores = q @ cand.T
-    scores *= xp.reshape(inv, (1, -1))
+    scores *= xp.reshape(xp.astype(inv, scores.dtype), (1, -1))
     v, i = topk(xp, scores, kk)
     return v, xp.astype(i, xp.int64)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from embstab.measures._backend import basis, check_pair, cross, one_blas_thread, span, sq_norm
+from embstab.measures._backend import basis_overlap, check_pair, cross, one_blas_thread, span, sq_norm
 
 __all__ = ["eigenspace_overlap", "weighted_eigenspace_overlap"]
 
@@ -40,8 +40,7 @@ def eigenspace_overlap(X: Any, Y: Any, *, dtype: str | None = None, rtol: float 
     """
     xp = check_pair(X, Y)
     # ‖UᵀŨ‖² depends on the bases only through their projectors: any orthonormal basis will do
-    su, sv = basis(xp, X, dtype, rtol, method), basis(xp, Y, dtype, rtol, method)
-    c = su.w.T @ cross(xp, X, Y, dtype) @ sv.w
+    su, sv, c = basis_overlap(xp, X, Y, dtype, rtol, method)
     return min(float(sq_norm(xp, c)) / max(su.rank, sv.rank), 1.0)
 
 
