@@ -50,11 +50,12 @@ def test_certified_neighbours_of_float32_storage_and_torch():
 
 def test_ties_are_not_certified_and_fall_back_to_float64(monkeypatch):
     # a hundred copies of two rows, coarse values and a zero row: exact ties at the k-th place,
-    # which no float32 gap can separate
+    # which no float32 gap can separate; and near copies, which only float64 can order
     rng = np.random.default_rng(3)
     x = np.round(rng.standard_normal((2000, 12)), 1)
     x[1000:1100] = x[0]
     x[1100:1200] = 2.0 * x[4]
+    x[1200:1300] = x[200:300] + 1e-7 * rng.standard_normal((100, 12))  # near ties: rescored in float64
     x[17] = 0.0
     queries = np.arange(0, 2000, 4)
     calls = []
@@ -64,12 +65,29 @@ def test_ties_are_not_certified_and_fall_back_to_float64(monkeypatch):
         calls.append((dtype, kwargs.get("certified", False), q.shape[0]))
         return scan(xp, x_, q, kk, dtype, block_bytes, **kwargs)
 
+    rescored = []
+    rescore = knn_module._rescore
+
+    def counting_rescore(xp, x_, q64, idx, kk, block_bytes):
+        rescored.append(q64.shape[0])
+        return rescore(xp, x_, q64, idx, kk, block_bytes)
+
     monkeypatch.setattr(knn_module, "_scan", counting)
+    monkeypatch.setattr(knn_module, "_rescore", counting_rescore)
     got = nearest_neighbors(namespace(x), x, queries, 5)
     fallbacks = [c for c in calls if c[0] == "float64"]
     assert fallbacks and 0 < fallbacks[0][2] < len(queries)  # some queries, not all
+    assert rescored and 0 < rescored[0] < len(queries)  # the three cases all occur here
     monkeypatch.setattr(knn_module, "_scan", scan)
-    assert np.array_equal(got, float64_scan(x, queries, 5))
+    # equally good neighbours: where rows tie exactly at the last place, the float64 scan's
+    # matrix product may round equal rows apart and keep either (the certified path keeps the
+    # lower index); the cosines of the rows kept are the same
+    want = float64_scan(x, queries, 5)
+    unit = x / np.where(np.linalg.norm(x, axis=1, keepdims=True) == 0, 1.0, np.linalg.norm(x, axis=1, keepdims=True))
+    cosines = [np.sort(unit[idx] @ unit[q]) for idx, q in zip(got, queries)]
+    expected = [np.sort(unit[idx] @ unit[q]) for idx, q in zip(want, queries)]
+    np.testing.assert_allclose(cosines, expected, rtol=0, atol=1e-12)
+    assert (got == want).all(axis=1).mean() > 0.95
 
 
 def test_no_room_for_a_gap_means_every_query_is_scanned_in_float64(monkeypatch):

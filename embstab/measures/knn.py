@@ -86,30 +86,43 @@ def _scan(xp, x, q, kk: int, dtype: str | None, block_bytes: int | None, *, cert
 
     With ``certified``, ``q`` is float32 and so are the products, while the candidates' norms
     stay float64 (see :func:`score_error_bound`): the scores of the certified scan.
+
+    The rows are scanned in rounds whose scores fit the block budget. Within a round the products
+    run on every core (numpy: one single-threaded product per core), and the top-k selection runs
+    afterwards in this thread: torch's selection, called from several threads at once, put two
+    thread teams on each core and doubled the scan's time now and then.
     """
-    m = q.shape[0]
+    n, m = x.shape[0], q.shape[0]
     itemsize = 4 if dtype == "float32" else 8
     rows = max(kk, int((block_bytes or BLOCK_BYTES) // max(1, (m + x.shape[1]) * itemsize)))
-
-    def scan(lo: int, hi: int):
-        # the best kk of rows lo..hi, in blocks; earlier blocks hold lower indices, so a stable
-        # sort keeps "lower index first" on ties
-        best_v = best_i = None
-        for start in range(lo, hi, rows):
-            stop = min(hi, start + rows)
-            block = x[start:stop, :]
-            if certified:
-                v, i = _block_best(xp, q, as_float(xp, block, "float32"), kk, _inverse_norms(xp, block, "float64"))
-            else:
-                v, i = _block_best(xp, q, as_float(xp, block, dtype), kk)
-            i = i + start
+    best_v = best_i = None
+    for start in range(0, n, rows):
+        chunk = x[start:min(n, start + rows), :]
+        offset = start
+        # earlier parts hold lower indices, so the stable merge keeps "lower index first" on ties
+        for scores in split_rows(lambda lo, hi: _block_scores(xp, q, chunk[lo:hi, :], dtype, certified), chunk):
+            v, i = topk(xp, scores, kk)
+            i = xp.astype(i, xp.int64) + offset
+            offset += int(scores.shape[1])
             if best_v is not None:
                 v, i = _merge(xp, (best_v, v), (best_i, i), kk)
             best_v, best_i = v, i
-        return best_v, best_i
+    return best_v, best_i
 
-    parts = split_rows(scan, x)
-    return _merge(xp, [p[0] for p in parts], [p[1] for p in parts], kk) if len(parts) > 1 else parts[0]
+
+def _block_scores(xp, q, block, dtype: str | None, certified: bool):
+    """Cosine scores of the unit query rows ``q`` against the rows of ``block`` (queries × rows).
+
+    Dividing the scores by the candidates' norms ranks as cosines do without a normalised copy.
+    """
+    if certified:
+        inv, cand = _inverse_norms(xp, block, "float64"), as_float(xp, block, "float32")
+    else:
+        cand = as_float(xp, block, dtype)
+        inv = _inverse_norms(xp, cand, None if cand.dtype == xp.float64 else "float32")
+    scores = q @ cand.T
+    scores *= xp.reshape(xp.astype(inv, scores.dtype), (1, -1))
+    return scores
 
 
 def _can_certify(x) -> bool:
@@ -141,27 +154,41 @@ def score_error_bound(d: int) -> float:
 
 
 def _certified_best(xp, x, q64, kk: int, block_bytes: int | None):
-    """The float64 best ``kk`` for each query, from a certified float32 scan."""
+    """The float64 best ``kk`` for each query, from a certified float32 scan.
+
+    Three cases per query: the float32 list is already the float64 one (every gap among the best
+    kk, and the one after them, wider than 2δ: exact scores keep that order); the best kk are
+    certainly among the fetched rows but their order is not (they are scored again in float64);
+    or neither (the query is scanned again in float64).
+    """
     n, d = x.shape
+    m = q64.shape[0]
+    device = array_api_compat.device(q64)
     fetch = min(kk + CERTIFY_EXTRA, n)
     v32, i32 = _scan(xp, x, xp.astype(q64, xp.float32), fetch, "float32", block_bytes, certified=True)
     v32 = xp.astype(v32, xp.float64)
+    two_delta = 2.0 * score_error_bound(int(d))
+    span = min(kk, fetch - 1)
+    if span:
+        ordered = xp.all(v32[:, :span] - v32[:, 1:span + 1] > two_delta, axis=1)
+    else:
+        ordered = xp.ones((m,), dtype=xp.bool, device=device)
     if fetch == n:
-        certain = xp.ones((q64.shape[0],), dtype=xp.bool, device=array_api_compat.device(q64))
-        width = fetch
+        within = xp.ones((m,), dtype=xp.bool, device=device)
+        inside = xp.full((m,), fetch, dtype=xp.int64, device=device)
     else:
         # every row left out scored ≤ v32[:, -1] in float32, so exactly < v32[:, kk-1] − δ ≤ the
         # true kk-th best: a strict gap of 2δ proves that none of them belongs to the best kk
-        low = v32[:, kk - 1] - 2.0 * score_error_bound(int(d))
-        certain = low > v32[:, -1]
-        # only the fetched rows above that line can be among the best kk: rescore those
+        low = v32[:, kk - 1] - two_delta
+        within = low > v32[:, -1]
+        # only the fetched rows above that line can be among the best kk
         inside = xp.sum(xp.astype(v32 >= xp.reshape(low, (-1, 1)), xp.int64), axis=1)
-        width = int(xp.max(xp.where(certain, inside, xp.zeros_like(inside)))) if bool(xp.any(certain)) else kk
-    out = xp.zeros((q64.shape[0], kk), dtype=xp.int64, device=array_api_compat.device(q64))
-    sure = xp.nonzero(certain)[0]
-    if sure.shape[0]:
-        out[sure, :] = _rescore(xp, x, q64[sure, :], i32[sure, :width], kk, block_bytes)
-    unsure = xp.nonzero(xp.logical_not(certain))[0]
+    out = i32[:, :kk]
+    rescore = xp.nonzero(xp.logical_and(within, xp.logical_not(ordered)))[0]
+    if rescore.shape[0]:
+        width = int(xp.max(xp.take(inside, rescore)))
+        out[rescore, :] = _rescore(xp, x, q64[rescore, :], i32[rescore, :width], kk, block_bytes)
+    unsure = xp.nonzero(xp.logical_not(within))[0]
     if unsure.shape[0]:
         out[unsure, :] = _scan(xp, x, q64[unsure, :], kk, "float64", block_bytes)[1]
     return out
@@ -178,9 +205,9 @@ def _rescore(xp, x, q64, idx, kk: int, block_bytes: int | None):
         cand = idx[lo:hi, :]
         rows = as_float(xp, xp.take(x, xp.reshape(cand, (-1,)), axis=0), "float64")
         # the float64 scan's formula: unit query · row, divided by the row's norm
-        scores = xp.reshape(xp.vecdot(rows, xp.reshape(xp.broadcast_to(q64[lo:hi, None, :], (hi - lo, width, d)),
-                                                       (-1, d)), axis=1) * _inverse_norms(xp, rows, "float64"),
-                            (hi - lo, width))
+        # one loop per row, so equal rows get equal scores (a batched matmul's kernels can round them apart)
+        dots = xp.vecdot(xp.reshape(rows, (hi - lo, width, d)), q64[lo:hi, None, :], axis=-1)
+        scores = dots * xp.reshape(_inverse_norms(xp, rows, "float64"), (hi - lo, width))
         # (value desc, index asc), as the float64 scan orders its lists
         order = xp.argsort(cand, axis=1, stable=True)
         scores, cand = xp.take_along_axis(scores, order, axis=1), xp.take_along_axis(cand, order, axis=1)
@@ -195,20 +222,6 @@ def _inverse_norms(xp, rows, dtype: str | None):
     norms = xp.sqrt(xp.vecdot(rows, rows, axis=1))
     # zero rows stay zero (cosine distance 1 to everything), as scikit-learn does
     return 1.0 / xp.where(norms == 0, xp.ones_like(norms), norms)
-
-
-def _block_best(xp, q, cand, kk: int, inv=None):
-    """Best ``kk`` cosine scores of the unit query rows ``q`` against the rows of ``cand``.
-
-    ``inv``: the candidates' inverse norms when they are computed in another precision.
-    """
-    if inv is None:
-        inv = _inverse_norms(xp, cand, None if cand.dtype == xp.float64 else "float32")
-    # dividing the scores by the candidates' norms ranks as cosines do without a normalised copy
-    scores = q @ cand.T
-    scores *= xp.reshape(xp.astype(inv, scores.dtype), (1, -1))
-    v, i = topk(xp, scores, kk)
-    return v, xp.astype(i, xp.int64)
 
 
 def _merge(xp, values, indices, kk: int):
