@@ -18,7 +18,9 @@ so a row's time is that measure's share of the suite (later ones reuse spans and
 
 3. the flop floor: this machine's float64 product rate is measured in the same run, and the suite's
    unavoidable products (see ``floor_flops``) at that rate give the fastest any exact float64
-   implementation could be, hence the best ratio it could print against this baseline.
+   implementation could be, hence the best ratio it could print against this baseline. embstab's
+   k-NN scores in float32 and certifies them (its neighbours are the float64 ones), so its time
+   can fall below its float64 share; every other product is float64.
 
 Usage: ``python benchmarks/bench_measures.py [--pairs 36] [--repeat 3] [--skip-big] [--skip-baseline] [--big-baseline] [--device cuda]``
 """
