@@ -6,11 +6,12 @@ exact, by blocked matrix products over candidate rows, so memory stays bounded (
 besides the inputs) at n = 400,000.
 
 In float64 (the default) on the CPU the scores are first computed in float32, at twice the
-product rate, and *certified*: every float32 cosine is within a proven bound δ of the exact one,
-so a query whose float32 list has a gap wider than 2δ below its (k+1)-th score has all of its
-true neighbours among the fetched candidates. Those are scored again in float64 and the best
-k + 1 kept; a query without such a gap is scanned again in float64. The neighbours are the
-float64 path's, whatever the data.
+product rate, and *certified*: every float32 cosine is within a proven bound δ of the exact one
+(:func:`score_error_bound`). Where every gap among a query's best k + 1 float32 scores, and the
+one after them, is wider than 2δ, the exact scores have the same order and the float32 list is
+the float64 one. Where only the gap below the (k+1)-th score is that wide, the true neighbours
+are among the fetched candidates, which are scored again in float64; and a query without that
+gap is scanned again in float64. The neighbours are the float64 path's, whatever the data.
 """
 
 from __future__ import annotations
