@@ -9,9 +9,9 @@ In float64 (the default) on the CPU the scores are first computed in float32, at
 product rate, and *certified*: every float32 cosine is within a proven bound δ of the exact one
 (:func:`score_error_bound`). Where every gap among a query's best k + 1 float32 scores, and the
 one after them, is wider than 2δ, the exact scores have the same order and the float32 list is
-the float64 one. Where only the gap below the (k+1)-th score is that wide, the true neighbours
-are among the fetched candidates, which are scored again in float64; and a query without that
-gap is scanned again in float64. The neighbours are the float64 path's, whatever the data.
+the float64 one. Where only the (k+1)-th score stands more than 2δ above the last of the k + 9
+fetched candidates, the true neighbours are among them, and they are scored again in float64;
+any other query is scanned again in float64. The neighbours are the float64 path's, whatever the data.
 """
 
 from __future__ import annotations
