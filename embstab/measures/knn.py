@@ -90,8 +90,8 @@ def _scan(xp, x, q, kk: int, dtype: str | None, block_bytes: int | None, *, cert
 
     The rows are scanned in rounds whose scores fit the block budget. Within a round the products
     run on every core (numpy: one single-threaded product per core), and the top-k selection runs
-    afterwards in this thread: torch's selection, called from several threads at once, put two
-    thread teams on each core and doubled the scan's time now and then.
+    afterwards in this thread, so that torch's selection, which brings its own thread team, is
+    never called from several threads at once (more teams than cores).
     """
     n, m = x.shape[0], q.shape[0]
     itemsize = 4 if dtype == "float32" else 8
