@@ -34,12 +34,21 @@ from embstab.errors import ShapeError
 
 __all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "crosses", "column_mean",
            "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
-           "one_blas_thread", "rows_matmul"]
+           "one_blas_thread", "rows_matmul", "on_gpu", "working", "row_norms"]
 
 _DTYPES = ("float64", "float32")
 
 #: Bytes of working-precision data per row block (bounds the transient memory of every measure).
 BLOCK_BYTES = 64 * 2**20
+
+#: The same for arrays on a GPU. Its products must be large to run near its rate: a 64 MB block
+#: at d = 800 is an 800×800 product over 5,000 rows, a fraction of a millisecond on an H200, where
+#: each launch and each cast costs as much again.
+DEVICE_BLOCK_BYTES = 2**30
+
+#: On a GPU, an input stored in another precision than the working one is cast whole (see
+#: :func:`working`) when the copy takes at most this share of the device's free memory.
+DEVICE_COPY_SHARE = 0.25
 
 #: Above this many matrix entries the span always comes from the Gram matrix (no n×d copy).
 QR_MAX_ENTRIES = 40_000_000
@@ -48,6 +57,11 @@ QR_MAX_ENTRIES = 40_000_000
 #: about eps·cond² ≲ 1e-10. Worse-conditioned inputs fall back to a Householder QR.
 GRAM_MAX_COND = 1e3
 
+
+#: A float32 span is computed only where float32 resolves singular values down to this fraction
+#: of the largest (inputs under 840 rows through the Gram matrix, 84,000 through the QR); elsewhere
+#: any X with cond(X) above 1/this would be truncated, so the span is computed in float64 at once.
+FLOAT32_SPAN_RESOLUTION = 1e-2
 
 #: Below this ratio of a measure's value to the terms it is the difference of, a float32 result
 #: is not trusted to 1e-3 and the pair is measured again in float64 (measured on numpy and torch:
@@ -102,6 +116,43 @@ def as_float(xp, x: Any, dtype: str | None):
     return x if x.dtype == target else xp.astype(x, target)
 
 
+def on_gpu(x: Any) -> bool:
+    """Whether ``x`` lives on a GPU (a CUDA torch tensor or a cupy array)."""
+    if array_api_compat.is_torch_array(x):
+        return x.device.type != "cpu"
+    return bool(array_api_compat.is_cupy_array(x))
+
+
+def _device_free_bytes(x: Any) -> int:
+    """Bytes the device of ``x`` can still allocate: free on the device plus the library's cache."""
+    if array_api_compat.is_torch_array(x):
+        import torch  # noqa: PLC0415
+
+        free, _ = torch.cuda.mem_get_info(x.device)
+        return int(free + torch.cuda.memory_reserved(x.device) - torch.cuda.memory_allocated(x.device))
+    import cupy  # noqa: PLC0415
+
+    return int(cupy.cuda.runtime.memGetInfo()[0] + cupy.get_default_memory_pool().free_bytes())
+
+
+def working(xp, x: Any, dtype: str | None):
+    """``x`` cast whole to the working precision if it lives on a GPU with room for it, else ``x``.
+
+    Every product over the rows casts its row blocks to the working precision; on a GPU, where
+    memory is plentiful and a cast costs as much as a fast product, a float32 input used by
+    several products (X in XᵀX, XᵀY, XᵀE, the k-NN scan...) is cast once instead: inside
+    :func:`shared_products` the copy is shared by every measure of the suite. On the host, where
+    the inputs can be millions of rows, only blocks are ever cast.
+    """
+    target = getattr(xp, dtype or "float64")
+    if x.dtype == target or not on_gpu(x) or int(x.shape[0]) * int(x.shape[1]) < 2**16:
+        return x  # (a small array is cheaper to cast where it is used, in one block)
+    need = int(x.shape[0]) * int(x.shape[1]) * (8 if target == xp.float64 else 4)
+    if need > DEVICE_COPY_SHARE * _device_free_bytes(x):
+        return x
+    return _memoized(("working", dtype or "float64"), (x,), lambda: xp.astype(x, target))
+
+
 def check_matrix(xp, x: Any, what: str) -> None:
     """Raise :class:`ShapeError` unless ``x`` is a non-empty 2-D real array of finite values.
 
@@ -123,7 +174,7 @@ def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
     """
     _check_shape(xp, x, what)
     total = None
-    for block in row_blocks(x):
+    for block in row_blocks(working(xp, x, dtype)):
         part = xp.sum(as_float(xp, block, dtype), axis=0, keepdims=True)
         total = part if total is None else total + part
     if not bool(xp.all(xp.isfinite(total))):
@@ -137,7 +188,11 @@ def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
 def _check_matrix(xp, x: Any, what: str) -> None:
     _check_shape(xp, x, what)
     for block in row_blocks(x):
-        if not bool(xp.all(xp.isfinite(block))):
+        # a sum reads the block once and is finite when every entry is (a NaN or Inf propagates);
+        # only when it is not (or a sum of finite values overflowed) are the entries tested
+        with np.errstate(over="ignore", invalid="ignore"):  # numpy warns of what is then tested
+            total = float(xp.sum(block))
+        if not math.isfinite(total) and not bool(xp.all(xp.isfinite(block))):
             raise ShapeError(f"{what} contains NaN or Inf")
 
 
@@ -172,7 +227,7 @@ def row_blocks(*arrays: Any):
     """
     n = arrays[0].shape[0]
     width = sum(a.shape[1] for a in arrays)
-    rows = max(1, BLOCK_BYTES // (8 * max(width, 1)))
+    rows = max(1, (DEVICE_BLOCK_BYTES if on_gpu(arrays[0]) else BLOCK_BYTES) // (8 * max(width, 1)))
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         parts = tuple(a[start:stop] for a in arrays)
@@ -201,9 +256,12 @@ def crosses(xp, lefts: list, right: Any, dtype: str | None) -> list:
     if len(missing) < 2 or sum(int(a.shape[1]) for a in missing) > STACK_MAX_COLUMNS:
         return [cross(xp, a, right, dtype) for a in lefts]
 
+    cast = [working(xp, a, dtype) for a in missing]
+    right_cast = working(xp, right, dtype)
+
     def rows(lo: int, hi: int):
         out = None
-        for blocks in row_blocks(*(a[lo:hi] for a in missing), right[lo:hi]):
+        for blocks in row_blocks(*(a[lo:hi] for a in cast), right_cast[lo:hi]):
             stacked = xp.concat([as_float(xp, part, dtype) for part in blocks[:-1]], axis=1)
             part = as_float(xp, blocks[-1], dtype).T @ stacked  # the wide operand on the left
             out = part if out is None else out + part
@@ -227,6 +285,8 @@ def _cross(xp, a: Any, b: Any, dtype: str | None):
         # the wider operand on the left: with a multithreaded BLAS, aᵀb with few output rows ran
         # 3-6x slower than (bᵀa)ᵀ on 2 shared cores (on one thread per row range it matters little)
         return _cross(xp, b, a, dtype).T
+    a, b = working(xp, a, dtype), (None if b is a else working(xp, b, dtype))
+    b = a if b is None else b
     parts = split_rows(lambda lo, hi: _cross_rows(xp, a, b, dtype, lo, hi), a)
     out = parts[0]
     for part in parts[1:]:
@@ -239,14 +299,33 @@ def _cross_rows(xp, a: Any, b: Any, dtype: str | None, lo: int, hi: int):
     out = None
     if a is b:
         for block in row_blocks(a[lo:hi]):
-            ab = as_float(xp, block, dtype)
-            part = ab.T @ ab  # numpy and torch recognise the Gram form (half the flops)
+            part = _gram(xp, as_float(xp, block, dtype))
             out = part if out is None else out + part
         return out
     for ablock, bblock in row_blocks(a[lo:hi], b[lo:hi]):
         part = as_float(xp, ablock, dtype).T @ as_float(xp, bblock, dtype)
         out = part if out is None else out + part
     return out
+
+
+#: On a GPU, Gram matrices at least this wide are made from their column halves (see :func:`_gram`).
+GRAM_SPLIT_MIN = 512
+
+
+def _gram(xp, a: Any):
+    """``aᵀa``. On the host numpy and torch recognise the form and do half the flops (syrk).
+
+    A GPU's matrix product does all of them, and its syrk ran at half the product's rate (an
+    800-wide Gram over 400,000 rows: 16.6 ms against 9.4 ms on an H200); the Gram is made of its
+    column halves instead, two half-width Grams and one cross product, 3/4 of the flops (8.1 ms).
+    """
+    d = int(a.shape[1])
+    if d < GRAM_SPLIT_MIN or not on_gpu(a):
+        return a.T @ a
+    h = d // 2
+    left, right = a[:, :h], a[:, h:]
+    off = left.T @ right
+    return xp.concat([xp.concat([left.T @ left, off], axis=1), xp.concat([off.T, right.T @ right], axis=1)], axis=0)
 
 
 #: Fewest rows per worker of :func:`split_rows` (below this the threads cost more than they save).
@@ -324,10 +403,23 @@ def split_rows(fn, x: Any) -> list:
 def column_mean(xp, a: Any, dtype: str | None):
     """Mean row of ``a`` (1×d) in the working precision, accumulated over row blocks."""
     total = None
-    for block in row_blocks(a):
+    for block in row_blocks(working(xp, a, dtype)):
         part = xp.sum(as_float(xp, block, dtype), axis=0, keepdims=True)
         total = part if total is None else total + part
     return total / a.shape[0]
+
+
+def row_norms(xp, a: Any):
+    """Euclidean norm of each row of ``a``.
+
+    On a GPU through torch's norm reduction: its ``vecdot`` of a tall matrix runs as batched
+    matrix-vector products, at a fraction of the memory's speed.
+    """
+    if array_api_compat.is_torch_array(a) and on_gpu(a):
+        import torch  # noqa: PLC0415
+
+        return torch.linalg.vector_norm(a, dim=1)
+    return xp.sqrt(xp.vecdot(a, a, axis=1))
 
 
 def sq_norm(xp, a: Any):
@@ -394,6 +486,10 @@ def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Spa
         method = "qr"
     eps = float(np.finfo(np.float64 if (dtype or "float64") == "float64" else np.float32).eps)
     tol = rtol if rtol is not None else max(n, d) * eps
+    if (dtype or "float64") != "float64":
+        resolution = (max(n, d) * eps) ** 0.5 if method == "gram" or n < d else max(n, d) * eps
+        if resolution > FLOAT32_SPAN_RESOLUTION:
+            return _float64_span(xp, x, rtol, method, dtype)
     if method == "gram" or n < d:
         lam, v = xp.linalg.eigh(cross(xp, x, x, dtype))
         lam = xp.flip(lam, axis=0)
@@ -411,8 +507,22 @@ def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Spa
     if float(s[0]) == 0.0:
         return Span(w=v[:, :0], s=s[:0], method=method)
     keep = int(xp.sum(xp.astype(s > floor * float(s[0]), xp.int64)))
+    if keep < min(n, d) and (dtype or "float64") != "float64":
+        return _float64_span(xp, x, rtol, method, dtype)
     s = s[:keep]
     return Span(w=v[:, :keep] / s, s=s, method=method)
+
+
+def _float64_span(xp, x: Any, rtol: float | None, method: str, dtype: str | None) -> Span:
+    """The float64 span of ``x``, in the working precision ``dtype``.
+
+    float32 resolves singular values only down to sqrt(n·eps32)·s_max through the Gram matrix
+    (0.2 at n = 400,000) and n·eps32·s_max through the QR: directions that float64 resolves
+    would be dropped and the span would not be X's. Where float32 drops any, or cannot resolve
+    :data:`FLOAT32_SPAN_RESOLUTION`, the rank is decided in float64 and the basis is used in float32.
+    """
+    sp = span(xp, x, "float64", rtol, method)
+    return Span(w=as_float(xp, sp.w, dtype), s=as_float(xp, sp.s, dtype), method=sp.method)
 
 
 @dataclass(frozen=True)
@@ -502,6 +612,50 @@ def _lower_inverse(xp, low: Any):
     return xp.linalg.inv(low)
 
 
+#: On a GPU, :func:`topk` first picks the best groups of this many consecutive columns.
+TOPK_GROUP = 64
+
+
+def _raw_topk(xp, scores: Any, k: int):
+    """The backend's own selection: values and indices of ``k`` largest entries per row, unordered."""
+    if array_api_compat.is_torch_array(scores):
+        import torch  # noqa: PLC0415
+
+        return torch.topk(scores, k, dim=1, largest=True, sorted=False)
+    import cupy  # noqa: PLC0415
+
+    idx = cupy.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else \
+        cupy.broadcast_to(cupy.arange(scores.shape[1]), scores.shape).copy()
+    return cupy.take_along_axis(scores, idx, axis=1), idx
+
+
+def _grouped_topk(xp, scores: Any, k: int):
+    """The ``k`` largest entries of each row through the ``k`` groups of columns with the largest maxima.
+
+    A GPU's selection over a wide row makes several passes over it (a radix select: 1.7 ms for
+    1000 × 75,000 float64 scores on an H200); the maxima of groups of :data:`TOPK_GROUP` columns
+    take one, and the selection then runs over 1/TOPK_GROUP of the row and k groups. Exact: an
+    entry above the k-th largest value v lies in a chosen group (else the k chosen groups would
+    hold k larger entries besides it), and the chosen groups hold at least k entries ≥ v; which of
+    several entries tied at v is kept is backend-defined, as with the selection itself.
+    """
+    m, c = int(scores.shape[0]), int(scores.shape[1])
+    full = c // TOPK_GROUP * TOPK_GROUP
+    if array_api_compat.is_torch_array(scores):
+        maxima = scores.unfold(1, TOPK_GROUP, TOPK_GROUP).amax(dim=2)  # a view: the tail is left out, not copied
+    else:
+        maxima = xp.max(xp.reshape(scores[:, :full], (m, full // TOPK_GROUP, TOPK_GROUP)), axis=2)
+    groups = _raw_topk(xp, maxima, k)[1]
+    device = array_api_compat.device(scores)
+    offsets = xp.reshape(xp.arange(TOPK_GROUP, dtype=xp.int64, device=device), (1, 1, -1))
+    columns = xp.reshape(xp.reshape(xp.astype(groups, xp.int64) * TOPK_GROUP, (m, k, 1)) + offsets, (m, k * TOPK_GROUP))
+    if full < c:
+        tail = xp.broadcast_to(xp.reshape(xp.arange(full, c, dtype=xp.int64, device=device), (1, -1)), (m, c - full))
+        columns = xp.concat([columns, tail], axis=1)
+    vals, pick = _raw_topk(xp, xp.take_along_axis(scores, columns, axis=1), k)
+    return vals, xp.take_along_axis(columns, xp.astype(pick, xp.int64), axis=1)
+
+
 def topk(xp, scores: Any, k: int):
     """Values and column indices of the ``k`` largest entries of each row, sorted descending.
 
@@ -511,7 +665,9 @@ def topk(xp, scores: Any, k: int):
     backend-defined.
     """
     k = min(k, scores.shape[1])
-    if array_api_compat.is_torch_array(scores):
+    if on_gpu(scores) and scores.shape[1] >= 16 * TOPK_GROUP * k:
+        vals, idx = _grouped_topk(xp, scores, k)
+    elif array_api_compat.is_torch_array(scores):
         import torch
 
         vals, idx = torch.topk(scores, k, dim=1, largest=True, sorted=False)

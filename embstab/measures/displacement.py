@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from embstab.measures._backend import as_float, check_pair, cross, one_blas_thread, row_blocks, rows_matmul, split_rows
+from embstab.measures._backend import (as_float, check_pair, cross, one_blas_thread, row_blocks, row_norms,
+                                       rows_matmul, split_rows, working)
 
 __all__ = ["semantic_displacement"]
 
@@ -36,6 +37,7 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
     """
     xp = check_pair(X, Y, same_dim=True)
     omega = _rotation(xp, cross(xp, X, Y, dtype)) if align else None
+    X, Y = working(xp, X, dtype), working(xp, Y, dtype)
     if average:
         return _mean_distance(xp, X, Y, omega, dtype)
 
@@ -89,10 +91,10 @@ def _mean_distance(xp, X: Any, Y: Any, omega: Any, dtype: str | None) -> float:
     """
 
     def rows(lo: int, hi: int):
-        total, count = None, 0
+        total = count = None
         for xb, yb in row_blocks(X[lo:hi], Y[lo:hi]):
             x, y = as_float(xp, xb, dtype), as_float(xp, yb, dtype)
-            norms = xp.sqrt(xp.vecdot(x, x, axis=1)) * xp.sqrt(xp.vecdot(y, y, axis=1))
+            norms = row_norms(xp, x) * row_norms(xp, y)
             valid = norms > 0
             scale = xp.where(valid, 1.0 / xp.where(valid, norms, xp.ones_like(norms)), xp.zeros_like(norms))
             if omega is None:
@@ -100,11 +102,12 @@ def _mean_distance(xp, X: Any, Y: Any, omega: Any, dtype: str | None) -> float:
             else:
                 part = x.T @ (y * xp.reshape(scale, (-1, 1)))
             total = part if total is None else total + part
-            count += int(xp.sum(xp.astype(valid, xp.int64)))
+            valid = xp.sum(xp.astype(valid, xp.int64))  # stays on the device: no wait per block
+            count = valid if count is None else count + valid
         return total, count
 
     parts = split_rows(rows, X)  # numpy: rows split over threads, their sums added in order
-    count = sum(part[1] for part in parts)
+    count = sum(int(part[1]) for part in parts)
     if not count:
         return float("nan")
     total = parts[0][0]

@@ -22,11 +22,12 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from embstab.measures._backend import as_float, check_pair, one_blas_thread, split_rows, topk
+from embstab.measures._backend import (DEVICE_BLOCK_BYTES, as_float, check_pair, on_gpu, one_blas_thread, row_norms,
+                                       split_rows, topk, working)
 
 __all__ = ["knn", "nearest_neighbors"]
 
-#: Bytes allowed for one block of query×candidate scores.
+#: Bytes allowed for one block of query×candidate scores (on a GPU: ``DEVICE_BLOCK_BYTES``).
 BLOCK_BYTES = 128 * 2**20
 
 #: Candidates fetched per query beyond k + 1 by the certified float32 scan: the room a query's
@@ -41,7 +42,7 @@ _U32 = 2.0**-24  # unit round-off of float32
 
 
 def _unit_rows(xp, x):
-    norms = xp.sqrt(xp.vecdot(x, x, axis=1))
+    norms = row_norms(xp, x)
     # zero rows stay zero (cosine distance 1 to everything), as scikit-learn does
     return x / xp.reshape(xp.where(norms == 0, xp.ones_like(norms), norms), (-1, 1))
 
@@ -79,7 +80,7 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
     kk = min(k + 1, x.shape[0])
     if (dtype or "float64") == "float64" and _can_certify(x):
         return _certified_best(xp, x, q, kk, block_bytes)
-    return _scan(xp, x, q, kk, dtype, block_bytes)[1]
+    return _scan(xp, working(xp, x, dtype), q, kk, dtype, block_bytes)[1]
 
 
 def _scan(xp, x, q, kk: int, dtype: str | None, block_bytes: int | None, *, certified: bool = False):
@@ -95,7 +96,8 @@ def _scan(xp, x, q, kk: int, dtype: str | None, block_bytes: int | None, *, cert
     """
     n, m = x.shape[0], q.shape[0]
     itemsize = 4 if dtype == "float32" else 8
-    rows = max(kk, int((block_bytes or BLOCK_BYTES) // max(1, (m + x.shape[1]) * itemsize)))
+    budget = block_bytes or (DEVICE_BLOCK_BYTES if on_gpu(x) else BLOCK_BYTES)
+    rows = max(kk, int(budget // max(1, (m + x.shape[1]) * itemsize)))
     best_v = best_i = None
     for start in range(0, n, rows):
         chunk = x[start:min(n, start + rows), :]
@@ -220,7 +222,7 @@ def _rescore(xp, x, q64, idx, kk: int, block_bytes: int | None):
 def _inverse_norms(xp, rows, dtype: str | None):
     """1 / ‖row‖ per row in the working precision (1 for a zero row)."""
     rows = as_float(xp, rows, dtype)
-    norms = xp.sqrt(xp.vecdot(rows, rows, axis=1))
+    norms = row_norms(xp, rows)
     # zero rows stay zero (cosine distance 1 to everything), as scikit-learn does
     return 1.0 / xp.where(norms == 0, xp.ones_like(norms), norms)
 
