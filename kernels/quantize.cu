@@ -31,12 +31,16 @@ typedef unsigned long long u64;
 #define MODE_NEAREST 0
 #define MODE_STOCHASTIC 1
 
-__device__ __forceinline__ u64 mix64(u64 seed, u64 index) {
-    u64 z = seed + (index + 1ull) * 0x9E3779B97F4A7C15ull;
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+// splitmix64's output function of a state z
+__device__ __forceinline__ u64 finalize64(u64 z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
+
+__device__ __forceinline__ u64 mix64(u64 seed, u64 index) { return finalize64(seed + (index + 1ull) * GOLDEN); }
 
 // 2^max(emin, -126): below it the bit trick is not exact (see round_float). Computed once per
 // thread by the kernels, not once per element.
@@ -143,10 +147,12 @@ extern "C" __global__ void quantize_float4_kernel(const float* __restrict__ x, f
         }
         float4 v = x4[i];
         float4 o;
-        o.x = round_float(v.x, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? mix64(seed, base) : 0ull, lowest);
-        o.y = round_float(v.y, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? mix64(seed, base + 1) : 0ull, lowest);
-        o.z = round_float(v.z, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? mix64(seed, base + 2) : 0ull, lowest);
-        o.w = round_float(v.w, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? mix64(seed, base + 3) : 0ull, lowest);
+        // the states of elements base..base+3 differ by GOLDEN: one multiply for the four
+        u64 z = sr ? seed + (base + 1ull) * GOLDEN : 0ull;
+        o.x = round_float(v.x, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z) : 0ull, lowest);
+        o.y = round_float(v.y, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + GOLDEN) : 0ull, lowest);
+        o.z = round_float(v.z, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + 2ull * GOLDEN) : 0ull, lowest);
+        o.w = round_float(v.w, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + 3ull * GOLDEN) : 0ull, lowest);
         y4[i] = o;
     }
 }
@@ -164,11 +170,16 @@ extern "C" __global__ void quantize_mx_kernel(const float* __restrict__ x, float
     int blocks_per_row = (row_len + 31) / 32;
     float lowest = grid_floor(emin);
     long long total = n_rows * blocks_per_row;
+    bool whole = row_len % 32 == 0;  // blocks tile the rows: element index without a 64-bit division
     for (long long blk = warp; blk < total; blk += warps) {
-        long long row = blk / blocks_per_row;
-        int col = (int)(blk % blocks_per_row) * 32 + lane;
-        bool inside = col < row_len;
-        long long idx = row * row_len + col;
+        bool inside = true;
+        long long idx = blk * 32 + lane;
+        if (!whole) {
+            long long row = blk / blocks_per_row;
+            int col = (int)(blk - row * blocks_per_row) * 32 + lane;
+            inside = col < row_len;
+            idx = row * row_len + col;
+        }
         float v = inside ? x[idx] : 0.0f;
         float amax = fabsf(v);
         for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
