@@ -12,6 +12,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
   --format=csv 2>&1 | tee "$out/nvidia_smi.txt"
 python3 -c "import torch, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| cupy', cupy.__version__)"
 python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/test_lowprec_gpu.py 2>&1 | tee "$out/pytest_gpu.txt" || status=1
-python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_measures_properties.py tests/test_measures_gpu.py 2>&1 | tee -a "$out/pytest_gpu.txt" || status=1
+python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_measures_properties.py tests/test_measures_gpu.py \
+  tests/test_lowprec_training.py 2>&1 | tee -a "$out/pytest_gpu.txt" || status=1
 python3 benchmarks/bench_gpu.py --profile "${@:2}" 2>&1 | tee "$out/bench_gpu.txt" || status=1
 exit $status

@@ -37,13 +37,14 @@ def test_forward_quantizes_values_and_stochastic_backward_is_seeded():
     assert set(torch.unique(x.grad).tolist()) <= {0.25, 0.3125}
 
 
-def _least_squares(update: str, lr: float, steps: int, seed: int = 0) -> float:
+def _least_squares(update: str, lr: float, steps: int, seed: int = 0, device: str = "cpu") -> float:
     g = torch.Generator().manual_seed(seed)
     n, d = 2000, 32
     X = torch.randn(n, d, generator=g)
     w_star = 10 + 3 * torch.randn(d, generator=g)
     y = X @ w_star
-    w = torch.nn.Parameter(torch.zeros(d))
+    X, y, w_star = X.to(device), y.to(device), w_star.to(device)
+    w = torch.nn.Parameter(torch.zeros(d, device=device))
     opt = LowPrecisionOptimizer(torch.optim.SGD([w], lr=lr), weight=BF16, update=update, generator=seed)
     for _ in range(steps):
         idx = torch.randint(0, n, (64,), generator=g)
@@ -116,3 +117,21 @@ def test_native_bf16_parameters_and_accumulator():
     assert w.dtype == torch.bfloat16
     assert torch.allclose(opt._acc[w], torch.full((4,), 0.99))  # the fp32 accumulator keeps the small steps
     assert torch.all(w.float() == 0.98828125)  # bf16 nearest to 0.99
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bf16_least_squares_on_cuda_through_the_kernels():
+    """The same training on a GPU, where the weights are rounded by the CUDA kernels: nearest
+    stalls, stochastic rounding and Kahan summation converge, and a seed gives one result."""
+    from embstab.lowprec import gpu
+
+    if not gpu.available():
+        pytest.skip("the CUDA kernels need cupy")
+    rn = _least_squares("nearest", 1e-2, 1500, device="cuda")
+    sr = _least_squares("stochastic", 1e-2, 1500, device="cuda")
+    kahan = _least_squares("kahan", 1e-2, 1500, device="cuda")
+    assert rn >= 10 * sr and rn >= 10 * kahan, (rn, sr, kahan)
+    assert sr < 1e-2 and kahan < 1e-2
+    assert _least_squares("stochastic", 1e-2, 300, seed=4, device="cuda") == _least_squares("stochastic", 1e-2, 300,
+                                                                                           seed=4, device="cuda")
