@@ -293,13 +293,13 @@ def rounding_part(device: torch.device) -> None:
 
         rows += [("kernel bf16 nearest, 1 per thread", scalar("bf16", "nearest")),
                  ("kernel bf16 stochastic, 1 per thread", scalar("bf16", "stochastic")),
-                 ("kernel bf16 nearest, 4 per thread", lambda: gpu.quantize_float_cuda(x, "bf16")),
-                 ("kernel bf16 stochastic, 4 per thread", lambda: gpu.quantize_float_cuda(x, "bf16", "stochastic", 3))]
+                 ("kernel bf16 nearest, 8 per thread", lambda: gpu.quantize_float_cuda(x, "bf16")),
+                 ("kernel bf16 stochastic, 8 per thread", lambda: gpu.quantize_float_cuda(x, "bf16", "stochastic", 3))]
     rows += [("quantize bf16 nearest", lambda: quantize(x, "bf16")),
-            ("quantize bf16 stochastic", lambda: quantize(x, "bf16", "stochastic", generator=gen)),
-            ("quantize fp8_e4m3fn nearest", lambda: quantize(x, "fp8_e4m3fn")),
-            ("quantize mxfp4 nearest (rows of 32)", lambda: quantize(x.view(-1, 32), "mxfp4")),
-            ("torch x.to(bfloat16).float()", lambda: x.to(torch.bfloat16).float())]
+             ("quantize bf16 stochastic", lambda: quantize(x, "bf16", "stochastic", generator=gen)),
+             ("quantize fp8_e4m3fn nearest", lambda: quantize(x, "fp8_e4m3fn")),
+             ("quantize mxfp4 nearest (rows of 32)", lambda: quantize(x.view(-1, 32), "mxfp4")),
+             ("torch x.to(bfloat16).float()", lambda: x.to(torch.bfloat16).float())]
     for label, fn in rows:
         s = device_time(fn, device, inner=5)
         print(f"   {label:38s} {s * 1e3:8.2f} {2 * x.nbytes / s / 1e9:8.0f} {copy_s / s:7.2f}x")
@@ -315,6 +315,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="torch device (default cuda)")
     parser.add_argument("--profile", action="store_true", help="profile one cold suite per precision")
     parser.add_argument("--skip-rounding", action="store_true")
+    parser.add_argument("--skip-measures", action="store_true", help="skip parts 2 and 4 (measures, products)")
     args = parser.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -331,10 +332,12 @@ def main() -> None:
     rates = ceilings(device)
     print(f"1. Ceilings: copy {rates['copy_bytes_per_s'] / 1e9:.0f} GB/s (read + write), "
           f"float64 product {rates['float64'] / 1e12:.1f} TFLOP/s, float32 {rates['float32'] / 1e12:.1f} TFLOP/s")
-    measures_part(args.n, args.d, device, args.repeat, rates, args.profile)
+    if not args.skip_measures:
+        measures_part(args.n, args.d, device, args.repeat, rates, args.profile)
     if not args.skip_rounding:
         rounding_part(device)
-    products_part(args.n, args.d, device)
+    if not args.skip_measures:
+        products_part(args.n, args.d, device)
 
 
 if __name__ == "__main__":

@@ -122,38 +122,48 @@ extern "C" __global__ void quantize_float_kernel(const float* __restrict__ x, fl
     }
 }
 
-// The same rounding, four elements per thread through 16-byte loads and stores (x and y 16-byte
-// aligned): fewer memory transactions and more bytes in flight per thread, which a kernel needs to
-// run at the memory's speed. Element i still draws mix64(seed, i), so results equal the scalar
-// kernel's. The thread past the last full group rounds the n % 4 trailing elements.
-extern "C" __global__ void quantize_float4_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                                  long long n, int man_bits, int emin, int subnormals,
-                                                  float vmax, int overflow, int has_inf, int fnuz,
-                                                  int mode, unsigned long long seed) {
+// Four consecutive elements from index base; their stochastic states differ by GOLDEN, so one
+// multiply serves the four.
+__device__ __forceinline__ float4 round4(float4 v, u64 base, int man_bits, int emin, int subnormals, float vmax,
+                                         int overflow, int has_inf, int fnuz, int mode, u64 seed, float lowest) {
+    bool sr = mode == MODE_STOCHASTIC;
+    u64 z = sr ? seed + (base + 1ull) * GOLDEN : 0ull;
+    float4 o;
+    o.x = round_float(v.x, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z) : 0ull, lowest);
+    o.y = round_float(v.y, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + GOLDEN) : 0ull, lowest);
+    o.z = round_float(v.z, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + 2ull * GOLDEN) : 0ull, lowest);
+    o.w = round_float(v.w, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + 3ull * GOLDEN) : 0ull, lowest);
+    return o;
+}
+
+// The same rounding, eight elements per thread: two 16-byte loads (x and y 16-byte aligned),
+// blockDim.x groups of four apart so that a warp's loads stay contiguous, both issued before
+// either group is rounded. A kernel needs that many bytes in flight to run near the memory's
+// speed: on an H200, bf16 rounding of 1 GiB took 1.09 ms at one element per thread, 0.65 ms at
+// four, 0.58 ms at eight (a copy: 0.51 ms). Element i still draws mix64(seed, i), so results equal
+// the scalar kernel's; the thread that meets index n / 4 rounds the n % 4 trailing elements.
+extern "C" __global__ void quantize_float4x2_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                                    long long n, int man_bits, int emin, int subnormals,
+                                                    float vmax, int overflow, int has_inf, int fnuz,
+                                                    int mode, unsigned long long seed) {
     long long groups = n >> 2;
-    long long stride = (long long)blockDim.x * gridDim.x;
+    long long span = 2LL * blockDim.x;
     const float4* __restrict__ x4 = reinterpret_cast<const float4*>(x);
     float4* __restrict__ y4 = reinterpret_cast<float4*>(y);
-    bool sr = mode == MODE_STOCHASTIC;
     float lowest = grid_floor(emin);
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i <= groups; i += stride) {
-        u64 base = (u64)i << 2;
-        if (i == groups) {
-            for (long long j = (long long)base; j < n; ++j) {
+    for (long long start = (long long)blockIdx.x * span; start <= groups; start += (long long)gridDim.x * span) {
+        long long i0 = start + threadIdx.x, i1 = i0 + blockDim.x;
+        float4 v0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v1 = v0;
+        if (i0 < groups) v0 = x4[i0];
+        if (i1 < groups) v1 = x4[i1];
+        if (i0 < groups) y4[i0] = round4(v0, (u64)i0 << 2, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, seed, lowest);
+        if (i1 < groups) y4[i1] = round4(v1, (u64)i1 << 2, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, seed, lowest);
+        if (i0 == groups || i1 == groups) {
+            for (long long j = groups << 2; j < n; ++j) {
                 y[j] = round_float(x[j], man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode,
-                                   sr ? mix64(seed, (u64)j) : 0ull, lowest);
+                                   mode == MODE_STOCHASTIC ? mix64(seed, (u64)j) : 0ull, lowest);
             }
-            break;
         }
-        float4 v = x4[i];
-        float4 o;
-        // the states of elements base..base+3 differ by GOLDEN: one multiply for the four
-        u64 z = sr ? seed + (base + 1ull) * GOLDEN : 0ull;
-        o.x = round_float(v.x, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z) : 0ull, lowest);
-        o.y = round_float(v.y, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + GOLDEN) : 0ull, lowest);
-        o.z = round_float(v.z, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + 2ull * GOLDEN) : 0ull, lowest);
-        o.w = round_float(v.w, man_bits, emin, subnormals, vmax, overflow, has_inf, fnuz, mode, sr ? finalize64(z + 3ull * GOLDEN) : 0ull, lowest);
-        y4[i] = o;
     }
 }
 

@@ -59,7 +59,7 @@ def test_every_kernel_compiles_under_nvrtc(kernel_sources, arch):
     for name, source in kernel_sources.items():
         out = nvrtc.compile_ptx(source, arch=arch, name=name)
         assert f".target sm_{arch[-2:]}" in out.ptx, name
-        for kernel in ("quantize_float_kernel", "quantize_float4_kernel", "quantize_mx_kernel") if name == "quantize.cu" else ():
+        for kernel in ("quantize_float_kernel", "quantize_float4x2_kernel", "quantize_mx_kernel") if name == "quantize.cu" else ():
             assert f".entry {kernel}" in out.ptx
 
 
@@ -80,7 +80,7 @@ def test_kernel_source_compiles_to_ptx_with_nvcc(kernel_sources, tmp_path, arch)
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr
     ptx = (tmp_path / "k.ptx").read_text()
-    assert all(k in ptx for k in ("quantize_float_kernel", "quantize_float4_kernel", "quantize_mx_kernel"))
+    assert all(k in ptx for k in ("quantize_float_kernel", "quantize_float4x2_kernel", "quantize_mx_kernel"))
 
 
 class _FakeKernels:
@@ -193,15 +193,16 @@ def test_cuda_stochastic_equals_the_cpu_kernel_for_a_seed(fmt):
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
-@pytest.mark.parametrize("n", [1 << 20, (1 << 20) + 3, 5])
-def test_cuda_four_wide_kernel_equals_the_scalar_one(monkeypatch, rounding, n):
-    """16-byte loads change nothing: same bits as one element per thread, the n % 4 tail included,
-    and a tensor that is not 16-byte aligned takes the scalar kernel."""
+@pytest.mark.parametrize("n", [1 << 20, (1 << 20) + 3, 5, 4 * 512 + 2, 4 * 256 + 1])
+def test_cuda_eight_wide_kernel_equals_the_scalar_one(monkeypatch, rounding, n):
+    """16-byte loads change nothing: same bits as one element per thread, the n % 4 tail included
+    (met in either of a thread's two groups), and a tensor that is not 16-byte aligned takes the
+    scalar kernel."""
     x = (torch.randn(n + 1, generator=torch.Generator().manual_seed(3)) * 100).cuda()
     got = gpu.quantize_float_cuda(x[:n], FP8_E4M3FN, rounding, seed=5)
     shifted = gpu.quantize_float_cuda(x[1:], FP8_E4M3FN, rounding, seed=5)  # 4-byte offset: scalar kernel
-    monkeypatch.setattr(gpu, "VECTOR_LOADS", False)
     bits = lambda t: t.view(torch.int32)  # noqa: E731  (values beyond 448 become NaN: compare bits)
+    monkeypatch.setattr(gpu, "VECTOR_LOADS", False)
     assert torch.equal(bits(got), bits(gpu.quantize_float_cuda(x[:n], FP8_E4M3FN, rounding, seed=5)))
     assert torch.equal(bits(shifted), bits(gpu.quantize_float_cuda(x[1:].clone(), FP8_E4M3FN, rounding, seed=5)))
-    assert n < 100 or bool(torch.isnan(got).any())  # the overflow case is in the large inputs
+    assert n < 1 << 20 or bool(torch.isnan(got).any())  # the overflow case is in the large inputs
