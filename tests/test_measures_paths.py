@@ -148,7 +148,8 @@ def test_device_paths_match_numpy(monkeypatch, free_bytes):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_grouped_topk_selects_what_the_plain_selection_does(seed):
+@pytest.mark.parametrize("library", ["torch", "numpy"])  # numpy runs the branch cupy arrays take
+def test_grouped_topk_selects_what_the_plain_selection_does(seed, library):
     """The GPU selection through group maxima: the same k values (ties included) at their true columns."""
     rng = np.random.default_rng(seed)
     m, k = int(rng.integers(1, 30)), int(rng.integers(1, 9))
@@ -157,8 +158,8 @@ def test_grouped_topk_selects_what_the_plain_selection_does(seed):
     if seed % 2:
         scores = np.round(scores * 2) / 2  # many ties, also at the k-th place
     t = torch.from_numpy(scores)
-    xp = _backend.namespace(t)
-    vals, idx = _backend._grouped_topk(xp, t, k)
+    given = t if library == "torch" else scores
+    vals, idx = (torch.as_tensor(np.asarray(a)) for a in _backend._grouped_topk(_backend.namespace(given), given, k))
     assert torch.equal(torch.sort(vals, dim=1).values, torch.sort(torch.topk(t, k, dim=1).values, dim=1).values)
     assert torch.equal(torch.gather(t, 1, idx), vals) and all(len(set(row)) == k for row in idx.tolist())
 
