@@ -182,11 +182,12 @@ def quantize_float_cuda(x: torch.Tensor, fmt: FloatFormat | str, rounding: str =
 
     n = x.numel()
     if n:
-        kern(_grid(n // 8 + 1 if vector else n), (_THREADS,), (_as_cupy(x), _as_cupy(y), cupy.int64(n), cupy.int32(fmt.man_bits),
-                                      cupy.int32(fmt.emin), cupy.int32(int(fmt.subnormals)), cupy.float32(fmt.max),
-                                      cupy.int32(_OVERFLOW[fmt.overflow]), cupy.int32(int(fmt.has_inf)),
-                                      cupy.int32(int(fmt.specials == "fnuz")), cupy.int32(_MODE[rounding]),
-                                      cupy.uint64(seed)))
+        threads = n // 8 + 1 if vector else n  # the eight-wide kernel: one thread per 8 elements, + the tail
+        kern(_grid(threads), (_THREADS,), (_as_cupy(x), _as_cupy(y), cupy.int64(n), cupy.int32(fmt.man_bits),
+                                           cupy.int32(fmt.emin), cupy.int32(int(fmt.subnormals)), cupy.float32(fmt.max),
+                                           cupy.int32(_OVERFLOW[fmt.overflow]), cupy.int32(int(fmt.has_inf)),
+                                           cupy.int32(int(fmt.specials == "fnuz")), cupy.int32(_MODE[rounding]),
+                                           cupy.uint64(seed)))
     return y
 
 

@@ -91,7 +91,7 @@ def _mean_distance(xp, X: Any, Y: Any, omega: Any, dtype: str | None) -> float:
     """
 
     def rows(lo: int, hi: int):
-        total = count = None
+        total, count = None, 0
         for xb, yb in row_blocks(X[lo:hi], Y[lo:hi]):
             x, y = as_float(xp, xb, dtype), as_float(xp, yb, dtype)
             norms = row_norms(xp, x) * row_norms(xp, y)
@@ -102,8 +102,7 @@ def _mean_distance(xp, X: Any, Y: Any, omega: Any, dtype: str | None) -> float:
             else:
                 part = x.T @ (y * xp.reshape(scale, (-1, 1)))
             total = part if total is None else total + part
-            valid = xp.sum(xp.astype(valid, xp.int64))  # stays on the device: no wait per block
-            count = valid if count is None else count + valid
+            count = count + xp.sum(xp.astype(valid, xp.int64))  # stays on the device: no wait per block
         return total, count
 
     parts = split_rows(rows, X)  # numpy: rows split over threads, their sums added in order
