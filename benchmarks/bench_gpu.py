@@ -14,7 +14,12 @@ Three parts, each printed as a table and timed in the same run as its baseline:
    stochastic bf16, fp8 e4m3, MXFP4) against ``x.clone()`` of the same tensor, the memory floor of
    any float32-to-float32 operation (read 4 bytes, write 4 bytes per element). Target ≥ 0.8×.
 
-``--profile`` adds the CUDA kernels and CPU operators of one cold float64 suite, by total time.
+4. **The products the suite is made of, alone**: XᵀE in one product, in 1 GiB blocks and in the
+   host's 64 MB blocks each cast where used; a Gram as one product, from its column halves (what
+   the measures do on a GPU) and through cuBLAS syrk; the k-NN scores; the float32 → float64 cast.
+
+``--profile`` adds the CUDA kernels and CPU operators of one cold suite per precision, by total
+time (to ``$OUT`` when set); ``--skip-measures`` runs parts 1 and 3 only.
 
 Usage: ``python benchmarks/bench_gpu.py [--n 400000] [--d 800] [--repeat 5] [--profile]``;
 ``--device cpu`` runs parts 2 and 3 through torch on the CPU (to try the script without a GPU).
@@ -213,14 +218,6 @@ def profile_suites(arrays, device: torch.device) -> None:
 
 
 # ----------------------------------------------------------------------------- part 4: products
-def gram_blocks(x: torch.Tensor) -> torch.Tensor:
-    """XᵀX from the column halves: two half-size Grams and one cross product (3/4 of the flops)."""
-    h = x.shape[1] // 2
-    a, b = x[:, :h], x[:, h:]
-    top = torch.cat([a.T @ a, a.T @ b], 1)
-    return torch.cat([top, torch.cat([top[:, h:].T, b.T @ b], 1)], 0)
-
-
 def products_part(n: int, d: int, device: torch.device) -> None:
     """The products the suite is made of, alone, in the layouts the measures could use."""
     g = torch.Generator(device=device).manual_seed(5)
@@ -246,7 +243,8 @@ def products_part(n: int, d: int, device: torch.device) -> None:
             ("X^T E, 64 MB blocks, each cast", blocked(small, True), 2 * n * d * d),
             ("[X Y]^T [E F], one product", lambda: torch.cat([x, y], 1).T @ torch.cat([e, f], 1), 8 * n * d * d),
             ("X^T X, one product", lambda: x.T @ x, 2 * n * d * d),
-            ("X^T X, 2x2 column blocks (3 products)", lambda: gram_blocks(x), 2 * n * d * d),
+            # embstab's own Gram: from the column halves on a GPU (3 products), the plain product elsewhere
+            ("X^T X, 2x2 column blocks (3 products)", lambda: _backend._gram(_backend.namespace(x), x), 2 * n * d * d),
             ("k-NN scores (1000 x d)(d x n)", lambda: q @ x.T, 2 * 1000 * n * d),
             ("cast float32 -> float64 (X)", lambda: x32.double(), 0)]
     try:
