@@ -3,8 +3,9 @@
 ``kernels/`` (CUDA sources) and ``pipelines/`` (bundled study definitions) are top-level folders of
 the repository but must ship inside the installed package, so a wheel or a non-editable install
 finds them through :mod:`importlib.resources` as ``embstab.kernels`` and ``embstab.pipelines``.
-The CPU rounding kernel (``embstab/lowprec/csrc/quantize_cpu.c``) is compiled here too; it is
-optional: without a C compiler the install still succeeds and rounding runs on torch.
+The CPU kernels are compiled here too: rounding (``embstab/lowprec/csrc/quantize_cpu.c``) and the
+k-NN top-k selection (``embstab/measures/csrc/topk_cpu.c``). Both are optional: without a C
+compiler the install still succeeds, and rounding and selection run on torch.
 Everything else about the package is in ``pyproject.toml``.
 """
 
@@ -17,6 +18,8 @@ setup(
     package_dir=DATA_PACKAGES,
     # -O3 vectorises the rounding loop; never -ffast-math: the kernel relies on exact IEEE rounding
     ext_modules=[Extension("embstab.lowprec._quantize_cpu", ["embstab/lowprec/csrc/quantize_cpu.c"],
+                           extra_compile_args=["-O3", "-std=c11"], optional=True),
+                 Extension("embstab.measures._topk_cpu", ["embstab/measures/csrc/topk_cpu.c"],
                            extra_compile_args=["-O3", "-std=c11"], optional=True)],
     package_data={"embstab": ["py.typed"], "embstab.kernels": ["*.cu", "*.cuh"],
                   "embstab.pipelines": ["*.yaml", "*.md"]},

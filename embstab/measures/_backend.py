@@ -10,8 +10,8 @@ ideas keep them exact, fast and lean at n = 400,000 words:
 * a column span is represented implicitly, ``U = X @ W`` with a small d×r matrix ``W``, so
   products such as ``UᵀŨ = Wᵀ (XᵀY) W̃`` need no n×d basis either.
 
-The only backend-specific primitives are :func:`topk` and the R-only QR in :func:`span`, because
-the standard has neither a partial sort nor ``mode="r"``, the triangular inverse of :func:`basis`,
+The only backend-specific primitives are :func:`topk` (with a compiled selection for numpy) and
+the R-only QR in :func:`span`, because the standard has neither a partial sort nor ``mode="r"``, the triangular inverse of :func:`basis`,
 torch's row norms on a GPU (:func:`row_norms`), and, for numpy only, the row split of
 :func:`split_rows` (one single-threaded BLAS call per core, which holds its speed on cores shared
 with other jobs where a multithreaded call does not).
@@ -33,6 +33,7 @@ import array_api_compat
 import numpy as np
 
 from embstab.errors import ShapeError
+from embstab.measures import _native
 
 __all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "crosses", "column_mean",
            "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
@@ -661,12 +662,16 @@ def _grouped_topk(xp, scores: Any, k: int):
 def topk(xp, scores: Any, k: int):
     """Values and column indices of the ``k`` largest entries of each row, sorted descending.
 
-    The array API has no partial sort, so this dispatches to ``torch.topk`` or
-    ``argpartition`` (numpy, cupy). Among equal values the lower column index comes first
-    after the final sort, but which of several tied values at the k-th place is kept is
-    backend-defined.
+    The array API has no partial sort, so this dispatches to the compiled selection (numpy, where
+    it is built: see :mod:`embstab.measures._native`), ``torch.topk`` or ``argpartition`` (cupy).
+    Among equal values the lower column index comes first; which of several tied values at the
+    k-th place is kept is backend-defined (the compiled selection keeps the lowest columns).
     """
     k = min(k, scores.shape[1])
+    if array_api_compat.is_numpy_array(scores):
+        found = _native.topk_rows(scores, k)
+        if found is not None:  # the compiled selection, already in the final order
+            return found
     if on_gpu(scores) and scores.shape[1] >= 16 * TOPK_GROUP * k:
         vals, idx = _grouped_topk(xp, scores, k)
     elif array_api_compat.is_torch_array(scores):

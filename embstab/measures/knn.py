@@ -22,6 +22,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from embstab.measures import _native
 from embstab.measures._backend import (as_float, check_pair, on_gpu, one_blas_thread, row_norms, split_rows, topk,
                                        working)
 
@@ -94,21 +95,29 @@ def _scan(xp, x, q, kk: int, dtype: str | None, block_bytes: int | None, *, cert
     stay float64 (see :func:`score_error_bound`): the scores of the certified scan.
 
     The rows are scanned in rounds whose scores fit the block budget. Within a round the products
-    run on every core (numpy: one single-threaded product per core), and the top-k selection runs
-    afterwards in this thread, so that torch's selection, which brings its own thread team, is
-    never called from several threads at once (more teams than cores).
+    run on every core (numpy: one single-threaded product per core), each followed by the compiled
+    top-k selection of its own scores where it is built; otherwise the selection runs afterwards
+    in this thread, so that torch's selection, which brings its own thread team, is never called
+    from several threads at once (more teams than cores).
     """
     n, m = x.shape[0], q.shape[0]
     itemsize = 4 if dtype == "float32" else 8
     budget = block_bytes or (DEVICE_BLOCK_BYTES if on_gpu(x) else BLOCK_BYTES)
     rows = max(kk, int(budget // max(1, (m + x.shape[1]) * itemsize)))
+    select_in_worker = array_api_compat.is_numpy_array(x) and _native.available()
+
+    def part(chunk, lo: int, hi: int):
+        scores = _block_scores(xp, q, chunk[lo:hi, :], dtype, certified)
+        found = _native.topk_rows(scores, min(kk, int(scores.shape[1]))) if select_in_worker else None
+        return (scores, found)
+
     best_v = best_i = None
     for start in range(0, n, rows):
         chunk = x[start:min(n, start + rows), :]
         offset = start
         # earlier parts hold lower indices, so the stable merge keeps "lower index first" on ties
-        for scores in split_rows(lambda lo, hi: _block_scores(xp, q, chunk[lo:hi, :], dtype, certified), chunk):
-            v, i = topk(xp, scores, kk)
+        for scores, found in split_rows(lambda lo, hi: part(chunk, lo, hi), chunk):
+            v, i = found if found is not None else topk(xp, scores, kk)
             i = xp.astype(i, xp.int64) + offset
             offset += int(scores.shape[1])
             if best_v is not None:
