@@ -172,3 +172,42 @@ def test_gpu_gram_from_column_halves(monkeypatch):
     h = a.shape[1] // 2
     assert torch.allclose(got, a.T @ a, rtol=1e-12, atol=1e-10)
     assert torch.equal(got[:h, h:], got[h:, :h].T)
+
+
+def test_alongside_runs_beside_the_caller_and_passes_errors_on():
+    import threading
+
+    seen = []
+    get = _backend.alongside(lambda v: (seen.append(threading.current_thread().name), v * 2)[1], 21)
+    assert get() == 42 and seen[0].startswith("embstab-side")
+    inline = _backend.alongside(lambda: threading.current_thread().name, side=False)
+    assert inline() == threading.current_thread().name
+
+    def fails():
+        raise ValueError("from the side thread")
+
+    get = _backend.alongside(fails)
+    with pytest.raises(ValueError, match="from the side thread"):
+        get()
+    # from a thread other than the main one nothing is started: the call runs there
+    box = []
+    worker = threading.Thread(target=lambda: box.append(_backend.alongside(lambda: threading.current_thread().name)()))
+    worker.start()
+    worker.join()
+    assert box == [worker.name]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_displacement_with_its_rotation_alongside_is_the_sequential_value(seed, monkeypatch):
+    from embstab.measures.displacement import semantic_displacement
+
+    _, x, y = pair(n=4000, d=60, seed=seed)
+    value = semantic_displacement(x, y)
+    monkeypatch.setattr(_backend, "_SIDE", None)
+    import embstab.measures.displacement as displacement
+
+    monkeypatch.setattr(displacement, "alongside", lambda fn, *args, side=True: _backend.alongside(fn, *args,
+                                                                                                    side=False))
+    assert semantic_displacement(x, y) == value
+    per_word = semantic_displacement(x, y, average=False)
+    assert abs(np.nanmean(per_word) - value) < 1e-12

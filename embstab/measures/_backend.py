@@ -11,10 +11,10 @@ ideas keep them exact, fast and lean at n = 400,000 words:
   products such as ``UᵀŨ = Wᵀ (XᵀY) W̃`` need no n×d basis either.
 
 The only backend-specific primitives are :func:`topk` (with a compiled selection for numpy) and
-the R-only QR in :func:`span`, because the standard has neither a partial sort nor ``mode="r"``, the triangular inverse of :func:`basis`,
-torch's row norms on a GPU (:func:`row_norms`), and, for numpy only, the row split of
-:func:`split_rows` (one single-threaded BLAS call per core, which holds its speed on cores shared
-with other jobs where a multithreaded call does not).
+the R-only QR in :func:`span`, because the standard has neither a partial sort nor ``mode="r"``,
+the triangular inverse of :func:`basis`, torch's row norms on a GPU (:func:`row_norms`), and,
+for numpy only, the row split of :func:`split_rows` (one single-threaded BLAS call per core,
+which holds its speed on cores shared with other jobs where a multithreaded call does not).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from embstab.measures import _native
 
 __all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "crosses", "column_mean",
            "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
-           "one_blas_thread", "rows_matmul", "on_gpu", "working", "row_norms"]
+           "one_blas_thread", "rows_matmul", "on_gpu", "working", "row_norms", "alongside"]
 
 _DTYPES = ("float64", "float32")
 
@@ -176,10 +176,19 @@ def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
     overflowed) are the entries scanned again to say which is wrong.
     """
     _check_shape(xp, x, what)
-    total = None
-    for block in row_blocks(working(xp, x, dtype)):
-        part = xp.sum(as_float(xp, block, dtype), axis=0, keepdims=True)
-        total = part if total is None else total + part
+    source = working(xp, x, dtype)
+
+    def rows(lo: int, hi: int):
+        out = None
+        for block in row_blocks(source[lo:hi]):
+            part = xp.sum(as_float(xp, block, dtype), axis=0, keepdims=True)
+            out = part if out is None else out + part
+        return out
+
+    parts = split_rows(rows, source)  # numpy: a pass over memory on every core
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
     if not bool(xp.all(xp.isfinite(total))):
         _check_matrix(xp, x, what)
     memo = _MEMO.get()
@@ -401,6 +410,28 @@ def split_rows(fn, x: Any) -> list:
     with _BLAS[0].limit(limits=1):
         futures = [_POOL.submit(fn, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
         return [f.result() for f in futures]
+
+
+_SIDE: ThreadPoolExecutor | None = None
+
+
+def alongside(fn, *args, side: bool = True):
+    """``fn(*args)`` started in a side thread while the caller goes on; returns a zero-argument result getter.
+
+    A d×d eigendecomposition runs on one core (see :func:`one_blas_thread`) and the row products
+    on every core: run one alongside the other, the cores share out the work instead of one of
+    them idling while the factorisation runs (semantic displacement at d = 800 on 2 cores: 327 ms
+    in sequence, 268 ms side by side). With ``side=False`` (arrays that are not numpy's, or a
+    caller outside the main thread) ``fn`` runs at once, here.
+    """
+    if not side or threading.current_thread() is not threading.main_thread():
+        value = fn(*args)
+        return lambda: value
+    global _SIDE
+    with _POOL_LOCK:
+        if _SIDE is None:
+            _SIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embstab-side")
+    return _SIDE.submit(fn, *args).result
 
 
 def column_mean(xp, a: Any, dtype: str | None):

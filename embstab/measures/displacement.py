@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import array_api_compat
 import numpy as np
 
-from embstab.measures._backend import (as_float, check_pair, cross, one_blas_thread, row_blocks, row_norms,
+from embstab.measures._backend import (alongside, as_float, check_pair, cross, one_blas_thread, row_blocks, row_norms,
                                        rows_matmul, split_rows, working)
 
 __all__ = ["semantic_displacement"]
@@ -36,10 +38,14 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
     float in [0, 2]; smaller = more stable. Invariant to a global scale and rotations of either side.
     """
     xp = check_pair(X, Y, same_dim=True)
+    if average:
+        # the rotation meets the rows only in a final d×d inner product: on the host it is found
+        # alongside the pass over the rows
+        rotation = alongside(_rotation, xp, cross(xp, X, Y, dtype), side=array_api_compat.is_numpy_array(X)) \
+            if align else None
+        return _mean_distance(xp, working(xp, X, dtype), working(xp, Y, dtype), rotation, dtype)
     omega = _rotation(xp, cross(xp, X, Y, dtype)) if align else None
     X, Y = working(xp, X, dtype), working(xp, Y, dtype)
-    if average:
-        return _mean_distance(xp, X, Y, omega, dtype)
 
     def rows(lo: int, hi: int):
         per_word = []
@@ -82,12 +88,13 @@ def _rotation(xp, m: Any):
     return u @ vt
 
 
-def _mean_distance(xp, X: Any, Y: Any, omega: Any, dtype: str | None) -> float:
+def _mean_distance(xp, X: Any, Y: Any, rotation: Callable[[], Any] | None, dtype: str | None) -> float:
     """Mean of ``1 − cos(xᵢΩ, yᵢ)`` over words with two non-zero vectors, without forming XΩ.
 
     Ω is orthogonal, so ‖xᵢΩ‖ = ‖xᵢ‖ and the sum of the cosines is ⟨Ω, Xᵀ D Y⟩ with
     D = diag(1 / (‖xᵢ‖ ‖yᵢ‖)): one d×d product over the rows instead of the rotated n×d copy and
-    three passes over it. Without alignment only the diagonal, Σ dᵢ xᵢ·yᵢ, is needed.
+    three passes over it. Without alignment (``rotation`` None) only the diagonal, Σ dᵢ xᵢ·yᵢ, is
+    needed. ``rotation()`` gives Ω, and is asked for only once the rows are summed.
     """
 
     def rows(lo: int, hi: int):
@@ -97,7 +104,7 @@ def _mean_distance(xp, X: Any, Y: Any, omega: Any, dtype: str | None) -> float:
             norms = row_norms(xp, x) * row_norms(xp, y)
             valid = norms > 0
             scale = xp.where(valid, 1.0 / xp.where(valid, norms, xp.ones_like(norms)), xp.zeros_like(norms))
-            if omega is None:
+            if rotation is None:
                 part = xp.sum(scale * xp.vecdot(x, y, axis=1))
             else:
                 part = x.T @ (y * xp.reshape(scale, (-1, 1)))
@@ -106,6 +113,7 @@ def _mean_distance(xp, X: Any, Y: Any, omega: Any, dtype: str | None) -> float:
         return total, count
 
     parts = split_rows(rows, X)  # numpy: rows split over threads, their sums added in order
+    omega = None if rotation is None else rotation()  # (awaited even when unused: it ends inside this call)
     count = sum(int(part[1]) for part in parts)
     if not count:
         return float("nan")

@@ -20,8 +20,9 @@ from typing import Any
 import array_api_compat
 
 from embstab.errors import ShapeError
-from embstab.measures._backend import (FLOAT32_TRUST, basis_overlap, check_pair, checked_column_sums, column_mean,
-                                       cross, crosses, namespace, one_blas_thread, rows_matmul, span, sq_norm)
+from embstab.measures._backend import (FLOAT32_TRUST, as_float, basis_overlap, check_pair, checked_column_sums,
+                                       column_mean, cross, crosses, namespace, one_blas_thread, rows_matmul, span,
+                                       sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
@@ -70,8 +71,7 @@ def _fingerprint(xp, anchor, alpha: float, dtype: str, sums=None) -> tuple:
     # A cheap content check so an anchor mutated in place is not served stale factors (``sums``:
     # the anchor's column sums when the caller already has them).
     mean = column_mean(xp, anchor, dtype) if sums is None else sums / anchor.shape[0]
-    return (tuple(anchor.shape), str(anchor.dtype), alpha, dtype, float(sq_norm(xp, cross(xp, anchor[:1], anchor[:1],
-                                                                                          dtype))),
+    return (tuple(anchor.shape), str(anchor.dtype), alpha, dtype, float(sq_norm(xp, as_float(xp, anchor[:1], dtype))),
             float(xp.sum(mean)))
 
 
