@@ -156,3 +156,22 @@ def test_cupy_path_skips_cleanly_without_gpu():
         pytest.skip("cupy or a CUDA device is not available")
     x = cupy.asarray(np.eye(5))
     assert measures.pip_loss(x, x) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("alpha", [3.0, 2.5])
+def test_an_anchor_with_nan_or_inf_is_named_cold_and_cached(bad, alpha):
+    # cold, the anchor's check runs beside its factorisation: the error must still be the anchor's
+    rng = np.random.default_rng(0)
+    x, y, anchor = rng.normal(size=(300, 4)), rng.normal(size=(300, 4)), rng.normal(size=(300, 6))
+    measures.clear_anchor_cache()
+    spoiled = anchor.copy()
+    spoiled[123, 2] = bad
+    with pytest.raises(ShapeError, match="anchor contains NaN or Inf"):
+        measures.eis(x, y, spoiled, anchor, alpha=alpha)
+    # cached, then spoiled in place: the fingerprint sees the change and the check names it
+    value = measures.eis(x, y, anchor, anchor, alpha=alpha)
+    assert 0.0 <= value <= 1.0
+    anchor[45, 1] = bad
+    with pytest.raises(ShapeError, match="anchor contains NaN or Inf"):
+        measures.eis(x, y, anchor, anchor, alpha=alpha)

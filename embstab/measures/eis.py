@@ -20,9 +20,9 @@ from typing import Any
 import array_api_compat
 
 from embstab.errors import ShapeError
-from embstab.measures._backend import (FLOAT32_TRUST, as_float, basis_overlap, check_pair, checked_column_sums,
-                                       column_mean, cross, crosses, namespace, one_blas_thread, rows_matmul, span,
-                                       sq_norm)
+from embstab.measures._backend import (FLOAT32_TRUST, alongside, as_float, basis_overlap, check_pair, check_shape,
+                                       checked_column_sums, column_mean, cross, crosses, namespace, one_blas_thread,
+                                       rows_matmul, span, sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
@@ -112,26 +112,28 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
     xp = namespace(anchor)
     dtype = dtype or "float64"
-    sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
+    check_shape(xp, anchor, "anchor")
     key = id(anchor)
-    fp = _fingerprint(xp, anchor, float(alpha), dtype, sums) if cache else None
-    if cache:
-        with _CACHE_LOCK:
-            hit = _CACHE.get(key)
-        if hit is not None and hit[0]() is anchor and hit[1] == fp:
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key) if cache else None
+    if hit is not None and hit[0]() is anchor:
+        sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
+        if hit[1] == _fingerprint(xp, anchor, float(alpha), dtype, sums):
             return replace(hit[2], anchor=anchor)
-    if float(alpha).is_integer() and 1 <= alpha <= 64 and method == "auto":
-        factors = _power_factors(xp, anchor, int(alpha), dtype)
+        checked = lambda: sums  # noqa: E731
     else:
-        sp = span(xp, anchor, dtype, method="gram" if method == "auto" and alpha >= 1 else method)
-        if sp.rank == 0:
-            raise ShapeError("anchor is all zeros")
-        rmax = float(sp.s[0])
-        scaled = (sp.s / rmax) ** alpha
-        m = sp.w * scaled
-        factors = AnchorFactors(anchor=anchor, k_root=m, weight=float(xp.sum(scaled * scaled)),
-                                log_scale=math.log(rmax), alpha=float(alpha), n_rows=int(anchor.shape[0]))
+        # nothing cached for this array: its pass over memory (the finiteness check and the
+        # fingerprint) runs alongside the factorisation, which is bound by arithmetic
+        checked = alongside(checked_column_sums, xp, anchor, "anchor", dtype,
+                            side=array_api_compat.is_numpy_array(anchor))
+    try:
+        factors = _factors(xp, anchor, float(alpha), dtype, method)
+    except Exception:
+        checked()  # NaN or Inf is the first thing to report
+        raise
+    sums = checked()
     if cache:
+        fp = _fingerprint(xp, anchor, float(alpha), dtype, sums)
         try:
             ref = weakref.ref(anchor, lambda _r, k=key: _CACHE.pop(k, None))
         except TypeError:  # some array types cannot be weakly referenced: do not cache them
@@ -141,13 +143,32 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
     return factors
 
 
+def _factors(xp, anchor: Any, alpha: float, dtype: str, method: str) -> AnchorFactors:
+    if alpha.is_integer() and 1 <= alpha <= 64 and method == "auto":
+        return _power_factors(xp, anchor, int(alpha), dtype)
+    sp = span(xp, anchor, dtype, method="gram" if method == "auto" and alpha >= 1 else method)
+    if sp.rank == 0:
+        raise ShapeError("anchor is all zeros")
+    rmax = float(sp.s[0])
+    scaled = (sp.s / rmax) ** alpha
+    m = sp.w * scaled
+    return AnchorFactors(anchor=anchor, k_root=m, weight=float(xp.sum(scaled * scaled)), log_scale=math.log(rmax),
+                         alpha=alpha, n_rows=int(anchor.shape[0]))
+
+
 def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
     # (E Eᵀ)^α = E (EᵀE)^{α−1} Eᵀ: the k×k Gram matrix to a power replaces the eigendecomposition
     gram = cross(xp, anchor, anchor, dtype)
-    biggest = float(xp.max(xp.abs(gram)))
+    # a Gram matrix's largest entry is on its diagonal (|gᵢⱼ| ≤ √(gᵢᵢ gⱼⱼ))
+    biggest = float(xp.max(xp.linalg.diagonal(gram)))
     if biggest == 0.0:
         raise ShapeError("anchor is all zeros")
-    c2 = biggest * math.sqrt(float(sq_norm(xp, gram / biggest)))  # ‖EᵀE‖_F without overflowing float32
+    if not math.isfinite(biggest):  # (an entry that is NaN or Inf is named by the anchor's check first)
+        raise ShapeError("anchor's Gram matrix overflows: scale the anchor down")
+    flat = xp.reshape(gram, (-1,))
+    c2 = math.sqrt(float(xp.vecdot(flat, flat)))  # ‖EᵀE‖_F in one pass...
+    if not (math.isfinite(c2) and c2 >= biggest):  # ...unless its squares overflow or underflow
+        c2 = biggest * math.sqrt(float(sq_norm(xp, gram / biggest)))
     normalized = gram / c2
     common = {"anchor": anchor, "log_scale": 0.5 * math.log(c2), "alpha": float(alpha), "n_rows": int(anchor.shape[0])}
     if alpha % 2 == 1 and alpha > 1:
@@ -156,7 +177,8 @@ def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
         root = normalized
         for _ in range(alpha // 2 - 1):
             root = root @ normalized
-        weight = float(xp.sum(cross(xp, root, normalized, dtype) * root))  # rootᵀN = N^{m+1}; a Gram product for α = 3
+        # rootᵀN = N^{m+1}, a Gram product for α = 3
+        weight = float(xp.vecdot(xp.reshape(cross(xp, root, normalized, dtype), (-1,)), xp.reshape(root, (-1,))))
         return AnchorFactors(k_root=root / math.sqrt(c2), weight=weight, **common)
     if alpha == 1:
         power = xp.eye(gram.shape[0], dtype=gram.dtype, device=array_api_compat.device(gram))
