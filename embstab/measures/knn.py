@@ -130,9 +130,18 @@ def _block_scores(xp, q, block, dtype: str | None, certified: bool):
     """Cosine scores of the unit query rows ``q`` against the rows of ``block`` (queries × rows).
 
     Dividing the scores by the candidates' norms ranks as cosines do without a normalised copy.
+    In the certified scan the division is applied to whichever is smaller, the candidates (before
+    the product: rows × d) or the scores (after it: rows × queries); the bound covers both.
     """
     if certified:
         inv, cand = _inverse_norms(xp, block, "float64"), as_float(xp, block, "float32")
+        if cand.shape[1] < q.shape[0]:
+            scale = xp.reshape(xp.astype(inv, xp.float32), (-1, 1))
+            if cand is block:  # the caller's own float32 rows: not scaled in place
+                cand = cand * scale
+            else:
+                cand *= scale
+            return q @ cand.T
     else:
         cand = as_float(xp, block, dtype)
         inv = _inverse_norms(xp, cand, None if cand.dtype == xp.float64 else "float32")
@@ -160,8 +169,9 @@ def score_error_bound(d: int) -> float:
 
     The query (a unit row) and the candidate are rounded to float32 (relative error u = 2⁻²⁴ per
     entry), their dot product is accumulated in float32 in any order, which by the standard model
-    errs by at most γ_d = d·u / (1 − d·u) relative to Σ|qᵢ||cᵢ| ≤ ‖c‖ (Cauchy–Schwarz), and the
-    result is multiplied in float32 by 1/‖c‖ (norm in float64, rounded once to float32):
+    errs by at most γ_d = d·u / (1 − d·u) relative to Σ|qᵢ||cᵢ| ≤ ‖c‖ (Cauchy–Schwarz), and
+    1/‖c‖ (norm in float64, rounded once to float32) multiplies in float32 either the result or,
+    before the product, each entry of the candidate: two more roundings of u either way.
     |error| ≤ ((1+u)²(1+γ_d)(1+u)² − 1) + 2u + u² < (γ_d + 4u)(1 + 8u), plus 1e-12 for the
     float64 rounding of the unit query and of the rescored cosines.
     """
