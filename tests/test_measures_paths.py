@@ -211,3 +211,27 @@ def test_displacement_with_its_rotation_alongside_is_the_sequential_value(seed, 
     assert semantic_displacement(x, y) == value
     per_word = semantic_displacement(x, y, average=False)
     assert abs(np.nanmean(per_word) - value) < 1e-12
+
+
+def _measure_in_child(queue, x, y, e):
+    queue.put((measures.eis(x, y, e, e), measures.semantic_displacement(x, y), measures.knn(x, y, n_queries=50)))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_measures_with_threads_of_its_own():
+    # the parent's row and side threads are started first; a forked child inherits their pools
+    # without their threads, and once waited forever for work handed to them
+    import multiprocessing
+
+    _, x, y = pair(n=3000, d=30, seed=4)
+    e = np.random.default_rng(4).normal(size=(3000, 40))
+    here = (measures.eis(x, y, e, e), measures.semantic_displacement(x, y), measures.knn(x, y, n_queries=50))
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_measure_in_child, args=(queue, x, y, e))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung on the measures' thread pools")
+    assert queue.get(timeout=5) == here

@@ -345,8 +345,21 @@ def _gram(xp, a: Any):
 SPLIT_MIN_ROWS = 256
 
 _POOL: ThreadPoolExecutor | None = None
+_SIDE: ThreadPoolExecutor | None = None  # the one thread of :func:`alongside`
 _POOL_LOCK = threading.Lock()
 _BLAS: Any = None
+
+
+def _forget_threads_in_child() -> None:
+    # A forked child (a multiprocessing or Dask worker) inherits the pools without their threads:
+    # work handed to them would never run, and the child would wait forever. It starts its own.
+    global _POOL, _SIDE, _POOL_LOCK
+    _POOL = _SIDE = None
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads_in_child)
 
 
 def _blas_workers() -> int:
@@ -411,9 +424,6 @@ def split_rows(fn, x: Any) -> list:
     with _BLAS[0].limit(limits=1):
         futures = [_POOL.submit(fn, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
         return [f.result() for f in futures]
-
-
-_SIDE: ThreadPoolExecutor | None = None
 
 
 def alongside(fn, *args, side: bool = True):
