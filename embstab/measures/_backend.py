@@ -35,8 +35,8 @@ import numpy as np
 from embstab.errors import ShapeError
 from embstab.measures import _native
 
-__all__ = ["shared_products", "namespace", "as_float", "check_shape", "check_matrix", "check_pair", "cross", "crosses",
-           "column_mean", "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
+__all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "crosses", "column_mean",
+           "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
            "one_blas_thread", "rows_matmul", "on_gpu", "working", "row_norms", "alongside"]
 
 _DTYPES = ("float64", "float32")
@@ -175,7 +175,7 @@ def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
     A sum is finite when its column is; only when one is not (or a sum of finite values
     overflowed) are the entries scanned again to say which is wrong.
     """
-    check_shape(xp, x, what)
+    _check_shape(xp, x, what)
     source = working(xp, x, dtype)
 
     def rows(lo: int, hi: int):
@@ -198,7 +198,7 @@ def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
 
 
 def _check_matrix(xp, x: Any, what: str) -> None:
-    check_shape(xp, x, what)
+    _check_shape(xp, x, what)
     for block in row_blocks(x):
         # a sum reads the block once and is finite when every entry is (a NaN or Inf propagates);
         # only when it is not (or a sum of finite values overflowed) are the entries tested
@@ -208,8 +208,7 @@ def _check_matrix(xp, x: Any, what: str) -> None:
             raise ShapeError(f"{what} contains NaN or Inf")
 
 
-def check_shape(xp, x: Any, what: str) -> None:
-    """Raise :class:`ShapeError` unless ``x`` is a non-empty 2-D real floating-point array (no pass over it)."""
+def _check_shape(xp, x: Any, what: str) -> None:
     if x.ndim != 2:
         raise ShapeError(f"{what} must be a 2-D (n_words, dim) array, got shape {tuple(x.shape)}")
     if x.shape[0] == 0 or x.shape[1] == 0:

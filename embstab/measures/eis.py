@@ -20,9 +20,9 @@ from typing import Any
 import array_api_compat
 
 from embstab.errors import ShapeError
-from embstab.measures._backend import (FLOAT32_TRUST, alongside, as_float, basis_overlap, check_pair, check_shape,
-                                       checked_column_sums, column_mean, cross, crosses, namespace, one_blas_thread,
-                                       rows_matmul, span, sq_norm)
+from embstab.measures._backend import (FLOAT32_TRUST, as_float, basis_overlap, check_pair, checked_column_sums,
+                                       column_mean, cross, crosses, namespace, one_blas_thread, rows_matmul, span,
+                                       sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
@@ -112,28 +112,16 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
     xp = namespace(anchor)
     dtype = dtype or "float64"
-    check_shape(xp, anchor, "anchor")
+    sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
     key = id(anchor)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key) if cache else None
-    if hit is not None and hit[0]() is anchor:
-        sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
-        if hit[1] == _fingerprint(xp, anchor, float(alpha), dtype, sums):
-            return replace(hit[2], anchor=anchor)
-        checked = lambda: sums  # noqa: E731
-    else:
-        # nothing cached for this array: its pass over memory (the finiteness check and the
-        # fingerprint) runs alongside the factorisation, which is bound by arithmetic
-        checked = alongside(checked_column_sums, xp, anchor, "anchor", dtype,
-                            side=array_api_compat.is_numpy_array(anchor))
-    try:
-        factors = _factors(xp, anchor, float(alpha), dtype, method)
-    except Exception:
-        checked()  # NaN or Inf is the first thing to report
-        raise
-    sums = checked()
+    fp = _fingerprint(xp, anchor, float(alpha), dtype, sums) if cache else None
     if cache:
-        fp = _fingerprint(xp, anchor, float(alpha), dtype, sums)
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+        if hit is not None and hit[0]() is anchor and hit[1] == fp:
+            return replace(hit[2], anchor=anchor)
+    factors = _factors(xp, anchor, float(alpha), dtype, method)
+    if cache:
         try:
             ref = weakref.ref(anchor, lambda _r, k=key: _CACHE.pop(k, None))
         except TypeError:  # some array types cannot be weakly referenced: do not cache them
@@ -163,7 +151,7 @@ def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
     biggest = float(xp.max(xp.linalg.diagonal(gram)))
     if biggest == 0.0:
         raise ShapeError("anchor is all zeros")
-    if not math.isfinite(biggest):  # (an entry that is NaN or Inf is named by the anchor's check first)
+    if not math.isfinite(biggest):  # (entries are finite: the anchor was checked)
         raise ShapeError("anchor's Gram matrix overflows: scale the anchor down")
     flat = xp.reshape(gram, (-1,))
     c2 = math.sqrt(float(xp.vecdot(flat, flat)))  # ‖EᵀE‖_F in one pass...
