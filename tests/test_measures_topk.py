@@ -125,3 +125,34 @@ def test_knn_neighbours_are_the_same_with_and_without_the_kernel(seed, request):
     for a, b in zip(with_kernel, without):
         np.testing.assert_array_equal(a, b)
     assert knn(x, y, k=10, n_queries=300, seed=seed) == value
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-40, 1e-20, 1e20, 1e40, 1e300])
+@pytest.mark.parametrize("d, n_queries", [(30, 200), (60, 40)])  # normalised before or after the product
+def test_neighbours_do_not_depend_on_the_rows_magnitude(scale, d, n_queries):
+    # cosines are scale-free: at magnitudes where squares underflow or overflow (the row would
+    # count as zero, or as infinite) and where float32 holds the rows only as subnormals or
+    # infinities, the neighbours must still be the ones of the unscaled rows
+    rng = np.random.default_rng(int(abs(np.log10(scale))) + d)
+    x = rng.standard_normal((2000, d)) / np.sqrt(np.arange(1, d + 1))
+    xp = _backend.namespace(x)
+    queries = xp.asarray(np.sort(rng.choice(2000, n_queries, replace=False)))
+    # float64 (the certified scan) at every magnitude; float32 working precision where float32 holds the rows
+    for dtype in (None, "float32") if 1e-30 < scale < 1e30 else (None,):
+        want = np.asarray(nearest_neighbors(xp, x, queries, 10, dtype))
+        with np.errstate(all="raise"):  # no warning reaches the user either
+            got = np.asarray(nearest_neighbors(xp, x * scale, queries, 10, dtype))
+        np.testing.assert_array_equal(got, want)
+    y = x + 0.3 * rng.standard_normal(x.shape) * x.std()
+    assert knn(x * scale, y * scale, k=10, n_queries=n_queries) == knn(x, y, k=10, n_queries=n_queries)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-160, 1.0, 1e160, 1e300])
+def test_row_norms_at_any_magnitude(scale):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((50, 7))
+    x[3] = 0.0
+    want = np.linalg.norm(x, axis=1) * scale
+    got = _backend.row_norms(_backend.namespace(x), x * scale)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    assert got[3] == 0.0

@@ -454,16 +454,34 @@ def column_mean(xp, a: Any, dtype: str | None):
 
 
 def row_norms(xp, a: Any):
-    """Euclidean norm of each row of ``a``.
+    """Euclidean norm of each row of ``a``, right at any magnitude.
 
     On a GPU through torch's norm reduction: its ``vecdot`` of a tall matrix runs as batched
-    matrix-vector products, at a fraction of the memory's speed.
+    matrix-vector products, at a fraction of the memory's speed. A sum of squares underflows for
+    rows of tiny entries (below 1e-154 in float64: the row would count as zero) and overflows for
+    huge ones; those rows, and only they, are measured again scaled by their largest entry.
     """
     if array_api_compat.is_torch_array(a) and on_gpu(a):
         import torch  # noqa: PLC0415
 
-        return torch.linalg.vector_norm(a, dim=1)
-    return xp.sqrt(xp.vecdot(a, a, axis=1))
+        norms = torch.linalg.vector_norm(a, dim=1)
+    else:
+        with np.errstate(over="ignore", under="ignore"):  # (the rows this concerns are measured again)
+            norms = xp.sqrt(xp.vecdot(a, a, axis=1))
+    # squares are exact enough from the square root of the smallest normal number to that of the largest
+    info = np.finfo(np.float64 if a.dtype == xp.float64 else np.float32)
+    lo, hi = math.sqrt(float(info.tiny)) / float(info.eps), math.sqrt(float(info.max)) / 2.0
+    outside = xp.logical_or(norms < lo, norms > hi)
+    if not bool(xp.any(outside)):
+        return norms
+    rows = xp.nonzero(outside)[0]
+    sub = xp.take(a, rows, axis=0)
+    scale = xp.max(xp.abs(sub), axis=1)
+    scale = xp.where(scale > 0, scale, xp.ones_like(scale))  # (a zero row keeps its norm 0)
+    unit = sub / xp.reshape(scale, (-1, 1))
+    norms = xp.asarray(norms, copy=True)
+    norms[rows] = scale * xp.sqrt(xp.vecdot(unit, unit, axis=1))
+    return norms
 
 
 def sq_norm(xp, a: Any):

@@ -45,6 +45,11 @@ CERTIFY_MAX_DIM = 4096
 
 _U32 = 2.0**-24  # unit round-off of float32
 
+#: Inverse row norms within which a candidate row is cast to float32 unscaled: its scores stay far
+#: below float32's overflow, and the entries float32 holds only as subnormals (below 2⁻¹²⁶, absolute
+#: error 2⁻¹⁵⁰) move its cosine by less than 2⁻⁵⁸ (d ≤ 4096), far inside the bound's 1e-12 allowance.
+_SAFE_INVERSE = (2.0**-100, 2.0**80)
+
 
 def _unit_rows(xp, x):
     norms = row_norms(xp, x)
@@ -134,14 +139,13 @@ def _block_scores(xp, q, block, dtype: str | None, certified: bool):
     the product: rows × d) or the scores (after it: rows × queries); the bound covers both.
     """
     if certified:
-        inv, cand = _inverse_norms(xp, block, "float64"), as_float(xp, block, "float32")
-        if cand.shape[1] < q.shape[0]:
-            scale = xp.reshape(xp.astype(inv, xp.float32), (-1, 1))
-            if cand is block:  # the caller's own float32 rows: not scaled in place
-                cand = cand * scale
-            else:
-                cand *= scale
-            return q @ cand.T
+        inv = _inverse_norms(xp, block, "float64")
+        # the rows are normalised in float64 before the cast to float32 when that is the smaller
+        # pass, or when their magnitudes leave float32's normal range, where its rounding bound fails
+        if block.shape[1] < q.shape[0] or bool(xp.any(xp.logical_or(inv < _SAFE_INVERSE[0], inv > _SAFE_INVERSE[1]))):
+            unit = as_float(xp, block, "float64") * xp.reshape(inv, (-1, 1))
+            return q @ xp.astype(unit, xp.float32).T
+        cand = as_float(xp, block, "float32")
     else:
         cand = as_float(xp, block, dtype)
         inv = _inverse_norms(xp, cand, None if cand.dtype == xp.float64 else "float32")
