@@ -140,12 +140,18 @@ def _block_scores(xp, q, block, dtype: str | None, certified: bool):
     """
     if certified:
         inv = _inverse_norms(xp, block, "float64")
-        # the rows are normalised in float64 before the cast to float32 when that is the smaller
-        # pass, or when their magnitudes leave float32's normal range, where its rounding bound fails
-        if block.shape[1] < q.shape[0] or bool(xp.any(xp.logical_or(inv < _SAFE_INVERSE[0], inv > _SAFE_INVERSE[1]))):
+        if bool(xp.any(xp.logical_or(inv < _SAFE_INVERSE[0], inv > _SAFE_INVERSE[1]))):
+            # magnitudes float32 would hold as subnormals or infinities: normalised in float64 first
             unit = as_float(xp, block, "float64") * xp.reshape(inv, (-1, 1))
             return q @ xp.astype(unit, xp.float32).T
         cand = as_float(xp, block, "float32")
+        if cand.shape[1] < q.shape[0]:
+            scale = xp.reshape(xp.astype(inv, xp.float32), (-1, 1))
+            if cand is block:  # the caller's own float32 rows: not scaled in place
+                cand = cand * scale
+            else:
+                cand *= scale
+            return q @ cand.T
     else:
         cand = as_float(xp, block, dtype)
         inv = _inverse_norms(xp, cand, None if cand.dtype == xp.float64 else "float32")
