@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib.util
 import math
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from functools import lru_cache
+from types import SimpleNamespace
 
 import torch
 
+from embstab._ckernels import load_kernel
 from embstab.lowprec.formats import FloatFormat
 
 __all__ = ["available", "why_unavailable", "applies", "quantize_float32", "disabled"]
@@ -48,28 +49,17 @@ _BLOCK = 1 << 15
 _ENABLED: ContextVar[bool] = ContextVar("embstab_native_enabled", default=True)
 
 
-@lru_cache(maxsize=1)
-def _load() -> tuple[ctypes.CDLL | None, str | None]:
-    if os.environ.get("EMBSTAB_NATIVE", "1") == "0":
-        return None, "disabled by EMBSTAB_NATIVE=0"
-    spec = importlib.util.find_spec("embstab.lowprec._quantize_cpu")
-    if spec is None or not spec.origin:
-        return None, "the compiled kernel was not built (reinstall embstab with a C compiler available)"
-    try:
-        lib = ctypes.CDLL(spec.origin)
-    except OSError as exc:
-        return None, f"the compiled kernel at {spec.origin} cannot be loaded: {exc}"
-    fmt_args = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+_FORMAT_ARGS = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                 ctypes.c_int, ctypes.c_uint64]
-    try:
-        fn, job = lib.embstab_quantize_float32, lib.embstab_quantize_job
-    except AttributeError:  # a kernel built from older sources
-        return None, f"the compiled kernel at {spec.origin} is out of date (reinstall embstab)"
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + fmt_args
-    job.restype = None
-    job.argtypes = [ctypes.c_void_p]
-    return lib, None
+
+
+@lru_cache(maxsize=1)
+def _load() -> tuple[SimpleNamespace | None, str | None]:
+    return load_kernel("embstab.lowprec._quantize_cpu", {
+        "embstab_quantize_float32": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+                                     + _FORMAT_ARGS),
+        "embstab_quantize_job": (None, [ctypes.c_void_p]),
+    })
 
 
 def why_unavailable() -> str | None:

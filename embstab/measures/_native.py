@@ -16,39 +16,27 @@ dependencies: importing this module imports neither torch nor anything heavy.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-import os
 from functools import lru_cache
 
 import numpy as np
 
+from embstab._ckernels import load_kernel
+
 __all__ = ["available", "why_unavailable", "topk_rows"]
 
 _FUNCTIONS = {np.dtype(np.float32): "embstab_topk_float32", np.dtype(np.float64): "embstab_topk_float64"}
+#: scores, rows, columns, row stride, k, values out, columns out
+_ARGS = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p,
+         ctypes.c_void_p]
 
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[dict | None, str | None]:
-    if os.environ.get("EMBSTAB_NATIVE", "1") == "0":
-        return None, "disabled by EMBSTAB_NATIVE=0"
-    spec = importlib.util.find_spec("embstab.measures._topk_cpu")
-    if spec is None or not spec.origin:
-        return None, "the compiled kernel was not built (reinstall embstab with a C compiler available)"
-    try:
-        lib = ctypes.CDLL(spec.origin)
-    except OSError as exc:
-        return None, f"the compiled kernel at {spec.origin} cannot be loaded: {exc}"
-    found = {}
-    for dtype, name in _FUNCTIONS.items():
-        try:
-            fn = getattr(lib, name)
-        except AttributeError:
-            return None, f"the compiled kernel at {spec.origin} is out of date (reinstall embstab)"
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
-                       ctypes.c_void_p, ctypes.c_void_p]
-        found[dtype] = fn
-    return found, None
+    signatures = {name: (ctypes.c_int, _ARGS) for name in _FUNCTIONS.values()}
+    found, why = load_kernel("embstab.measures._topk_cpu", signatures)
+    if found is None:
+        return None, why
+    return {dtype: getattr(found, name) for dtype, name in _FUNCTIONS.items()}, None
 
 
 def why_unavailable() -> str | None:
