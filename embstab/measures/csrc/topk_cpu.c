@@ -140,26 +140,19 @@ DEFINE_ROW(row_f64, double, f64v, i64v, maxima_f64, 4)
 /* The k largest entries of each of the m rows of `scores` (c columns, rows `ld` elements apart),
  * 1 <= k <= c: values into vals[m][k], columns into idx[m][k], each row in (value desc, column asc)
  * order. Returns 0, -1 if a row holds NaN, -2 for bad sizes, -3 if memory ran out. */
-int embstab_topk_float32(const float *scores, int64_t m, int64_t c, int64_t ld, int k, float *vals, int64_t *idx) {
-    if (k < 1 || k > c || ld < c) return -2;
-    float *maxima = malloc(sizeof(float) * (size_t)(c / 64 + 1));
-    if (!maxima) return -3;
-    int status = 0;
-    for (int64_t r = 0; r < m && !status; r++) status = row_f32(scores + r * ld, c, k, vals + r * k, idx + r * k, maxima);
-    free(maxima);
-    return status;
-}
+#define DEFINE_TOPK(NAME, T, ROW, LANES)                                                                     \
+    int NAME(const T *scores, int64_t m, int64_t c, int64_t ld, int k, T *vals, int64_t *idx) {              \
+        if (k < 1 || k > c || ld < c) return -2;                                                             \
+        T *maxima = malloc(sizeof(T) * (size_t)(c / (LANES * VECTORS) + 1));                                 \
+        if (!maxima) return -3;                                                                              \
+        int status = 0;                                                                                      \
+        for (int64_t r = 0; r < m && !status; r++) status = ROW(scores + r * ld, c, k, vals + r * k, idx + r * k, maxima); \
+        free(maxima);                                                                                        \
+        return status;                                                                                       \
+    }
 
-int embstab_topk_float64(const double *scores, int64_t m, int64_t c, int64_t ld, int k, double *vals,
-                         int64_t *idx) {
-    if (k < 1 || k > c || ld < c) return -2;
-    double *maxima = malloc(sizeof(double) * (size_t)(c / 32 + 1));
-    if (!maxima) return -3;
-    int status = 0;
-    for (int64_t r = 0; r < m && !status; r++) status = row_f64(scores + r * ld, c, k, vals + r * k, idx + r * k, maxima);
-    free(maxima);
-    return status;
-}
+DEFINE_TOPK(embstab_topk_float32, float, row_f32, 8)
+DEFINE_TOPK(embstab_topk_float64, double, row_f64, 4)
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_topk_cpu",
                                     "CPU top-k selection kernel (called through ctypes).", -1, NULL};
