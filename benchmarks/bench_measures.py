@@ -42,7 +42,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from embstab import measures  # noqa: E402
 
 # Library imports are not what is timed: load the ones both sides use lazily (scikit-learn for the
-# baseline's k-NN, torch for embstab's top-k selection) before any timing starts.
+# baseline's k-NN, torch for embstab's top-k selection where the compiled one is not built) before
+# any timing starts.
 import sklearn.neighbors  # noqa: E402,F401
 import torch  # noqa: E402,F401
 
