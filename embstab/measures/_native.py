@@ -2,8 +2,9 @@
 
 k-NN overlap keeps a few neighbours out of every row of the vocabulary for each query. A general
 selection (``torch.topk``) copies each row into (value, index) pairs and partitions them; the
-kernel reads each row once against the current k-th best value, in a vectorised comparison loop,
-so its cost is little more than reading the scores. It returns each row's best in
+kernel reads each row once in vector registers for the maximum of each block of scores, then
+reads again only the few blocks whose maximum reaches the k-th largest of them (a floor under the
+row's best k), so its cost is little more than reading the scores. It returns each row's best in
 (value descending, column ascending) order and keeps the lowest columns among entries tied at the
 k-th place. It is called from the threads that computed the scores (ctypes releases the GIL), so
 the selection runs on every core, each thread over its own block of candidates.
