@@ -95,13 +95,13 @@ def test_warnings_for_degenerate_comparisons(tmp_path, capsys):
 def test_compare_many_reuses_anchor_factors(monkeypatch):
     a, b, ea, eb = pair()
     calls = []
-    real = measures.anchor_factors
     cmp = sys.modules["embstab.measures.compare"]
+    real = cmp._factor_set
 
-    monkeypatch.setattr(cmp, "anchor_factors", lambda *args, **kw: calls.append(1) or real(*args, **kw))
+    monkeypatch.setattr(cmp, "_factor_set", lambda anchors, *args: calls.append(len(anchors)) or real(anchors, *args))
     pairs = {f"d{d}": (a.with_vectors(a.vectors[:, :d]), b.with_vectors(b.vectors[:, :d])) for d in (2, 4, 6, 8)}
     df = embstab.compare_many(pairs, anchors=(ea, eb), top_n=200)
-    assert len(calls) == 2  # one factorisation per anchor, not per pair
+    assert calls == [2]  # the two anchors factored once, not per pair
     assert set(df.pair) == set(pairs) and len(df) == 4 * 5
     single = embstab.compare(*pairs["d4"], anchors=(ea, eb), top_n=200)
     pd.testing.assert_series_equal(df[df.pair == "d4"].value.reset_index(drop=True), single.value)

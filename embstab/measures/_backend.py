@@ -36,7 +36,7 @@ from embstab.errors import ShapeError
 from embstab.measures import _native
 
 __all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "crosses", "column_mean",
-           "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
+           "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows", "split_rows_each", "grams",
            "one_blas_thread", "rows_matmul", "on_gpu", "working", "row_norms", "alongside"]
 
 _DTYPES = ("float64", "float32")
@@ -320,6 +320,39 @@ def _cross_rows(xp, a: Any, b: Any, dtype: str | None, lo: int, hi: int):
     return out
 
 
+def grams(xp, arrays: list, dtype: str | None) -> list:
+    """``[cross(xp, a, a, dtype) for a in arrays]``, the matrices not yet known made side by side.
+
+    Each Gram matrix gets its share of the cores (see :func:`split_rows_each`); inside
+    :func:`shared_products` the results are remembered as :func:`cross` remembers them.
+    """
+    memo = _MEMO.get()
+    key = ("cross", dtype or "float64")
+    found: dict[int, Any] = {}
+    todo = []
+    for a in arrays:
+        if id(a) in found or any(b is a for b in todo):
+            continue
+        hit = None if memo is None else memo.get((*key, id(a), id(a)))
+        if hit is not None:
+            found[id(a)] = hit[1]
+        else:
+            todo.append(a)
+    if len(todo) == 1:
+        found[id(todo[0])] = cross(xp, todo[0], todo[0], dtype)
+    elif todo:
+        cast = [working(xp, a, dtype) for a in todo]
+        jobs = [((lambda lo, hi, w=w: _cross_rows(xp, w, w, dtype, lo, hi)), w) for w in cast]
+        for a, parts in zip(todo, split_rows_each(jobs)):
+            out = parts[0]
+            for part in parts[1:]:
+                out = out + part
+            found[id(a)] = out
+            if memo is not None:
+                memo[(*key, id(a), id(a))] = ((a, a), out)
+    return [found[id(a)] for a in arrays]
+
+
 #: On a GPU, Gram matrices at least this wide are made from their column halves (see :func:`_gram`).
 GRAM_SPLIT_MIN = 512
 
@@ -410,19 +443,39 @@ def split_rows(fn, x: Any) -> list:
     (numpy releases the GIL in them), so the threads meet once, at the end. Torch and cupy
     arrays, small inputs and a single-threaded BLAS get one call, ``[fn(0, n)]``.
     """
-    n = int(x.shape[0])
-    workers = min(_blas_workers(), n // SPLIT_MIN_ROWS) if array_api_compat.is_numpy_array(x) else 1
+    return split_rows_each([(fn, x)])[0]
+
+
+def split_rows_each(jobs: list) -> list[list]:
+    """:func:`split_rows` for several independent ``(fn, x)`` jobs at once: one list of parts per job.
+
+    The workers are shared out among the jobs, and all their row ranges run in one round, so the
+    threads meet once for all of them. Two 10,000 × 800 Gram matrices on 2 cores took 177-193 ms
+    one per core, against 188-218 ms one after the other, each split over both cores (best of 16):
+    a whole-height product per core, and one wait instead of two for the slower half.
+    """
+    if not jobs:
+        return []
+    workers = _blas_workers() if all(array_api_compat.is_numpy_array(x) for _, x in jobs) else 1
     if workers <= 1 or threading.current_thread() is not threading.main_thread():
         # from a worker thread (or any other thread) the global BLAS setting is left alone
-        return [fn(0, n)]
+        return [[fn(0, int(x.shape[0]))] for fn, x in jobs]
+    share = max(1, workers // len(jobs))
+    plans = []
+    for fn, x in jobs:
+        n = int(x.shape[0])
+        parts = max(1, min(share, n // SPLIT_MIN_ROWS))
+        plans.append((fn, [n * i // parts for i in range(parts + 1)]))
+    if len(plans) == 1 and len(plans[0][1]) == 2:
+        fn, (lo, hi) = plans[0]
+        return [[fn(lo, hi)]]
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embstab-rows")
-    bounds = [n * i // workers for i in range(workers + 1)]
     with _BLAS[0].limit(limits=1):
-        futures = [_POOL.submit(fn, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
-        return [f.result() for f in futures]
+        futures = [[_POOL.submit(fn, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])] for fn, bounds in plans]
+        return [[f.result() for f in job] for job in futures]
 
 
 def alongside(fn, *args, side: bool = True):

@@ -20,7 +20,7 @@ import pandas as pd
 from embstab.embedding import Embedding, shared_vocabulary, take_top_n
 from embstab.errors import EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
-from embstab.measures.eis import anchor_factors
+from embstab.measures.eis import _factor_set
 from embstab.measures.null import has_signal, null_levels
 from embstab.measures.registry import DEFAULT_MEASURES, get_measure, measures_for
 from embstab.pair import MISSING, Pair
@@ -69,7 +69,8 @@ class Anchors:
         """
         key = (hash(tuple(words)), len(words), float(alpha))
         if key not in self._factors:
-            self._factors[key] = tuple(anchor_factors(arr, alpha, cache=False) for arr in arrays)
+            # both anchors at once: their Gram matrices are made side by side
+            self._factors[key] = _factor_set(tuple(arrays), alpha, None, False, "auto")
         return self._factors[key]
 
 

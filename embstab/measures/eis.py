@@ -21,7 +21,7 @@ import array_api_compat
 
 from embstab.errors import ShapeError
 from embstab.measures._backend import (FLOAT32_TRUST, as_float, basis_overlap, check_pair, checked_column_sums,
-                                       column_mean, cross, crosses, namespace, one_blas_thread, rows_matmul, span,
+                                       column_mean, cross, crosses, grams, namespace, one_blas_thread, rows_matmul, span,
                                        sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
@@ -108,32 +108,69 @@ def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, ca
     ShapeError
         If the anchor is not a non-empty finite 2-D array, or is all zeros.
     """
+    return _factor_set((anchor,), alpha, dtype, cache, method)[0]
+
+
+@one_blas_thread
+def _factor_set(anchors: tuple, alpha: float, dtype: str | None, cache: bool, method: str) -> tuple:
+    """:func:`anchor_factors` of each anchor (or the :class:`AnchorFactors` given in its place).
+
+    The anchors are checked and looked up in the cache in order; the Gram matrices of those still
+    to factor are then made side by side (one per core on 2 cores), as EIS needs both anchors.
+    """
     if not (alpha >= 0 and math.isfinite(alpha)):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
-    xp = namespace(anchor)
+    alpha = float(alpha)
     dtype = dtype or "float64"
-    sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
+    out: list = []
+    todo: list = []  # (position, namespace, anchor, fingerprint) of the anchors to factor
+    for anchor in anchors:
+        if isinstance(anchor, AnchorFactors):
+            if anchor.alpha != alpha:
+                raise ValueError(f"anchor factors were computed with alpha={anchor.alpha}, not {alpha}")
+            out.append(anchor)
+            continue
+        xp = namespace(anchor)
+        sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
+        fp = _fingerprint(xp, anchor, alpha, dtype, sums) if cache else None
+        if cache:
+            with _CACHE_LOCK:
+                hit = _CACHE.get(id(anchor))
+            if hit is not None and hit[0]() is anchor and hit[1] == fp:
+                out.append(replace(hit[2], anchor=anchor))
+                continue
+        out.append(None)
+        todo.append((len(out) - 1, xp, anchor, fp))
+    unique = list({id(a): (xp, a) for _, xp, a, _ in todo}.values())  # the same array given twice: factored once
+    if _power_route(alpha, method) and len({xp.__name__ for xp, _ in unique}) == 1:
+        made = _power_factor_set(unique[0][0], [a for _, a in unique], int(alpha), dtype) if unique else []
+    else:
+        made = [_span_factors(xp, a, alpha, dtype, method) for xp, a in unique]
+    factors = {id(a): f for (_, a), f in zip(unique, made)}
+    for position, _, anchor, fp in todo:
+        out[position] = factors[id(anchor)]
+        if cache:
+            _remember(anchor, fp, factors[id(anchor)])
+    return tuple(out)
+
+
+def _remember(anchor: Any, fp: tuple, factors: AnchorFactors) -> None:
     key = id(anchor)
-    fp = _fingerprint(xp, anchor, float(alpha), dtype, sums) if cache else None
-    if cache:
-        with _CACHE_LOCK:
-            hit = _CACHE.get(key)
-        if hit is not None and hit[0]() is anchor and hit[1] == fp:
-            return replace(hit[2], anchor=anchor)
-    factors = _factors(xp, anchor, float(alpha), dtype, method)
-    if cache:
-        try:
-            ref = weakref.ref(anchor, lambda _r, k=key: _CACHE.pop(k, None))
-        except TypeError:  # some array types cannot be weakly referenced: do not cache them
-            return factors
-        with _CACHE_LOCK:  # stored without the array itself, so the cache never keeps an anchor alive
-            _CACHE[key] = (ref, fp, replace(factors, anchor=None))
-    return factors
+    try:
+        ref = weakref.ref(anchor, lambda _r, k=key: _CACHE.pop(k, None))
+    except TypeError:  # some array types cannot be weakly referenced: do not cache them
+        return
+    with _CACHE_LOCK:  # stored without the array itself, so the cache never keeps an anchor alive
+        _CACHE[key] = (ref, fp, replace(factors, anchor=None))
 
 
-def _factors(xp, anchor: Any, alpha: float, dtype: str, method: str) -> AnchorFactors:
-    if alpha.is_integer() and 1 <= alpha <= 64 and method == "auto":
-        return _power_factors(xp, anchor, int(alpha), dtype)
+def _power_route(alpha: float, method: str) -> bool:
+    """Whether the factors come from powers of the Gram matrix (integer α ≥ 1) rather than singular vectors."""
+    return method == "auto" and alpha.is_integer() and 1 <= alpha <= 64
+
+
+def _span_factors(xp, anchor: Any, alpha: float, dtype: str, method: str) -> AnchorFactors:
+    # any α: the anchor's singular vectors and values
     sp = span(xp, anchor, dtype, method="gram" if method == "auto" and alpha >= 1 else method)
     if sp.rank == 0:
         raise ShapeError("anchor is all zeros")
@@ -144,9 +181,39 @@ def _factors(xp, anchor: Any, alpha: float, dtype: str, method: str) -> AnchorFa
                          alpha=alpha, n_rows=int(anchor.shape[0]))
 
 
-def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
-    # (E Eᵀ)^α = E (EᵀE)^{α−1} Eᵀ: the k×k Gram matrix to a power replaces the eigendecomposition
-    gram = cross(xp, anchor, anchor, dtype)
+def _power_factor_set(xp, anchors: list, alpha: int, dtype: str) -> list[AnchorFactors]:
+    # (E Eᵀ)^α = E (EᵀE)^{α−1} Eᵀ: the k×k Gram matrix to a power replaces the eigendecomposition.
+    # The anchors' Gram matrices, and for α = 3 their squares, are made side by side.
+    scaled = [_scaled_gram(xp, gram) for gram in grams(xp, anchors, dtype)]
+    out = []
+    if alpha == 3:  # N², a Gram product of the symmetric N, gives tr(N³) = ⟨N², N⟩
+        squares = grams(xp, [normalized for normalized, _ in scaled], dtype)
+    for i, (anchor, (normalized, c2)) in enumerate(zip(anchors, scaled)):
+        common = {"anchor": anchor, "log_scale": 0.5 * math.log(c2), "alpha": float(alpha),
+                  "n_rows": int(anchor.shape[0])}
+        if alpha % 2 == 1 and alpha > 1:
+            # odd α = 2m + 1: K = N^{2m} / c² = R Rᵀ with R = N^m / c (N symmetric), so EIS needs no
+            # k×k power beyond N^m and tr(N^α) = ⟨N^m, N^m N⟩
+            root = normalized
+            for _ in range(alpha // 2 - 1):
+                root = root @ normalized
+            top = squares[i] if alpha == 3 else cross(xp, root, normalized, dtype)  # N^{m+1}
+            weight = float(xp.vecdot(xp.reshape(top, (-1,)), xp.reshape(root, (-1,))))
+            out.append(AnchorFactors(k_root=root / math.sqrt(c2), weight=weight, **common))
+            continue
+        if alpha == 1:
+            power = xp.eye(normalized.shape[0], dtype=normalized.dtype, device=array_api_compat.device(normalized))
+        else:  # N^{α−1} with α − 2 products (not α − 1 starting from the identity)
+            power = normalized
+            for _ in range(alpha - 2):
+                power = power @ normalized
+        weight = float(xp.sum(power * normalized))  # tr(N^α); N and its powers are symmetric
+        out.append(AnchorFactors(k_root=None, weight=weight, _k_mat={"k": power / c2}, **common))
+    return out
+
+
+def _scaled_gram(xp, gram: Any) -> tuple[Any, float]:
+    """``(N, c²)``: the Gram matrix over its Frobenius norm c² = ‖EᵀE‖_F, and that norm."""
     # a Gram matrix's largest entry is on its diagonal (|gᵢⱼ| ≤ √(gᵢᵢ gⱼⱼ))
     biggest = float(xp.max(xp.linalg.diagonal(gram)))
     if biggest == 0.0:
@@ -157,39 +224,13 @@ def _power_factors(xp, anchor: Any, alpha: int, dtype: str) -> AnchorFactors:
     c2 = math.sqrt(float(xp.vecdot(flat, flat)))  # ‖EᵀE‖_F in one pass...
     if not (math.isfinite(c2) and c2 >= biggest):  # ...unless its squares overflow or underflow
         c2 = biggest * math.sqrt(float(sq_norm(xp, gram / biggest)))
-    normalized = gram / c2
-    common = {"anchor": anchor, "log_scale": 0.5 * math.log(c2), "alpha": float(alpha), "n_rows": int(anchor.shape[0])}
-    if alpha % 2 == 1 and alpha > 1:
-        # odd α = 2m + 1: K = N^{2m} / c² = R Rᵀ with R = N^m / c (N symmetric), so EIS needs no
-        # k×k power beyond N^m and tr(N^α) = ⟨N^m, N^m N⟩
-        root = normalized
-        for _ in range(alpha // 2 - 1):
-            root = root @ normalized
-        # rootᵀN = N^{m+1}, a Gram product for α = 3
-        weight = float(xp.vecdot(xp.reshape(cross(xp, root, normalized, dtype), (-1,)), xp.reshape(root, (-1,))))
-        return AnchorFactors(k_root=root / math.sqrt(c2), weight=weight, **common)
-    if alpha == 1:
-        power = xp.eye(gram.shape[0], dtype=gram.dtype, device=array_api_compat.device(gram))
-    else:  # N^{α−1} with α − 2 products (not α − 1 starting from the identity)
-        power = normalized
-        for _ in range(alpha - 2):
-            power = power @ normalized
-    weight = float(xp.sum(power * normalized))  # tr(N^α); N and its powers are symmetric
-    return AnchorFactors(k_root=None, weight=weight, _k_mat={"k": power / c2}, **common)
+    return gram / c2, c2
 
 
 def clear_anchor_cache() -> None:
     """Forget every cached anchor factorisation."""
     with _CACHE_LOCK:
         _CACHE.clear()
-
-
-def _resolve(anchor: Any, alpha: float, dtype: str | None, method: str) -> AnchorFactors:
-    if isinstance(anchor, AnchorFactors):
-        if anchor.alpha != float(alpha):
-            raise ValueError(f"anchor factors were computed with alpha={anchor.alpha}, not {alpha}")
-        return anchor
-    return anchor_factors(anchor, alpha=alpha, dtype=dtype, method=method)
 
 
 @one_blas_thread
@@ -229,8 +270,7 @@ def eis(
     """
     xp = check_pair(X, Y)
     n = X.shape[0]
-    fx = _resolve(anchor_x, alpha, dtype, method)
-    fy = _resolve(anchor_y, alpha, dtype, method)
+    fx, fy = _factor_set((anchor_x, anchor_y), alpha, dtype, True, method)
     for f, name in ((fx, "anchor_x"), (fy, "anchor_y")):
         if f.n_rows != n:
             raise ShapeError(f"{name} has {f.n_rows} rows but X and Y have {n}: anchors must be row-aligned "
@@ -242,8 +282,7 @@ def eis(
         # The value is a difference of nearly equal terms: in float32 its relative error grows as
         # eps32·size/num. Below the trust ratio the float32 result could be off by more than 1e-3,
         # so the pair is measured again in float64 (inputs stay in their dtype; products upcast).
-        f64x = anchor_factors(fx.anchor, alpha=fx.alpha, dtype="float64", method=method)
-        f64y = anchor_factors(fy.anchor, alpha=fy.alpha, dtype="float64", method=method)
+        f64x, f64y = _factor_set((fx.anchor, fy.anchor), fx.alpha, "float64", True, method)
         num, size, den = _eis_terms(xp, X, Y, f64x, f64y, "float64", rtol, method)
     value = num / den
     # round-off can leave tiny negatives or overshoot; the quantity is a ratio in [0, 1]
