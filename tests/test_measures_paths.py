@@ -6,7 +6,7 @@ import torch
 
 from embstab import measures
 from embstab.measures import _backend
-from embstab.measures._backend import basis, cross, span, split_rows
+from embstab.measures._backend import basis, cross, grams, shared_products, span, split_rows, split_rows_each
 from embstab.measures.knn import nearest_neighbors
 
 
@@ -27,6 +27,61 @@ def test_split_rows_covers_every_row_once():
     assert parts[0][0] == 0 and parts[-1][1] == 5000
     assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
     assert sum(p[2] for p in parts) == float(x.sum())
+
+
+def test_split_rows_each_gives_every_job_its_rows_once(monkeypatch):
+    monkeypatch.setattr(_backend, "_blas_workers", lambda: 4)
+    sizes = (5000, 300, 3000)  # the middle one too short for more than one range
+    xs = [np.arange(float(n)).reshape(-1, 1) for n in sizes]
+    jobs = [((lambda lo, hi, x=x: (lo, hi, float(x[lo:hi].sum()))), x) for x in xs]
+    results = split_rows_each(jobs)
+    assert [len(parts) for parts in results] == [1, 1, 1]  # 4 workers over 3 jobs: one range each
+    monkeypatch.setattr(_backend, "_blas_workers", lambda: 6)
+    results = split_rows_each(jobs[:1] + jobs[2:])
+    assert [len(parts) for parts in results] == [3, 3]
+    for parts, x in zip(results, xs[:1] + xs[2:]):
+        assert parts[0][0] == 0 and parts[-1][1] == len(x)
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+        assert sum(p[2] for p in parts) == float(x.sum())
+    assert split_rows_each([]) == []
+
+
+def test_gram_matrices_made_side_by_side_are_each_gram_matrix(monkeypatch):
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=(3000, 60)), rng.normal(size=(3000, 45))
+    got = grams(np, [a, b, a], None)
+    for g, m in zip(got, (a, b, a)):
+        assert np.allclose(g, m.T @ m, rtol=1e-12, atol=1e-10)
+    assert got[0] is got[2]  # the same array once
+    with shared_products():
+        first = grams(np, [a, b], None)
+        assert cross(np, b, b, None) is first[1]  # remembered as cross remembers it
+        monkeypatch.setattr(_backend, "_cross_rows", lambda *args: pytest.fail("recomputed a remembered Gram matrix"))
+        assert grams(np, [b, a], None)[0] is first[1]
+
+
+@pytest.mark.parametrize("alpha", [3.0, 5.0, 2.0])
+def test_anchors_factored_together_match_each_factored_alone(alpha, monkeypatch):
+    from embstab.measures.eis import _factor_set
+
+    rng = np.random.default_rng(int(alpha))
+    e = rng.normal(size=(2000, 30)) / np.sqrt(np.arange(1, 31))
+    f = e + 0.2 * rng.normal(size=e.shape)
+    together = _factor_set((e, f, e), alpha, None, False, "auto")
+    assert together[0] is together[2]
+    for got, anchor in zip(together, (e, f)):
+        alone = measures.anchor_factors(anchor, alpha=alpha, cache=False)
+        assert got.weight == pytest.approx(alone.weight, rel=1e-12)
+        assert got.log_scale == pytest.approx(alone.log_scale, rel=1e-12, abs=1e-12)
+        assert np.allclose(got.k_mat, alone.k_mat, rtol=1e-10, atol=1e-12 * np.abs(alone.k_mat).max())
+    # eis factors both anchors in one call and caches each: a later call factors nothing
+    _, x, y = pair(n=2000, d=10, seed=int(alpha))
+    measures.clear_anchor_cache()
+    value = measures.eis(x, y, e, f, alpha=alpha)
+    monkeypatch.setattr(_backend, "_cross_rows", lambda *args: pytest.fail("factored a cached anchor again"))
+    assert measures.anchor_factors(f, alpha=alpha).weight == pytest.approx(together[1].weight, rel=1e-12)
+    monkeypatch.undo()
+    assert measures.eis(x, y, *together[:2], alpha=alpha) == pytest.approx(value, rel=1e-10)
 
 
 NAMES = ("eis", "knn", "semantic_displacement", "pip_loss", "eigenspace_overlap")

@@ -21,8 +21,8 @@ import array_api_compat
 
 from embstab.errors import ShapeError
 from embstab.measures._backend import (FLOAT32_TRUST, as_float, basis_overlap, check_pair, checked_column_sums,
-                                       column_mean, cross, crosses, grams, namespace, one_blas_thread, rows_matmul, span,
-                                       sq_norm)
+                                       column_mean, cross, crosses, grams, namespace, one_blas_thread, rows_matmul,
+                                       span, sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
 
