@@ -250,6 +250,25 @@ def test_alongside_runs_beside_the_caller_and_passes_errors_on():
     worker.start()
     worker.join()
     assert box == [worker.name]
+    # the side thread shares the caller's products
+    with shared_products():
+        memo = _backend._MEMO.get()
+        assert _backend.alongside(_backend._MEMO.get)() is memo
+    assert _backend.alongside(_backend._MEMO.get)() is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bases_made_side_by_side_are_the_sequential_ones(seed, monkeypatch):
+    _, x, y = pair(n=3000, d=25, seed=seed)
+    with shared_products():
+        su, sv, c = _backend.basis_overlap(np, x, y)
+        assert su.method == sv.method == "cholesky"
+        assert _backend.basis(np, y) is sv  # the side thread's basis is remembered
+    monkeypatch.setattr(_backend, "alongside", lambda fn, *args, side=True: (lambda v: lambda: v)(fn(*args)))
+    monkeypatch.setattr(_backend, "grams", lambda xp, arrays, dtype: [None] * len(arrays))  # each basis its own Gram
+    ru, rv, rc = _backend.basis_overlap(np, x, y)
+    assert np.allclose(su.w, ru.w, rtol=1e-12, atol=1e-14) and np.allclose(sv.w, rv.w, rtol=1e-12, atol=1e-14)
+    assert np.allclose(c, rc, rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

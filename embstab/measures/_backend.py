@@ -20,6 +20,7 @@ which holds its speed on cores shared with other jobs where a multithreaded call
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import math
 import os
@@ -495,7 +496,8 @@ def alongside(fn, *args, side: bool = True):
     with _POOL_LOCK:
         if _SIDE is None:
             _SIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embstab-side")
-    return _SIDE.submit(fn, *args).result
+    # in the caller's context, so that fn shares the products of an enclosing shared_products()
+    return _SIDE.submit(contextvars.copy_context().run, fn, *args).result
 
 
 def column_mean(xp, a: Any, dtype: str | None):
@@ -654,7 +656,8 @@ class Basis:
     method: str
 
 
-def basis(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method: str = "auto") -> Basis:
+def basis(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method: str = "auto",
+          gram: Any = None) -> Basis:
     """An orthonormal basis of col(X), implicitly, with the numerical rank.
 
     With ``method="auto"`` in float64, a full-rank X whose condition number is certified to be
@@ -662,9 +665,11 @@ def basis(xp, x: Any, dtype: str | None = None, rtol: float | None = None, metho
     d³/3-flop factorisation instead of an eigendecomposition. The certificate is an upper bound,
     cond(X)² ≤ ‖XᵀX‖_F · tr((XᵀX)⁻¹) = ‖XᵀX‖_F · ‖L⁻¹‖²_F, so the basis is used only where
     :func:`span` would also have used the Gram matrix, and spans the same space. Otherwise (or
-    when the factorisation fails) the basis is :func:`span`'s.
+    when the factorisation fails) the basis is :func:`span`'s. ``gram``: XᵀX, where the caller
+    has it.
     """
-    return _memoized(("basis", dtype or "float64", rtol, method), (x,), lambda: _basis(xp, x, dtype, rtol, method))
+    return _memoized(("basis", dtype or "float64", rtol, method), (x,),
+                     lambda: _basis(xp, x, dtype, rtol, method, gram))
 
 
 def basis_overlap(xp, x: Any, y: Any, dtype: str | None = None, rtol: float | None = None,
@@ -674,16 +679,28 @@ def basis_overlap(xp, x: Any, y: Any, dtype: str | None = None, rtol: float | No
     EIS and the eigenspace overlap both need C; inside :func:`shared_products` it is made once.
     """
     def compute():
-        su, sv = basis(xp, x, dtype, rtol, method), basis(xp, y, dtype, rtol, method)
+        if _cholesky_route(x, dtype, method) and _cholesky_route(y, dtype, method) and x is not y:
+            # both Gram matrices side by side, then both (single-threaded) factorisations: one per core
+            gx, gy = grams(xp, [x, y], dtype)
+            later = alongside(basis, xp, y, dtype, rtol, method, gy, side=array_api_compat.is_numpy_array(y))
+            su = basis(xp, x, dtype, rtol, method, gx)
+            sv = later()
+        else:
+            su, sv = basis(xp, x, dtype, rtol, method), basis(xp, y, dtype, rtol, method)
         return su, sv, rows_matmul(xp, rows_matmul(xp, su.w.T, cross(xp, x, y, dtype)), sv.w)
 
     return _memoized(("overlap", dtype or "float64", rtol, method), (x, y), compute)
 
 
-def _basis(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Basis:
+def _cholesky_route(x: Any, dtype: str | None, method: str) -> bool:
+    """Whether :func:`basis` tries the Cholesky factor of XᵀX first."""
+    return method == "auto" and (dtype or "float64") == "float64" and x.shape[0] >= x.shape[1]
+
+
+def _basis(xp, x: Any, dtype: str | None, rtol: float | None, method: str, gram: Any = None) -> Basis:
     n, d = x.shape
-    if method == "auto" and (dtype or "float64") == "float64" and n >= d:
-        w = _cholesky_basis(xp, cross(xp, x, x, dtype), n, rtol)
+    if _cholesky_route(x, dtype, method):
+        w = _cholesky_basis(xp, cross(xp, x, x, dtype) if gram is None else gram, n, rtol)
         if w is not None:
             return Basis(w=w, rank=int(d), method="cholesky")
     sp = span(xp, x, dtype, rtol, method)
