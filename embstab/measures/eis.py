@@ -75,7 +75,6 @@ def _fingerprint(xp, anchor, alpha: float, dtype: str, sums=None) -> tuple:
             float(xp.sum(mean)))
 
 
-@one_blas_thread
 def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, cache: bool = True,
                    method: str = "auto") -> AnchorFactors:
     """Factor an anchor embedding for :func:`eis` (cached per anchor array).
@@ -143,7 +142,7 @@ def _factor_set(anchors: tuple, alpha: float, dtype: str | None, cache: bool, me
         todo.append((len(out) - 1, xp, anchor, fp))
     unique = list({id(a): (xp, a) for _, xp, a, _ in todo}.values())  # the same array given twice: factored once
     if _power_route(alpha, method) and len({xp.__name__ for xp, _ in unique}) == 1:
-        made = _power_factor_set(unique[0][0], [a for _, a in unique], int(alpha), dtype) if unique else []
+        made = _power_factor_set(unique[0][0], [a for _, a in unique], int(alpha), dtype)
     else:
         made = [_span_factors(xp, a, alpha, dtype, method) for xp, a in unique]
     factors = {id(a): f for (_, a), f in zip(unique, made)}
