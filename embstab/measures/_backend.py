@@ -186,10 +186,7 @@ def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
             out = part if out is None else out + part
         return out
 
-    parts = split_rows(rows, source)  # numpy: a pass over memory on every core
-    total = parts[0]
-    for part in parts[1:]:
-        total = total + part
+    total = summed(split_rows(rows, source))  # numpy: a pass over memory on every core
     if not bool(xp.all(xp.isfinite(total))):
         _check_matrix(xp, x, what)
     memo = _MEMO.get()
@@ -280,10 +277,7 @@ def crosses(xp, lefts: list, right: Any, dtype: str | None) -> list:
             out = part if out is None else out + part
         return out
 
-    parts = split_rows(rows, right)
-    total = parts[0]
-    for part in parts[1:]:
-        total = total + part
+    total = summed(split_rows(rows, right))
     found, start = {}, 0
     for a in missing:
         found[id(a)] = total[:, start:start + int(a.shape[1])].T
@@ -300,11 +294,7 @@ def _cross(xp, a: Any, b: Any, dtype: str | None):
         return _cross(xp, b, a, dtype).T
     a, b = working(xp, a, dtype), (None if b is a else working(xp, b, dtype))
     b = a if b is None else b
-    parts = split_rows(lambda lo, hi: _cross_rows(xp, a, b, dtype, lo, hi), a)
-    out = parts[0]
-    for part in parts[1:]:
-        out = out + part
-    return out
+    return summed(split_rows(lambda lo, hi: _cross_rows(xp, a, b, dtype, lo, hi), a))
 
 
 def _cross_rows(xp, a: Any, b: Any, dtype: str | None, lo: int, hi: int):
@@ -345,10 +335,7 @@ def grams(xp, arrays: list, dtype: str | None) -> list:
         cast = [working(xp, a, dtype) for a in todo]
         jobs = [((lambda lo, hi, w=w: _cross_rows(xp, w, w, dtype, lo, hi)), w) for w in cast]
         for a, parts in zip(todo, split_rows_each(jobs)):
-            out = parts[0]
-            for part in parts[1:]:
-                out = out + part
-            found[id(a)] = out
+            found[id(a)] = out = summed(parts)
             if memo is not None:
                 memo[(*key, id(a), id(a))] = ((a, a), out)
     return [found[id(a)] for a in arrays]
@@ -478,6 +465,14 @@ def split_rows_each(jobs: list) -> list[list]:
     with _BLAS[0].limit(limits=1):
         futures = [[_POOL.submit(fn, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])] for fn, bounds in plans]
         return [[f.result() for f in job] for job in futures]
+
+
+def summed(parts: list):
+    """The sum of :func:`split_rows`' partial results, added in row order (so the result is deterministic)."""
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
 
 
 def alongside(fn, *args, side: bool = True):
