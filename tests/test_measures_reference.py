@@ -88,6 +88,19 @@ def test_eigenspace_overlaps_match_literal(seed):
     close(measures.weighted_eigenspace_overlap(x, y, 2.0), ref.weighted_eigenspace_overlap(x, y, 2.0))
 
 
+@pytest.mark.parametrize("shape", [(10, 20, 20), (12, 5, 30), (30, 40, 8)])
+@pytest.mark.parametrize("method", ["auto", "qr", "gram"])
+def test_fewer_rows_than_dimensions(shape, method):
+    # col(X) lies in R^n when n < d: the rank is at most n, never one of the d×d Gram matrix's
+    # round-off eigenvalues (the overlap of two spans that are all of R^n is 1)
+    n, d, dy = shape
+    rng = np.random.default_rng(n + d)
+    x, y = rng.normal(size=(n, d)), rng.normal(size=(n, dy))
+    assert measures.eigenspace_overlap(x, y, method=method) == pytest.approx(ref.eigenspace_overlap(x, y), rel=1e-9)
+    ex, ey = anchors(n, n=n)
+    assert measures.eis(x, y, ex, ey, method=method) == pytest.approx(ref.eis(x, y, ex, ey), rel=1e-8, abs=1e-12)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_similarity_measures_match_literal(seed):
     x, y = pair(seed)

@@ -593,25 +593,31 @@ def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Spa
     if method == "auto":
         # The Gram matrix is usually computed anyway (PIP, CKA) and costs half a QR; use it when
         # it is accurate enough, i.e. for well-conditioned X, or when a QR copy would be too big.
-        sp = _span(xp, x, dtype, rtol, "gram")
-        if n * d > QR_MAX_ENTRIES or n < d or (sp.rank == d and float(sp.s[0]) <= GRAM_MAX_COND * float(sp.s[-1])):
-            return sp
-        method = "qr"
+        if n < d and n * d <= QR_MAX_ENTRIES:
+            # fewer rows than columns: the rank is at most n, which the d×d Gram matrix cannot
+            # resolve (its null directions carry eigenvalues ~eps·λ_max); the QR's n×d R factor can
+            method = "qr"
+        else:
+            sp = _span(xp, x, dtype, rtol, "gram")
+            if n * d > QR_MAX_ENTRIES or (sp.rank == d and float(sp.s[0]) <= GRAM_MAX_COND * float(sp.s[-1])):
+                return sp
+            method = "qr"
     eps = float(np.finfo(np.float64 if (dtype or "float64") == "float64" else np.float32).eps)
     tol = rtol if rtol is not None else max(n, d) * eps
     if (dtype or "float64") != "float64":
-        resolution = (max(n, d) * eps) ** 0.5 if method == "gram" or n < d else max(n, d) * eps
+        resolution = (max(n, d) * eps) ** 0.5 if method == "gram" else max(n, d) * eps
         if resolution > FLOAT32_SPAN_RESOLUTION:
             return _float64_span(xp, x, rtol, method, dtype)
-    if method == "gram" or n < d:
+    if method == "gram":
         lam, v = xp.linalg.eigh(cross(xp, x, x, dtype))
         lam = xp.flip(lam, axis=0)
         v = xp.flip(v, axis=1)
         lam = xp.where(lam > 0, lam, xp.zeros_like(lam))
         s = xp.sqrt(lam)
         # eigenvalues carry absolute error ~eps·λ_max, so singular values resolve only to sqrt(tol)
-        floor = max(tol, (max(n, d) * eps) ** 0.5) if method == "gram" and n >= d else tol
-        method = "gram"
+        floor = max(tol, (max(n, d) * eps) ** 0.5)
+        if n < d:  # col(X) lies in n dimensions: the d − n smallest eigenvalues are round-off
+            s = s[:n]
     else:
         r = _r_factor(as_float(xp, x, dtype))
         _, s, vt = xp.linalg.svd(r, full_matrices=False)
