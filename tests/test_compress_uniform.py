@@ -77,3 +77,18 @@ def test_memory_accounting():
     assert bits_per_entry("bfp8", dim=64) == 8.25
     t = memory_table([25, 50], [1, 32])
     assert list(t.columns) == ["dim", "bitrate", "memory"] and t["memory"].tolist() == [25, 800, 50, 1600]
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3, 0.05])
+@pytest.mark.parametrize("bits", [1, 2, 4])
+def test_clip_search_is_as_good_for_embeddings_of_small_entries(scale, bits):
+    # every entry under the paper's absolute tolerance (0.01): the search must still run, and
+    # find a clip as good, relative to the scale, as for the same matrix at unit scale
+    X = np.random.default_rng(bits).standard_t(5, size=(2000, 50))
+    unit = quantization_error(X, bits, optimal_clip(X, bits)) / np.square(X).sum()
+    small = X * scale
+    r = optimal_clip(small, bits)
+    assert 0 < r <= np.abs(small).max()
+    assert np.abs(uniform_quantize(small, bits, clip=r)).max() > 0
+    rel = quantization_error(small, bits, r) / np.square(small).sum()
+    assert rel <= unit * 1.01

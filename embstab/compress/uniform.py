@@ -80,16 +80,22 @@ def optimal_clip(X: Any, bits: int, tol: float = 1e-2, progress: bool = False) -
     """Clip value minimising the squared quantization error, by golden-section search.
 
     Searches ``r`` in ``[0, max|X|]`` with ``c = (sqrt(5) - 1) / 2`` until the bracket is narrower
-    than ``tol`` (absolute), evaluating the error over the whole matrix with deterministic
-    (half-to-even) rounding, and returns the best of the four final bracket points. With
-    ``bits >= 32`` the answer is exactly ``max|X|`` (no rounding, so clipping only hurts).
+    than ``tol`` and than ``tol · max|X|``, evaluating the error over the whole matrix with
+    deterministic (half-to-even) rounding, and returns the best of the final bracket points other
+    than 0. With ``bits >= 32`` the answer is exactly ``max|X|`` (no rounding, so clipping only
+    hurts).
+
+    The absolute tolerance is the anchor-stability paper's (0.01, for embeddings whose entries
+    reach 1 and more); the relative one keeps the search as fine for an embedding of small
+    entries, which the absolute one alone would not search at all (every entry under 0.01: the
+    clip 0, and the table quantized to zeros).
 
     Parameters
     ----------
     X : array_like of shape (n_words, dim) or Embedding
     bits : int
     tol : float
-        Absolute tolerance on the clip value.
+        Tolerance on the clip value, absolute and relative to ``max|X|`` (the smaller applies).
     progress : bool
         Show a progress bar over the search iterations.
 
@@ -105,12 +111,13 @@ def optimal_clip(X: Any, bits: int, tol: float = 1e-2, progress: bool = False) -
     if bits >= 32 or hi == 0.0:
         return hi
     f = lambda r: quantization_error(X, bits, r)  # noqa: E731
+    width = min(tol, tol * hi)
     a, b = 0.0, hi
     x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
     f1, f2 = f(x1), f(x2)
-    steps = max(0, math.ceil(math.log(tol / hi) / math.log(_GOLDEN))) if hi > tol else 0
+    steps = max(0, math.ceil(math.log(width / hi) / math.log(_GOLDEN)))
     with tqdm(total=steps, desc=f"clip search ({bits} bits)", disable=not progress, leave=False) as bar:
-        while b - a > tol:
+        while b - a > width:
             if f1 < f2:
                 b, x2, f2 = x2, x1, f1
                 x1 = b - _GOLDEN * (b - a)
@@ -120,7 +127,9 @@ def optimal_clip(X: Any, bits: int, tol: float = 1e-2, progress: bool = False) -
                 x2 = a + _GOLDEN * (b - a)
                 f2 = f(x2)
             bar.update(1)
-    cands = [(f(a), a), (f1, x1), (f2, x2), (f(b), b)]
+    # a clip of 0 maps every entry to 0: never the answer for a nonzero matrix
+    cands = [(f(a), a)] if a > 0 else []
+    cands += [(f1, x1), (f2, x2), (f(b), b)]
     return float(min(cands)[1])
 
 
