@@ -128,6 +128,22 @@ def test_anchor_factors_are_cached_and_reused():
     close(measures.eis(x, y, fx, fy), ref.eis(x, y, ex, ey))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_edits_that_keep_column_sums_still_refresh_the_cache(seed):
+    # an edit that leaves every column sum (and the first row) unchanged: a cache keyed on those
+    # would serve the old anchor's factors, a value that belongs to neither anchor
+    # (entries in eighths: every sum is exact, so the edit leaves the column sums bit for bit)
+    rng = np.random.default_rng(seed)
+    x, y = pair(seed)
+    ex, ey = (rng.integers(-16, 17, size=(120, 15)) / 8.0 for _ in range(2))
+    measures.eis(x, y, ex, ey)
+    rows = rng.choice(np.arange(1, ex.shape[0]), size=2, replace=False)
+    delta = rng.integers(1, 9, size=ex.shape[1]) / 8.0
+    ex[rows[0]] += delta
+    ex[rows[1]] -= delta
+    close(measures.eis(x, y, ex, ey), ref.eis(x, y, ex, ey))
+
+
 @pytest.mark.parametrize("name", ["eis", "eigenspace_overlap"])
 def test_gram_method_agrees_with_qr(name):
     x, y = pair(5, n=400, d=12, dy=9)

@@ -36,7 +36,7 @@ import numpy as np
 from embstab.errors import ShapeError
 from embstab.measures import _native
 
-__all__ = ["shared_products", "namespace", "as_float", "check_matrix", "check_pair", "cross", "crosses", "column_mean",
+__all__ = ["shared_products", "namespace", "as_float", "check_matrix", "checked_sketch", "check_pair", "cross", "crosses", "column_mean",
            "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
            "split_rows_each", "grams", "one_blas_thread", "rows_matmul", "on_gpu", "working", "row_norms", "alongside"]
 
@@ -170,29 +170,41 @@ def check_matrix(xp, x: Any, what: str) -> None:
         memo[("checked", id(x))] = (x, True)
 
 
-def checked_column_sums(xp, x: Any, what: str, dtype: str | None = None):
-    """:func:`check_matrix` and the column sums of ``x`` (1×d, working precision) in one pass.
+def checked_sketch(xp, x: Any, what: str, dtype: str | None = None):
+    """:func:`check_matrix` and a fingerprint of ``x``'s content in one pass: ``wᵀ x`` (1×d).
 
-    A sum is finite when its column is; only when one is not (or a sum of finite values
-    overflowed) are the entries scanned again to say which is wrong.
+    The weights ``wᵢ = frac(i·φ) − ½`` (φ the golden ratio's conjugate, i the row) differ from row
+    to row, so an in-place edit of any entries changes the sketch, where a column sum misses
+    changes that cancel within a column; a NaN or Inf propagates through any weight. Only when the
+    sketch is not finite (or a weighted sum of finite values overflowed) are the entries scanned
+    again to say which is wrong. A matrix-vector product, it reads ``x`` faster than a column sum.
     """
     _check_shape(xp, x, what)
     source = working(xp, x, dtype)
 
     def rows(lo: int, hi: int):
-        out = None
+        out, start = None, lo
         for block in row_blocks(source[lo:hi]):
-            part = xp.sum(as_float(xp, block, dtype), axis=0, keepdims=True)
+            block = as_float(xp, block, dtype)
+            index = xp.arange(start, start + block.shape[0], dtype=xp.float64, device=array_api_compat.device(block))
+            weights = xp.reshape(as_float(xp, (index * _WEYL) % 1.0 - 0.5, dtype), (1, -1))
+            part = weights @ block
             out = part if out is None else out + part
+            start += block.shape[0]
         return out
 
-    total = summed(split_rows(rows, source))  # numpy: a pass over memory on every core
+    with np.errstate(over="ignore", invalid="ignore"):  # (what does not stay finite is checked below)
+        total = summed(split_rows(rows, source))  # numpy: a pass over memory on every core
     if not bool(xp.all(xp.isfinite(total))):
         _check_matrix(xp, x, what)
     memo = _MEMO.get()
     if memo is not None:
         memo[("checked", id(x))] = (x, True)
     return total
+
+
+#: The golden ratio's conjugate, (√5 − 1)/2: ``frac(i·φ)`` spreads the rows' weights over [0, 1).
+_WEYL = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 def _check_matrix(xp, x: Any, what: str) -> None:

@@ -20,8 +20,8 @@ from typing import Any
 import array_api_compat
 
 from embstab.errors import ShapeError
-from embstab.measures._backend import (FLOAT32_TRUST, as_float, basis_overlap, check_pair, checked_column_sums,
-                                       column_mean, cross, crosses, grams, namespace, one_blas_thread, rows_matmul,
+from embstab.measures._backend import (FLOAT32_TRUST, as_float, basis_overlap, check_pair, checked_sketch,
+                                       cross, crosses, grams, namespace, one_blas_thread, rows_matmul,
                                        span, sq_norm)
 
 __all__ = ["AnchorFactors", "anchor_factors", "eis", "clear_anchor_cache", "FLOAT32_TRUST"]
@@ -67,12 +67,14 @@ _CACHE: dict[int, tuple[weakref.ref, tuple, AnchorFactors]] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _fingerprint(xp, anchor, alpha: float, dtype: str, sums=None) -> tuple:
-    # A cheap content check so an anchor mutated in place is not served stale factors (``sums``:
-    # the anchor's column sums when the caller already has them).
-    mean = column_mean(xp, anchor, dtype) if sums is None else sums / anchor.shape[0]
-    return (tuple(anchor.shape), str(anchor.dtype), alpha, dtype, float(sq_norm(xp, as_float(xp, anchor[:1], dtype))),
-            float(xp.sum(mean)))
+def _fingerprint(xp, anchor, alpha: float, dtype: str, sketch) -> tuple:
+    # A cheap content check so an anchor edited in place is not served stale factors: the
+    # anchor's sketch (row-weighted column sums, see checked_sketch) reduced with column weights.
+    k = int(anchor.shape[1])
+    columns = xp.arange(k, dtype=xp.float64, device=array_api_compat.device(sketch))
+    weights = xp.astype((columns * math.sqrt(2.0)) % 1.0 - 0.5, sketch.dtype)
+    return (tuple(anchor.shape), str(anchor.dtype), alpha, dtype, float(xp.sum(xp.reshape(sketch, (-1,)) * weights)),
+            float(sq_norm(xp, as_float(xp, anchor[:1], dtype))))
 
 
 def anchor_factors(anchor: Any, alpha: float = 3.0, dtype: str | None = None, cache: bool = True,
@@ -130,8 +132,8 @@ def _factor_set(anchors: tuple, alpha: float, dtype: str | None, cache: bool, me
             out.append(anchor)
             continue
         xp = namespace(anchor)
-        sums = checked_column_sums(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
-        fp = _fingerprint(xp, anchor, alpha, dtype, sums) if cache else None
+        sketch = checked_sketch(xp, anchor, "anchor", dtype)  # the check and the fingerprint's pass in one
+        fp = _fingerprint(xp, anchor, alpha, dtype, sketch) if cache else None
         if cache:
             with _CACHE_LOCK:
                 hit = _CACHE.get(id(anchor))
