@@ -127,6 +127,41 @@ def test_knn_neighbours_are_the_same_with_and_without_the_kernel(seed, request):
     assert knn(x, y, k=10, n_queries=300, seed=seed) == value
 
 
+@pytest.mark.parametrize("backend", ["numpy without the kernel", "torch"])
+@pytest.mark.parametrize("k", [1, 4, 17, 299, 300])
+@pytest.mark.parametrize("seed", range(4))
+def test_every_backend_keeps_the_lowest_columns_among_ties(backend, k, seed, request):
+    # a few distinct values: ties at the k-th place in nearly every row, where a selection may
+    # keep any of the tied columns; every backend must give the literal sort's
+    import torch
+
+    scores = _rows(np.random.default_rng(seed), "ties", 40, 300, np.float64)
+    expected = literal_topk(scores, k)
+    request.getfixturevalue("no_kernel")
+    given = torch.from_numpy(scores) if backend == "torch" else scores
+    vals, idx = _backend.topk(_backend.namespace(given), given, k)
+    np.testing.assert_array_equal(np.asarray(idx), expected[1])
+    np.testing.assert_array_equal(np.asarray(vals), expected[0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_knn_of_one_bit_tables_is_the_same_on_every_backend(seed, monkeypatch):
+    # sign vectors: their cosines take a few values, so neighbour lists tie at the k-th place
+    import torch
+
+    rng = np.random.default_rng(seed)
+    a = np.sign(rng.standard_normal((1000, 16)))
+    b = np.sign(a + 0.7 * rng.standard_normal(a.shape))
+    values = {"numpy": knn(a, b, n_queries=None),
+              "torch": knn(torch.from_numpy(a), torch.from_numpy(b), n_queries=None),
+              "torch float32": knn(torch.from_numpy(a).float(), torch.from_numpy(b).float(), n_queries=None,
+                                   dtype="float32")}
+    monkeypatch.setattr(_native, "_load", lambda: (None, "switched off for this test"))
+    values["numpy without the kernel"] = knn(a, b, n_queries=None)
+    # (one neighbour more or less moves the value by 1e-4; the means' round-off differs by 1e-17)
+    assert max(values.values()) - min(values.values()) < 1e-12, values
+
+
 @pytest.mark.parametrize("scale", [1e-300, 1e-40, 1e-20, 1e20, 1e40, 1e300])
 @pytest.mark.parametrize("d, n_queries", [(30, 200), (60, 40)])  # normalised before or after the product
 def test_neighbours_do_not_depend_on_the_rows_magnitude(scale, d, n_queries):

@@ -807,38 +807,74 @@ def topk(xp, scores: Any, k: int):
 
     The array API has no partial sort, so this dispatches to the compiled selection (numpy, where
     it is built: see :mod:`embstab.measures._native`), ``torch.topk`` or ``argpartition`` (cupy).
-    Among equal values the lower column index comes first; which of several tied values at the
-    k-th place is kept is backend-defined (the compiled selection keeps the lowest columns).
+    Among equal values the lower column index comes first, and of several values tied at the k-th
+    place the lowest columns are kept, on every backend: a 1-bit table's scores tie often, and the
+    neighbours must not depend on the library that selected them.
     """
     k = min(k, scores.shape[1])
     if array_api_compat.is_numpy_array(scores):
         found = _native.topk_rows(scores, k)
         if found is not None:  # the compiled selection, already in the final order
             return found
-    if on_gpu(scores) and scores.shape[1] >= 16 * TOPK_GROUP * k:
-        vals, idx = _grouped_topk(xp, scores, k)
+    # one more than asked: a tie at the k-th place shows as an equal (k+1)-th value
+    wide = k + 1 if k < scores.shape[1] else k
+    if on_gpu(scores) and scores.shape[1] >= 16 * TOPK_GROUP * wide:
+        vals, idx = _grouped_topk(xp, scores, wide)
     elif array_api_compat.is_torch_array(scores):
         import torch
 
-        vals, idx = torch.topk(scores, k, dim=1, largest=True, sorted=False)
+        vals, idx = torch.topk(scores, wide, dim=1, largest=True, sorted=False)
     elif array_api_compat.is_numpy_array(scores):
         import torch
 
         # torch.topk on a zero-copy view is ~15x faster than numpy's argpartition for small k
         # (a threaded selection instead of a full partition of every row)
-        v, i = torch.topk(torch.from_numpy(np.ascontiguousarray(scores)), k, dim=1, largest=True, sorted=False)
+        v, i = torch.topk(torch.from_numpy(np.ascontiguousarray(scores)), wide, dim=1, largest=True, sorted=False)
         vals, idx = v.numpy(), i.numpy()
     else:
         import cupy
 
-        if k < scores.shape[1]:
-            idx = cupy.argpartition(-scores, k - 1, axis=1)[:, :k]
+        if wide < scores.shape[1]:
+            idx = cupy.argpartition(-scores, wide - 1, axis=1)[:, :wide]
         else:
             idx = cupy.broadcast_to(cupy.arange(scores.shape[1]), scores.shape).copy()
         vals = cupy.take_along_axis(scores, idx, axis=1)
-    # sort the k survivors by (value desc, index asc) so the order is deterministic
-    order = xp.argsort(xp.astype(idx, xp.int64), axis=1, stable=True)
+    vals, idx = _in_order(xp, vals, xp.astype(idx, xp.int64))
+    if wide == k:
+        return vals, idx
+    return _lowest_columns_at_ties(xp, scores, vals, idx, k)
+
+
+def _in_order(xp, vals: Any, idx: Any):
+    """The entries of each row sorted by value descending, then column ascending."""
+    order = xp.argsort(idx, axis=1, stable=True)
     vals = xp.take_along_axis(vals, order, axis=1)
     idx = xp.take_along_axis(idx, order, axis=1)
     order = xp.argsort(vals, axis=1, descending=True, stable=True)
     return xp.take_along_axis(vals, order, axis=1), xp.take_along_axis(idx, order, axis=1)
+
+
+def _lowest_columns_at_ties(xp, scores: Any, vals: Any, idx: Any, k: int):
+    """The first ``k`` of the ``k + 1`` ordered best entries, with the lowest columns among ties at the k-th place.
+
+    Where the (k+1)-th value equals the k-th, the backend's selection may have kept any of the
+    tied columns. Every entry above the tied value is among the selected; the rest of the row's
+    k are then its lowest columns holding the tied value, found in that row of ``scores``.
+    """
+    tied = vals[:, k] == vals[:, k - 1]
+    vals, idx = vals[:, :k], idx[:, :k]
+    if not bool(xp.any(tied)):
+        return vals, idx
+    rows = xp.nonzero(tied)[0]
+    sub = xp.take(scores, rows, axis=0)
+    edge = xp.reshape(xp.take(vals, rows, axis=0)[:, k - 1], (-1, 1))
+    above = sub > edge
+    at = sub == edge
+    need = k - xp.sum(xp.astype(above, xp.int64), axis=1, keepdims=True)
+    keep = xp.logical_or(above, xp.logical_and(at, xp.cumulative_sum(xp.astype(at, xp.int64), axis=1) <= need))
+    columns = xp.reshape(xp.nonzero(keep)[1], (-1, k))  # k per row, in row order, columns ascending
+    fixed_vals, fixed_idx = _in_order(xp, xp.take_along_axis(sub, columns, axis=1), xp.astype(columns, xp.int64))
+    vals, idx = xp.asarray(vals, copy=True), xp.asarray(idx, copy=True)
+    vals[rows, :] = fixed_vals
+    idx[rows, :] = fixed_idx
+    return vals, idx
