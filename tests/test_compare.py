@@ -8,6 +8,8 @@ import pytest
 
 import embstab
 from embstab import Embedding, ShapeError, VocabularyError, measures
+from embstab.errors import ConfigError, UnknownNameError
+from embstab.measures.compare import Anchors
 
 
 def pair(n=300, d=10, seed=0):
@@ -137,3 +139,51 @@ def test_cli_compare_json_and_help(tmp_path):
     helptext = subprocess.run([sys.executable, "-m", "embstab", "compare", "--help"], capture_output=True,
                               text=True).stdout
     assert "--anchor-old" in helptext and "larger = less stable" in helptext
+
+
+def test_default_top_n_is_a_ceiling_and_an_explicit_one_is_exact():
+    # the README's `embstab.compare(old, new)` on a pair sharing fewer than 10,000 words
+    a, b, _, _ = pair()
+    df = embstab.compare(a, b, null_samples=0)
+    assert df.attrs["n_words"] == 300
+    with pytest.raises(VocabularyError, match="top_n=10000 was asked but 'new' and 'old' share only 300 words;"):
+        embstab.compare(a, b, top_n=10000)  # (no "with the anchors": the pair is its own)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"null_samples": -1}, ConfigError, "null_samples must be an integer >= 0"),
+    ({"null_samples": 1.5}, ConfigError, "null_samples must be an integer >= 0"),
+    ({"params": {"knnn": {"k": 10}}}, UnknownNameError, "did you mean 'knn'"),
+    ({"params": {"knn": {"kk": 1}}}, ConfigError, "knn has no parameter 'kk' \\(did you mean 'k'\\?\\)"),
+    ({"params": {"knn": 10}}, ConfigError, "params must map measure names to dicts"),
+    ({"anchors": "mine"}, ShapeError, "anchors must be a pair of embeddings"),
+    ({"device": "tpu"}, ConfigError, "device must be 'cpu', 'cuda'"),
+    ({"rank_by": "c"}, ConfigError, "rank_by must be 'old' or 'new'"),
+])
+def test_bad_arguments_are_named(kwargs, error, message):
+    a, b, _, _ = pair()
+    with pytest.raises(error, match=message):
+        embstab.compare(a, b, **kwargs)
+
+
+def test_anchors_given_as_arrays_or_one_embedding_are_refused():
+    a, b, ea, eb = pair()
+    with pytest.raises(ConfigError, match="wrap them in embstab.Embedding"):
+        embstab.compare(a, b, anchors=(ea.vectors, eb.vectors))
+    with pytest.raises(ConfigError, match="got Embedding"):
+        embstab.compare(a, b, anchors=ea)
+
+
+def test_one_measure_by_name_and_unused_params_are_said():
+    a, b, _, _ = pair()
+    assert embstab.compare(a, b, measures="knn", null_samples=0).measure.tolist() == ["knn"]
+    with pytest.warns(UserWarning, match="params for linear_cka are not used"):
+        embstab.compare(a, b, measures=["knn"], params={"linear_cka": {}}, null_samples=0)
+
+
+def test_one_anchors_object_serves_numpy_and_torch():
+    a, b, ea, eb = pair()
+    shared = Anchors(ea, eb)
+    on_torch = embstab.compare(a, b, anchors=shared, device="cpu", null_samples=0)
+    on_numpy = embstab.compare(a, b, anchors=shared, null_samples=0)
+    np.testing.assert_allclose(on_torch.value, on_numpy.value, rtol=1e-9)

@@ -14,11 +14,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import array_api_compat
 import numpy as np
 import pandas as pd
 
 from embstab.embedding import Embedding, shared_vocabulary, take_top_n
-from embstab.errors import EmbstabError, ShapeError, VocabularyError
+from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
 from embstab.measures.eis import _factor_set
 from embstab.measures.null import has_signal, null_levels
@@ -28,6 +29,21 @@ from embstab.pair import MISSING, Pair
 __all__ = ["Anchors", "compare", "compare_many", "aligned_matrices", "MIN_ANCHOR_COVERAGE"]
 
 COLUMNS = ["measure", "value", "distance", "direction", "null", "signal"]
+
+
+class _AtMost(int):
+    """A default ``top_n`` that is a ceiling: a pair sharing fewer words compares them all.
+
+    An explicit ``top_n`` is exact (fewer shared words is an error), as on the command line.
+    """
+
+    def __repr__(self) -> str:
+        return str(int(self))
+
+
+#: :func:`compare`'s default ``top_n``: the paper's 10,000 most frequent shared words, or all of
+#: them when the pair shares fewer.
+DEFAULT_TOP_N = _AtMost(10000)
 #: Warn when the anchors hold less than this share of the words the pair shares: the comparison
 #: then shrinks to what the anchors know.
 MIN_ANCHOR_COVERAGE = 0.5
@@ -67,7 +83,9 @@ class Anchors:
         -------
         (AnchorFactors, AnchorFactors)
         """
-        key = (hash(tuple(words)), len(words), float(alpha))
+        # the arrays' library and device too: one Anchors may serve compare calls on numpy and on torch
+        key = (hash(tuple(words)), len(words), float(alpha), type(arrays[0]).__module__,
+               str(array_api_compat.device(arrays[0])))
         if key not in self._factors:
             # both anchors at once: their Gram matrices are made side by side
             self._factors[key] = _factor_set(tuple(arrays), alpha, None, False, "auto")
@@ -77,6 +95,8 @@ class Anchors:
 def _device_array(x: np.ndarray, device: str | None):
     if device is None or device == "cpu-numpy":
         return x
+    if not isinstance(device, str) or not (device == "cpu" or device.split(":")[0] == "cuda"):
+        raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N' (or None for numpy), got {device!r}")
     import torch
 
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -127,7 +147,8 @@ def aligned_matrices(a: Embedding, b: Embedding, words: Sequence[str], anchors=N
     return x, y, (_device_array(ea.subset(words).vectors, device), _device_array(eb.subset(words).vectors, device))
 
 
-def _select_words(a: Embedding, b: Embedding, top_n: int | None, rank_by: str, anchors) -> list[str]:
+def _select_words(a: Embedding, b: Embedding, top_n: int | None, rank_by: str, anchors,
+                  own_anchors: bool = False) -> list[str]:
     words = shared_vocabulary(a, b, rank_by="a" if rank_by in ("old", "a") else "b")
     if anchors is not None:
         shared = len(words)
@@ -135,11 +156,12 @@ def _select_words(a: Embedding, b: Embedding, top_n: int | None, rank_by: str, a
         if shared and len(words) < MIN_ANCHOR_COVERAGE * shared:
             warnings.warn(f"the anchors hold only {len(words)} of the {shared} words {_name(a)} and {_name(b)} "
                           f"share ({100 * len(words) / shared:.0f} %): only those are compared", stacklevel=3)
+    separate = anchors is not None and not own_anchors  # (the pair as its own anchors adds no condition)
     if not words:
         raise VocabularyError(f"{_name(a)} and {_name(b)} share no words" + (" that the anchors also hold"
-                                                                             if anchors is not None else ""))
-    return take_top_n(words, top_n, exact=True, names=f"{_name(a)} and {_name(b)}",
-                      note=" (with the anchors)" if anchors is not None else "")
+                                                                             if separate else ""))
+    return take_top_n(words, top_n, exact=not isinstance(top_n, _AtMost), names=f"{_name(a)} and {_name(b)}",
+                      note=" (with the anchors)" if separate else "")
 
 
 def _name(e: Embedding) -> str:
@@ -151,7 +173,7 @@ def compare(
     new: Embedding = MISSING,
     anchors: tuple[Embedding, Embedding] | Anchors | str | None = "self",
     measures: Iterable[str] | None = None,
-    top_n: int | None = 10000,
+    top_n: int | None = DEFAULT_TOP_N,
     rank_by: str = "old",
     *,
     device: str | None = None,
@@ -186,7 +208,8 @@ def compare(
         dimensions are skipped, with a warning, when the dimensions differ, unless named explicitly.
     top_n : int or None, default 10000
         Keep the ``top_n`` most frequent shared words by the row order of ``rank_by``;
-        ``None`` keeps all shared words.
+        ``None`` keeps all shared words. The default is a ceiling (a pair sharing fewer words
+        compares them all); a value given is exact, and fewer shared words is an error.
     rank_by : {"old", "new"}, default "old"
         Whose frequency order decides the top words (``"a"`` and ``"b"`` name the first and the
         second argument, as in :func:`embstab.shared_vocabulary`).
@@ -239,7 +262,12 @@ def compare(
         raise TypeError("compare needs the old and the new embedding, in that order (or one embstab.Pair)")
     a, b = old, new  # the measures' own names for the two sides
     if rank_by not in ("old", "new", "a", "b"):
-        raise ValueError(f"rank_by must be 'old' or 'new', got {rank_by!r}")
+        raise ConfigError(f"rank_by must be 'old' or 'new', got {rank_by!r}")
+    if isinstance(measures, str):  # one name, not its letters
+        measures = [measures]
+    if isinstance(null_samples, bool) or not isinstance(null_samples, (int, np.integer)) or null_samples < 0:
+        raise ConfigError(f"null_samples must be an integer >= 0 (0 skips the null), got {null_samples!r}")
+    _check_params(params)
     geometry = _pair_geometry(a, b)
     if geometry != "euclidean":
         return _compare_by_distances(a, b, geometry, measures, params)
@@ -261,7 +289,7 @@ def compare(
                           f"and {b.dim}-d)", stacklevel=2)
             infos = [i for i in infos if not i.needs_equal_dim]
     pair_anchors = (anchors.old, anchors.new) if anchors is not None else None
-    words = _select_words(a, b, top_n, rank_by, pair_anchors)
+    words = _select_words(a, b, top_n, rank_by, pair_anchors, own_anchors=anchor_label == "self")
     if len(words) <= max(a.dim, b.dim):
         warnings.warn(f"only {len(words)} compared words for {max(a.dim, b.dim)} dimensions: the column spans "
                       "are the whole space, so EIS and the span measures say nothing; compare more words",
@@ -269,6 +297,10 @@ def compare(
     need = any(i.needs_anchors for i in infos)
     _check_product_cost(a, b, pair_anchors if need else None, [i.name for i in infos], len(words))
     x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
+    ignored = sorted(set(params or {}) - {i.name for i in infos})
+    if ignored:
+        warnings.warn(f"params for {', '.join(ignored)} are not used: not among the measures compared "
+                      f"({', '.join(i.name for i in infos)})", stacklevel=2)
     rows, pairs, kwargs_of, levels = [], [], [], []
     with shared_products():  # spans and cross products of x and y are shared by the measures
         for info in infos:
@@ -367,6 +399,17 @@ def _compare_by_distances(a: Any, b: Any, geometry: str, measures: Iterable[str]
     return out
 
 
+def _check_params(params) -> None:
+    """Refuse ``params`` that is not a dict of dicts keyed by known measures (with a near name)."""
+    if params is None:
+        return
+    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
+        raise ConfigError("params must map measure names to dicts of their parameters, e.g. "
+                          f"{{'knn': {{'k': 10}}}}; got {params!r}")
+    for name in params:
+        get_measure(name)  # an unknown (or misspelt) measure is an error, not silently ignored
+
+
 def _resolve_anchors(a: Embedding, b: Embedding, anchors) -> tuple[Anchors | None, str]:
     if anchors is None:
         return None, "none"
@@ -375,6 +418,12 @@ def _resolve_anchors(a: Embedding, b: Embedding, anchors) -> tuple[Anchors | Non
             raise ShapeError(f"anchors must be a pair of embeddings, 'self' or None, got {anchors!r}")
         return Anchors(a, b), "self"
     if not isinstance(anchors, Anchors):
+        if not (isinstance(anchors, (tuple, list)) and len(anchors) == 2
+                and all(isinstance(e, Embedding) for e in anchors)):
+            raise ConfigError("anchors must be (old anchor, new anchor) as two Embedding objects, an Anchors, "
+                              f"'self' or None; got {type(anchors).__name__}"
+                              + (" (arrays carry no words: wrap them in embstab.Embedding)"
+                                 if isinstance(anchors, (tuple, list)) else ""))
         anchors = Anchors(*anchors)
     return anchors, f"{anchors.old.name or 'old anchor'} / {anchors.new.name or 'new anchor'}"
 
@@ -383,7 +432,7 @@ def compare_many(
     pairs: Iterable[tuple[Embedding, Embedding]] | dict[str, tuple[Embedding, Embedding]],
     anchors: tuple[Embedding, Embedding] | Anchors | str | None = "self",
     measures: Iterable[str] | None = None,
-    top_n: int | None = 10000,
+    top_n: int | None = DEFAULT_TOP_N,
     rank_by: str = "old",
     **kwargs: Any,
 ) -> pd.DataFrame:

@@ -6,11 +6,12 @@ turns similarities such as k-NN overlap into ``1 − value``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from embstab.errors import ShapeError, lookup
+from embstab.errors import ConfigError, ShapeError, did_you_mean, lookup
 
 from embstab.measures.displacement import semantic_displacement
 from embstab.measures.eis import eis
@@ -89,6 +90,10 @@ class MeasureInfo:
         ShapeError
             If the measure needs anchors and none were given, or equal widths and they differ.
         """
+        unknown = [p for p in params if p not in self.parameters]
+        if unknown:
+            raise ConfigError(f"{self.name} has no parameter {unknown[0]!r}{did_you_mean(unknown[0], self.parameters)}; "
+                              f"its parameters: {', '.join(self.parameters) or 'none'}")
         kwargs = {**self.defaults, **params}
         if "n_queries" in self.defaults and "n_queries" not in params:
             kwargs["n_queries"] = min(kwargs["n_queries"], X.shape[0])  # the default must not exceed n
@@ -99,6 +104,13 @@ class MeasureInfo:
                 raise ShapeError(f"{self.name} needs anchors: pass anchors=(anchor_x, anchor_y)")
             return float(self.func(X, Y, anchors[0], anchors[1], **kwargs))
         return float(self.func(X, Y, **kwargs))
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The keyword parameters :meth:`evaluate` passes on to the function."""
+        skip = 4 if self.needs_anchors else 2  # X, Y (and the anchors) come positionally
+        listed = list(inspect.signature(self.func).parameters.values())[skip:]
+        return tuple(p.name for p in listed if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
     @property
     def direction(self) -> str:
