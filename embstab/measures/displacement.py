@@ -8,8 +8,8 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from embstab.measures._backend import (alongside, as_float, check_pair, cross, one_blas_thread, row_blocks, row_norms,
-                                       rows_matmul, split_rows, working)
+from embstab.measures._backend import (FLOAT32_TRUST, alongside, as_float, check_pair, cross, one_blas_thread,
+                                       row_blocks, row_norms, rows_matmul, split_rows, working)
 
 __all__ = ["semantic_displacement"]
 
@@ -32,6 +32,8 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
     average : bool, default True
         Return the mean; with False, the per-word distances (numpy, NaN for zero rows).
     dtype : {"float64", "float32"}, optional
+        Working precision (float64 by default). A float32 mean distance under 1e-3 is measured
+        again in float64: float32 cosines cannot resolve it.
 
     Returns
     -------
@@ -43,7 +45,12 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
         # alongside the pass over the rows
         rotation = alongside(_rotation, xp, cross(xp, X, Y, dtype), side=array_api_compat.is_numpy_array(X)) \
             if align else None
-        return _mean_distance(xp, working(xp, X, dtype), working(xp, Y, dtype), rotation, dtype)
+        value = _mean_distance(xp, working(xp, X, dtype), working(xp, Y, dtype), rotation, dtype)
+        if (dtype or "float64") != "float64" and value < FLOAT32_TRUST:
+            # 1 − cos of nearly equal vectors: float32 cosines carry ~1e-7, so a mean distance
+            # below the trust ratio may be all round-off (it can read 0): measured again in float64
+            return semantic_displacement(X, Y, align=align, average=True, dtype="float64")
+        return value
     omega = _rotation(xp, cross(xp, X, Y, dtype)) if align else None
     X, Y = working(xp, X, dtype), working(xp, Y, dtype)
 

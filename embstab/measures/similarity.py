@@ -57,7 +57,8 @@ def linear_cka(X: Any, Y: Any, *, dtype: str | None = None) -> float:
         Row-aligned ``(n, d)`` and ``(n, d̃)`` matrices (numpy, torch or cupy; one library, one
         device).
     dtype : {"float64", "float32"}, optional
-        Working precision (float64 by default).
+        Working precision (float64 by default). A float32 CKA within 1e-3 of 1 is measured again
+        in float64: float32 cannot resolve the distance 1 − CKA there.
 
     Returns
     -------
@@ -74,7 +75,11 @@ def linear_cka(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     den = math.sqrt(float(sq_norm(xp, xx))) * math.sqrt(float(sq_norm(xp, yy)))
     if den == 0:
         return 0.0
-    return min(float(sq_norm(xp, _centered_cross(xp, X, Y, dtype))) / den, 1.0)
+    value = min(float(sq_norm(xp, _centered_cross(xp, X, Y, dtype))) / den, 1.0)
+    if (dtype or "float64") != "float64" and 1.0 - value < FLOAT32_TRUST:
+        # nearly identical representations: 1 − CKA is below float32's resolution of the terms
+        return linear_cka(X, Y, dtype="float64")
+    return value
 
 
 def procrustes_distance(X: Any, Y: Any, *, dtype: str | None = None) -> float:
