@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numbers
 
+from embstab.errors import ConfigError
+
 __all__ = ["BIT_WIDTHS", "BIT_WIDTHS_TEXT", "check_bits"]
 
 #: Every bit width a uniform quantizer accepts.
@@ -38,5 +40,5 @@ def check_bits(bits: object, what: str = "bits") -> int:
         ``"{what} must be 1-16 (2**bits levels) or 32 (float32, clipped only), got {bits!r}"``.
     """
     if isinstance(bits, bool) or not isinstance(bits, numbers.Integral) or int(bits) not in BIT_WIDTHS:
-        raise ValueError(f"{what} must be {BIT_WIDTHS_TEXT}, got {bits!r}")
+        raise ConfigError(f"{what} must be {BIT_WIDTHS_TEXT}, got {bits!r}")
     return int(bits)

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import torch
 
+from embstab.errors import ConfigError
+
 __all__ = ["torch_threads"]
 
 
@@ -23,7 +25,7 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
         return
     if int(n) < 1:
-        raise ValueError(f"threads must be >= 1, got {n}")
+        raise ConfigError(f"threads must be >= 1, got {n}")
     before = torch.get_num_threads()
     torch.set_num_threads(int(n))
     try:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from embstab.errors import EmbstabError, ShapeError, VocabularyError
+from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError
 
 __all__ = ["Embedding", "shared_vocabulary", "take_top_n", "procrustes_rotation", "register_writer"]
 
@@ -108,7 +108,7 @@ class Embedding:
                 if duplicates == "error":
                     raise VocabularyError(f"duplicate word {w!r} at rows {index[w]} and {i}")
                 if duplicates != "first":
-                    raise ValueError(f"duplicates must be 'error' or 'first', got {duplicates!r}")
+                    raise ConfigError(f"duplicates must be 'error' or 'first', got {duplicates!r}")
                 if keep is None:
                     keep = list(range(i))
                 warnings.warn(f"duplicate word {w!r} at row {i}: keeping the first occurrence (row {index[w]})",
@@ -269,7 +269,7 @@ class Embedding:
                 raise VocabularyError(f"{len(absent)} of {len(words)} words are not in the embedding"
                                       f"{self._label()}: {shown}{more}")
             if missing != "skip":
-                raise ValueError(f"missing must be 'error' or 'skip', got {missing!r}")
+                raise ConfigError(f"missing must be 'error' or 'skip', got {missing!r}")
             words = [w for w, r in zip(words, rows) if r is not None]
             rows = [r for r in rows if r is not None]
         if len(set(words)) != len(words):
@@ -297,7 +297,7 @@ class Embedding:
             If ``n`` < 0.
         """
         if n < 0:
-            raise ValueError(f"n must be >= 0, got {n}")
+            raise ConfigError(f"n must be >= 0, got {n}")
         counts = None if self._counts is None else self._counts[:n]
         return self._derive(self._words[:n], self._vectors[:n].copy(), counts)
 
@@ -498,7 +498,7 @@ def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank
         With ``exact``, if fewer than ``top_n`` words are shared.
     """
     if rank_by not in ("a", "b"):
-        raise ValueError(f"rank_by must be 'a' or 'b', got {rank_by!r}")
+        raise ConfigError(f"rank_by must be 'a' or 'b', got {rank_by!r}")
     first, second = (a, b) if rank_by == "a" else (b, a)
     others = list(also_in)
     shared = [w for w in first if w in second and all(w in o for o in others)]

@@ -13,7 +13,7 @@ from embstab.compress.memory import bits_per_entry, memory_bits
 from embstab.compress.transforms import TransformError, parse_transform, transform_quantize_pair
 from embstab.compress.uniform import _check_bits, optimal_clip
 from embstab.embedding import Embedding
-from embstab.errors import ShapeError
+from embstab.errors import ConfigError, ShapeError
 from embstab.io.compressed import CompressedData, write_compressed
 from embstab.pair import MISSING, unpack_pair
 from embstab.lowprec import (Format, UniformFormat, as_generator, check_rounding, get_format, handler_for,
@@ -48,17 +48,17 @@ def resolve_storage(bits: int | None, format: Format | str | None, clip: float |
     """
     if format is None or (isinstance(format, str) and format.lower() == "uniform"):
         if bits is None:
-            raise ValueError("give bits for uniform quantization (or a number format)")
+            raise ConfigError("give bits for uniform quantization (or a number format)")
         bits = _check_bits(bits)
         return "uniform", bits, bits
     if clip is not None:
-        raise ValueError("clip applies to uniform quantization only")
+        raise ConfigError("clip applies to uniform quantization only")
     fmt = get_format(format)
     if isinstance(fmt, UniformFormat):
         return "uniform", fmt.bits, fmt.bits
     fmt, width = handler_for(fmt).for_storage(fmt)  # width 32: stored as float32 values, not codes
     if bits is not None and int(bits) != width:
-        raise ValueError(f"bits={bits} contradicts format {fmt} ({width} bits per code)")
+        raise ConfigError(f"bits={bits} contradicts format {fmt} ({width} bits per code)")
     return "format", fmt, width
 
 
@@ -217,7 +217,7 @@ def compress_pair(old: Embedding, new: Embedding = MISSING, bits: int = MISSING,
     t = parse_transform(transform)
     if not t.is_identity and format is not None:
         raise TransformError(f"compression transform {t.name!r} applies to uniform quantization (bits=), not format=")
-    kind, spec, _ = resolve_storage(bits if format is None else None, format, None)
+    kind, spec, _ = resolve_storage(bits, format, None)  # bits with a format: checked against its width
     aligned = new.align_to(old)
     gen = as_generator(seed, torch.device("cpu"))
     if not t.is_identity:

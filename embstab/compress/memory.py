@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from embstab.errors import ConfigError
 from embstab.lowprec import Format, get_format, handler_for
 
 __all__ = ["memory_bits", "table_bits", "bits_per_entry", "memory_table"]
@@ -39,7 +40,7 @@ def memory_bits(dim, bitrate, *, overhead_bits=0):
     """
     if np.any(np.asarray(dim) < 0) or np.any(np.asarray(bitrate) <= 0) or np.any(np.asarray(overhead_bits) < 0):
         shown = [x if np.ndim(x) == 0 else f"a {type(x).__name__} of {np.size(x)} values" for x in (dim, bitrate)]
-        raise ValueError(f"dim must be >= 0 and bitrate > 0 (overhead_bits >= 0), got dim={shown[0]}, "
+        raise ConfigError(f"dim must be >= 0 and bitrate > 0 (overhead_bits >= 0), got dim={shown[0]}, "
                          f"bitrate={shown[1]}, overhead_bits={overhead_bits}")
     out = dim * bitrate + overhead_bits
     if np.ndim(out) == 0:
@@ -72,7 +73,7 @@ def table_bits(rows: int, dim: int, bitrate: int | float, *, clip_bits: int = 32
         If a count is negative or ``bitrate`` ≤ 0.
     """
     if rows < 0 or clip_bits < 0:
-        raise ValueError(f"rows and clip_bits must be >= 0, got rows={rows}, clip_bits={clip_bits}")
+        raise ConfigError(f"rows and clip_bits must be >= 0, got rows={rows}, clip_bits={clip_bits}")
     out = rows * memory_bits(dim, bitrate) + clip_bits
     return int(out) if float(out).is_integer() else float(out)
 

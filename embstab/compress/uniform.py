@@ -10,7 +10,7 @@ import numpy as np
 from embstab._bits import check_bits
 from tqdm.auto import tqdm
 
-from embstab.errors import ShapeError
+from embstab.errors import ConfigError, ShapeError
 from embstab.lowprec import UniformFormat, quantize
 
 __all__ = ["optimal_clip", "uniform_quantize", "quantization_error"]
@@ -106,7 +106,7 @@ def optimal_clip(X: Any, bits: int, tol: float = 1e-2, progress: bool = False) -
     X = _as_matrix(X)
     bits = _check_bits(bits)
     if not tol > 0:
-        raise ValueError(f"tol must be positive, got {tol!r}")
+        raise ConfigError(f"tol must be positive, got {tol!r}")
     hi = float(np.abs(X).max())
     if bits >= 32 or hi == 0.0:
         return hi
@@ -157,5 +157,5 @@ def uniform_quantize(X: Any, bits: int, clip: float | None = None, rounding: str
     if clip is None:
         clip = optimal_clip(X, bits)
     if not (math.isfinite(clip) and clip >= 0):
-        raise ValueError(f"clip must be a finite number >= 0, got {clip!r}")
+        raise ConfigError(f"clip must be a finite number >= 0, got {clip!r}")
     return quantize(X, UniformFormat(bits, float(clip)), rounding, seed)

@@ -22,7 +22,7 @@ from embstab.contextual.model import ContextualModel
 from embstab.contextual.pipeline import POOLINGS, SentencePipeline
 from embstab.contextual.errors import EmptyTextError, SequenceLengthError
 from embstab.embedding import Embedding
-from embstab.errors import VocabularyError
+from embstab.errors import ConfigError, VocabularyError
 
 __all__ = ["POOLINGS", "SPLITS", "SUBWORDS", "hidden_states", "sentence_features", "token_features", "word_type_embedding",
            "word_windows"]
@@ -33,14 +33,14 @@ SUBWORDS = ("first", "mean")
 def _check_layer(model: ContextualModel, layer: int) -> int:
     n = model.n_layers
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not -(n + 1) <= layer <= n:
-        raise ValueError(f"layer must be an integer in {-(n + 1)}..{n} (0 = input embeddings, {n} = last; "
+        raise ConfigError(f"layer must be an integer in {-(n + 1)}..{n} (0 = input embeddings, {n} = last; "
                          f"negative counts from the end), got {layer!r}")
     return int(layer) % (n + 1)
 
 
 def _check_choice(value: str, choices: tuple[str, ...], what: str) -> str:
     if value not in choices:
-        raise ValueError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
+        raise ConfigError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
     return value
 
 
@@ -78,7 +78,7 @@ def hidden_states(model: ContextualModel, rows: Sequence[np.ndarray], layer: int
         If ``batch_size`` is below 1 or ``layer`` is out of range.
     """
     if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
     layer = _check_layer(model, layer)
     cls, sep, pad = (model.special_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
     order = np.argsort([len(r) for r in rows], kind="stable")
@@ -290,9 +290,9 @@ def word_type_embedding(model: ContextualModel, docs: Sequence[str] | Sequence[S
     """
     _check_choice(subword, SUBWORDS, "subword")
     if min_count < 1:
-        raise ValueError(f"min_count must be at least 1, got {min_count}")
+        raise ConfigError(f"min_count must be at least 1, got {min_count}")
     if max_occurrences is not None and max_occurrences < 1:
-        raise ValueError(f"max_occurrences must be at least 1, got {max_occurrences}")
+        raise ConfigError(f"max_occurrences must be at least 1, got {max_occurrences}")
     layer_index = _check_layer(model, layer)
     docs = [d for d in as_word_lists(docs, allow_empty=True) if d]
     counts = Counter(w for d in docs for w in d)

@@ -21,7 +21,7 @@ from embstab.contextual.weights import WeightSet, layers_held, load_tensors, mat
 from embstab.data.errors import DataFormatError
 from embstab.contextual.pipeline import SentencePipeline, read_sentence_pipeline
 from embstab.contextual.tokenizer import load_tokenizer
-from embstab.errors import EmbstabError, lookup
+from embstab.errors import ConfigError, EmbstabError, lookup
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -42,9 +42,9 @@ class ModelSize:
         for name in ("layers", "hidden", "heads", "intermediate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.hidden % self.heads:
-            raise ValueError(f"hidden size {self.hidden} is not a multiple of the {self.heads} heads")
+            raise ConfigError(f"hidden size {self.hidden} is not a multiple of the {self.heads} heads")
 
 
 #: Named sizes. ``tiny`` is for CI (seconds per hundred steps on 2 cores); ``small`` is the laptop
@@ -189,9 +189,9 @@ def build_model(size: str | ModelSize, tokenizer: Tokenizer, seed: int = 0, *, m
     """
     shape = lookup(SIZES, size, "model size") if isinstance(size, str) else size
     if max_length < 3:
-        raise ValueError(f"max_length must be at least 3 ([CLS] piece [SEP]), got {max_length}")
+        raise ConfigError(f"max_length must be at least 3 ([CLS] piece [SEP]), got {max_length}")
     if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
     tf = _transformers()
     pad = tokenizer.token_to_id("[PAD]")
     config = tf.BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=shape.hidden,

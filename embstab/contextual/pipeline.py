@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from embstab.errors import ConfigError
 from embstab.contextual.weights import read_json_file
 from embstab.data.errors import DataFormatError
 
@@ -54,10 +55,10 @@ class SentencePipeline:
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+            raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.max_length is not None and (isinstance(self.max_length, bool) or not isinstance(self.max_length, int)
                                             or self.max_length < 3):
-            raise ValueError(f"max_length must be an integer of at least 3, got {self.max_length!r}")
+            raise ConfigError(f"max_length must be an integer of at least 3, got {self.max_length!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The pipeline as JSON-ready values (kept in a saved model's ``embstab.json``).

@@ -26,7 +26,7 @@ from embstab.contextual.encoding import WordPieces
 from embstab.contextual.model import ContextualModel, ModelSize, build_model
 from embstab.contextual.tokenizer import train_wordpiece
 from embstab.data.corpora import make_corpus_pair
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError, EmbstabError
 
 __all__ = ["PretrainResult", "PretrainPair", "train_mlm", "pretrain_pair", "mask_tokens", "make_blocks",
            "mlm_loss", "split_heldout"]
@@ -144,11 +144,11 @@ def split_heldout(docs: Sequence[list[str]], fraction: float = 0.02, seed: int =
         If ``fraction`` is not in (0, 0.5) or leaves no held-out document.
     """
     if not 0.0 < fraction < 0.5:
-        raise ValueError(f"held-out fraction must be in (0, 0.5), got {fraction}")
+        raise ConfigError(f"held-out fraction must be in (0, 0.5), got {fraction}")
     n = len(docs)
     k = int(round(fraction * n))
     if k == 0:
-        raise ValueError(f"a held-out fraction of {fraction} of {n} documents is no document; use more documents")
+        raise ConfigError(f"a held-out fraction of {fraction} of {n} documents is no document; use more documents")
     held = set(np.random.default_rng(seed).permutation(n)[:k].tolist())
     return [d for i, d in enumerate(docs) if i not in held], [d for i, d in enumerate(docs) if i in held]
 
@@ -178,7 +178,7 @@ def make_blocks(docs: Sequence[Sequence[str]], pieces: WordPieces, block_length:
     cls = pieces.tokenizer.token_to_id("[CLS]")
     body = block_length - 2
     if body < 1:
-        raise ValueError(f"block_length must be at least 3, got {block_length}")
+        raise ConfigError(f"block_length must be at least 3, got {block_length}")
     stream = []
     for doc in docs:
         ids, _ = pieces.encode(list(doc))
@@ -342,12 +342,12 @@ def train_mlm(model: ContextualModel, docs: Sequence[Sequence[str]], steps: int,
         If a setting is out of range.
     """
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+        raise ConfigError(f"steps must be a positive integer, got {steps!r}")
     if batch_size < 1 or not lr > 0 or not 0.0 <= warmup < 1.0:
-        raise ValueError(f"need batch_size >= 1, lr > 0 and 0 <= warmup < 1; got {batch_size}, {lr}, {warmup}")
+        raise ConfigError(f"need batch_size >= 1, lr > 0 and 0 <= warmup < 1; got {batch_size}, {lr}, {warmup}")
     block_length = min(model.max_length, 128) if block_length is None else int(block_length)
     if not 3 <= block_length <= model.max_length:
-        raise ValueError(f"block_length must be in 3..{model.max_length} (the model's limit), got {block_length}")
+        raise ConfigError(f"block_length must be in 3..{model.max_length} (the model's limit), got {block_length}")
     pieces = WordPieces(model.tokenizer)
     blocks = make_blocks(docs, pieces, block_length)
     if len(blocks) == 0:

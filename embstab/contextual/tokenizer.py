@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from typing import TYPE_CHECKING
 
+from embstab.errors import ConfigError, DataFormatError
 from embstab.contextual._deps import require
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def train_wordpiece(docs: Iterable[Sequence[str]], vocab_size: int = 8000, min_f
         If ``vocab_size`` is too small to hold the special tokens and an alphabet.
     """
     if vocab_size < len(SPECIAL_TOKENS) + 26:
-        raise ValueError(f"vocab_size must be at least {len(SPECIAL_TOKENS) + 26}, got {vocab_size}")
+        raise ConfigError(f"vocab_size must be at least {len(SPECIAL_TOKENS) + 26}, got {vocab_size}")
     tk = require("tokenizers")
     decoders, models, normalizers, pre_tokenizers = tk.decoders, tk.models, tk.normalizers, tk.pre_tokenizers
     normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=None, clean_text=True)
@@ -188,7 +189,7 @@ def wordpiece_from_vocab(path: str | os.PathLike, lowercase: bool = True,
         # a piece listed twice keeps its later line, as the checkpoints' own BERT tokenizer reads it
         vocab = {line.rstrip("\n").removesuffix("\r"): i for i, line in enumerate(f)}
     if "[UNK]" not in vocab:
-        raise ValueError(f"{os.fspath(path)}: no [UNK] piece")
+        raise DataFormatError(path, "no [UNK] piece")
     tok = tk.Tokenizer(tk.models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
     tok.normalizer = tk.normalizers.BertNormalizer(lowercase=lowercase, strip_accents=strip_accents, clean_text=True)
     tok.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from embstab.data.errors import DataNotFoundError
-from embstab.errors import lookup
+from embstab.errors import ConfigError, lookup
 from embstab.data.parsers import (iter_dictd_entries, read_brown_file, read_nlp_corpus_file,
                                   read_wiki_summaries, read_wikipedia_xml)
 from embstab.data.registry import DATASETS, POOLED, dataset_root
@@ -181,19 +181,19 @@ def make_corpus_pair(docs: Sequence[list[str]], kind: str = "leave_out", fractio
     docs = list(docs)
     if kind == "given":
         if other is None:
-            raise ValueError("kind='given' needs the second corpus as other=")
+            raise ConfigError("kind='given' needs the second corpus as other=")
         return docs, list(other)
     if kind == "extend" and other is not None:
         return docs, docs + list(other)
     if kind not in ("leave_out", "extend"):
-        raise ValueError(f"kind must be 'leave_out', 'extend' or 'given', got {kind!r}")
+        raise ConfigError(f"kind must be 'leave_out', 'extend' or 'given', got {kind!r}")
     limit = 0.5 if kind == "leave_out" else 1.0
     if not 0.0 < fraction < limit:
-        raise ValueError(f"fraction must be in (0, {limit}) for kind={kind!r}, got {fraction}")
+        raise ConfigError(f"fraction must be in (0, {limit}) for kind={kind!r}, got {fraction}")
     n = len(docs)
     k = int(round(fraction * n))
     if k == 0 or (kind == "leave_out" and 2 * k > n):
-        raise ValueError(f"fraction {fraction} of {n} documents leaves out {k}; use more documents "
+        raise ConfigError(f"fraction {fraction} of {n} documents leaves out {k}; use more documents "
                          f"or a larger fraction")
     perm = np.random.default_rng(seed).permutation(n)
     if kind == "leave_out":

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from embstab.errors import ConfigError
 from embstab.data.errors import DownloadError
 from embstab.data.registry import DATASETS, POOLED, dataset_info
 from embstab.data.sources import SOURCES, fetch_source
@@ -40,7 +41,7 @@ def fetch(names: Iterable[str] | None = None, force: bool = False, progress: boo
     from tqdm.auto import tqdm
 
     if errors not in ("raise", "report"):
-        raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
+        raise ConfigError(f"errors must be 'raise' or 'report', got {errors!r}")
     wanted: list[str] = []
     for name in (list(DATASETS) if names is None else list(names)):
         for part in (POOLED if name == "pooled" else (name,)):

@@ -26,7 +26,7 @@ from pathlib import Path
 from embstab.data.download import verify
 from embstab.data.standard import STANDARD, StandardSource, cached_path, download_standard
 from embstab.data.errors import DataFormatError, DataNotFoundError
-from embstab.errors import OptionalDependencyError, UnknownNameError, lookup
+from embstab.errors import ConfigError, OptionalDependencyError, UnknownNameError, lookup
 from embstab.kg._pykeen import INSTALL_HINT
 from embstab.kg.graph import SPLITS, KnowledgeGraph
 from embstab.kg.triples import load_triples_graph, parse_triples
@@ -63,7 +63,7 @@ class _StandardGraphs(MutableMapping):
 
     def __setitem__(self, name: str, src: StandardSource) -> None:
         if src.kind != "graph":
-            raise ValueError(f"{name!r}: a standard graph must be of kind 'graph', not {src.kind!r}")
+            raise ConfigError(f"{name!r}: a standard graph must be of kind 'graph', not {src.kind!r}")
         STANDARD[name] = src
 
     def __delitem__(self, name: str) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from embstab._threads import torch_threads
-from embstab.errors import EmbstabError, lookup
+from embstab.errors import ConfigError, EmbstabError, lookup
 from embstab.kg import KG_TASKS
 from embstab.kg.graph import KnowledgeGraph
 from embstab.kg.scoring import KnownAnswers, as_model, score_queries, score_triples, top_k
@@ -180,7 +180,7 @@ def random_ranking_mrr(candidates: Any) -> float:
     """
     c = np.asarray(candidates, dtype=np.int64).ravel()
     if c.size == 0 or c.min() < 1:
-        raise ValueError("random_ranking_mrr needs at least one query, each with at least one candidate")
+        raise ConfigError("random_ranking_mrr needs at least one query, each with at least one candidate")
     harmonic = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, int(c.max()) + 1))])
     return float(np.mean(harmonic[c] / c))
 
@@ -218,7 +218,7 @@ def link_prediction_disagreement(old: Any, new: Any = MISSING, graph: KnowledgeG
         If a model does not fit the graph (other entity or relation counts).
     """
     if isinstance(k, bool) or int(k) != k or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
     old, new, (graph,) = unpack_pair(old, new, (graph,), (MISSING,))
     ma, mb = as_model(old, graph), as_model(new, graph)
     triples = graph.split(split)

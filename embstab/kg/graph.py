@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from embstab.errors import ShapeError, VocabularyError
+from embstab.errors import ConfigError, ShapeError, VocabularyError
 
 __all__ = ["KnowledgeGraph", "SPLITS", "control_character"]
 
@@ -184,7 +184,7 @@ class KnowledgeGraph:
         """
         bad = set(splits) - set(SPLITS)
         if bad:
-            raise ValueError(f"unknown split(s) {sorted(bad)}; splits are {SPLITS}")
+            raise ConfigError(f"unknown split(s) {sorted(bad)}; splits are {SPLITS}")
         return replace(self, name=name or self.name, **splits)
 
     # ------------------------------------------------------------------ queries
@@ -224,7 +224,7 @@ class KnowledgeGraph:
             If ``name`` is not a split.
         """
         if name not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
+            raise ConfigError(f"split must be one of {SPLITS}, got {name!r}")
         return getattr(self, name)
 
     def known_triples(self) -> np.ndarray:

@@ -32,7 +32,7 @@ from embstab._resources import check_memory
 from embstab._textfiles import loads_json, read_utf8
 from embstab._threads import torch_threads
 from embstab.embedding import Embedding
-from embstab.errors import EmbstabError, ShapeError, UnknownNameError
+from embstab.errors import ConfigError, EmbstabError, ShapeError, UnknownNameError
 from embstab.kg._pykeen import quiet, require_pykeen
 from embstab.kg.graph import KnowledgeGraph
 
@@ -101,10 +101,10 @@ class EarlyStopping:
         for what in ("frequency", "patience"):
             value = getattr(self, what)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"early stopping {what} must be a positive integer, got {value!r}")
+                raise ConfigError(f"early stopping {what} must be a positive integer, got {value!r}")
         delta = self.relative_delta
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
-            raise ValueError(f"early stopping relative_delta must be a number in [0, 1), got {delta!r}")
+            raise ConfigError(f"early stopping relative_delta must be a number in [0, 1), got {delta!r}")
 
     @classmethod
     def coerce(cls, value: EarlyStopping | dict[str, Any] | None) -> EarlyStopping | None:
@@ -131,7 +131,7 @@ class EarlyStopping:
             raise TypeError(f"early_stopping must be an EarlyStopping, a mapping or None, got {type(value).__name__}")
         unknown = sorted(set(value) - set(cls.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"early stopping has no setting {unknown[0]!r} "
+            raise ConfigError(f"early stopping has no setting {unknown[0]!r} "
                              f"(settings: {', '.join(cls.__dataclass_fields__)})")
         return cls(**value)
 
@@ -551,9 +551,9 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
     """
     for what, value in (("dim", dim), ("epochs", epochs), ("batch_size", batch_size), ("negatives", negatives)):
         if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{what} must be a positive integer, got {value!r}")
+            raise ConfigError(f"{what} must be a positive integer, got {value!r}")
     if not lr > 0:
-        raise ValueError(f"lr must be positive, got {lr!r}")
+        raise ConfigError(f"lr must be positive, got {lr!r}")
     if not isinstance(graph, KnowledgeGraph):
         raise TypeError(f"graph must be a KnowledgeGraph (embstab.kg.load_graph), got {type(graph).__name__}")
     stopping = EarlyStopping.coerce(early_stopping)
@@ -562,7 +562,7 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
     if stopping is not None and len(graph.valid) == 0:
         raise ShapeError(f"graph {graph.name!r} has no validation triple: early stopping evaluates on them")
     if stopping is not None and stopping.frequency > epochs:
-        raise ValueError(f"early stopping evaluates every {stopping.frequency} epochs, so within epochs={epochs} "
+        raise ConfigError(f"early stopping evaluates every {stopping.frequency} epochs, so within epochs={epochs} "
                          "it would never evaluate; lower its frequency or raise epochs")
     check_training_fits(graph, model, int(dim), int(batch_size), int(negatives))
     model_kwargs = dict(model_kwargs or {})

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from embstab.errors import ShapeError, VocabularyError, lookup
+from embstab.errors import ConfigError, ShapeError, VocabularyError, lookup
 from embstab.kg.graph import SPLITS, KnowledgeGraph
 
 __all__ = ["GraphPair", "version_pair", "seed_pair", "CHANGES", "LOST_POLICIES"]
@@ -151,7 +151,7 @@ def version_pair(graph: KnowledgeGraph, change: str = "remove", share: float = 0
     lookup(CHANGES, change, "graph change")
     lookup(LOST_POLICIES, lost, "lost-entity policy")
     if not 0.0 < float(share) < 1.0:
-        raise ValueError(f"share must be in (0, 1), got {share!r}")
+        raise ConfigError(f"share must be in (0, 1), got {share!r}")
     count = max(1, int(round(share * len(graph.train))))
     rng = np.random.default_rng(seed)
     out_rows = _choose(graph.train, graph.n_entities, graph.n_relations, count, rng, protect=(lost == "protect"))

@@ -19,7 +19,7 @@ import numpy as np
 
 from embstab.data.errors import DataFormatError
 from embstab.data.wordnet import read_synset_records, wordnet_data_dir
-from embstab.errors import ShapeError
+from embstab.errors import ConfigError, ShapeError
 from embstab.kg.graph import KnowledgeGraph
 
 __all__ = ["WN18RR_RELATIONS", "SYMMETRIC", "read_wordnet_triples", "wordnet_graph", "k_core"]
@@ -98,7 +98,7 @@ def k_core(triples: np.ndarray, k: int) -> np.ndarray:
     ndarray of shape (m, 3), a subset of the rows in their original order
     """
     if k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
     keep = np.ones(len(triples), dtype=bool)
     n = int(triples[:, [0, 2]].max()) + 1 if len(triples) else 0
     while True:
@@ -126,10 +126,10 @@ def _units(triples: np.ndarray, symmetric: np.ndarray) -> list[np.ndarray]:
 def _count(size: float | int, n: int, what: str) -> int:
     if isinstance(size, float):
         if not 0.0 < size < 0.5:
-            raise ValueError(f"{what} as a share must be in (0, 0.5), got {size!r}")
+            raise ConfigError(f"{what} as a share must be in (0, 0.5), got {size!r}")
         return max(1, int(round(size * n)))
     if int(size) != size or size < 1:
-        raise ValueError(f"{what} must be a share in (0, 0.5) or a positive count, got {size!r}")
+        raise ConfigError(f"{what} must be a share in (0, 0.5) or a positive count, got {size!r}")
     return int(size)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from embstab.errors import ConfigError
 from embstab.lowprec.rounding import as_generator, check_rounding
 from embstab.lowprec.fixedq import quantize_fixed
 from embstab.lowprec.formats import FixedFormat, Format, get_format
@@ -50,7 +51,7 @@ def _check(fwd: Format | str | None, bwd: Format | str | None, fwd_round: str, b
     fwd = None if fwd is None else get_format(fwd)
     bwd = None if bwd is None else get_format(bwd)
     if clamping_grad_zero and not (isinstance(fwd, FixedFormat) and fwd.clamp):
-        raise ValueError("clamping_grad_zero needs a clamping FixedFormat as the forward format")
+        raise ConfigError("clamping_grad_zero needs a clamping FixedFormat as the forward format")
     return fwd, bwd, check_rounding(fwd_round), check_rounding(bwd_round)
 
 

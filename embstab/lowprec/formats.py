@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from embstab._bits import check_bits
-from embstab.errors import UnknownNameError
+from embstab.errors import ConfigError, UnknownNameError
 
 __all__ = [
     "FloatFormat",
@@ -83,29 +83,29 @@ class FloatFormat:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.exp_bits, int) and 1 <= self.exp_bits <= 11):
-            raise ValueError(f"exp_bits must be an int in 1..11, got {self.exp_bits!r}")
+            raise ConfigError(f"exp_bits must be an int in 1..11, got {self.exp_bits!r}")
         if not (isinstance(self.man_bits, int) and 0 <= self.man_bits <= 52):
-            raise ValueError(f"man_bits must be an int in 0..52, got {self.man_bits!r}")
+            raise ConfigError(f"man_bits must be an int in 0..52, got {self.man_bits!r}")
         if self.specials not in _SPECIALS:
-            raise ValueError(f"specials must be one of {_SPECIALS}, got {self.specials!r}")
+            raise ConfigError(f"specials must be one of {_SPECIALS}, got {self.specials!r}")
         if self.specials == "ieee" and self.exp_bits < 2:
-            raise ValueError("an ieee format needs exp_bits >= 2 (the all-ones exponent is reserved)")
+            raise ConfigError("an ieee format needs exp_bits >= 2 (the all-ones exponent is reserved)")
         if self.specials == "fn" and self.exp_bits + self.man_bits < 2:
-            raise ValueError("an fn format needs at least 2 exponent+mantissa bits")
+            raise ConfigError("an fn format needs at least 2 exponent+mantissa bits")
         overflow = self.overflow
         if overflow is None:
             overflow = {"ieee": "inf", "fn": "nan", "fnuz": "nan", "finite": "saturate"}[self.specials]
             object.__setattr__(self, "overflow", overflow)
         if overflow not in _OVERFLOWS:
-            raise ValueError(f"overflow must be one of {_OVERFLOWS}, got {overflow!r}")
+            raise ConfigError(f"overflow must be one of {_OVERFLOWS}, got {overflow!r}")
         if overflow == "inf" and self.specials != "ieee":
-            raise ValueError(f"overflow='inf' needs an ieee format; {self.specials!r} formats have no Inf")
+            raise ConfigError(f"overflow='inf' needs an ieee format; {self.specials!r} formats have no Inf")
         if overflow == "nan" and self.specials == "finite":
-            raise ValueError("overflow='nan' needs a format with a NaN code; 'finite' formats have none")
+            raise ConfigError("overflow='nan' needs a format with a NaN code; 'finite' formats have none")
         if self.bias is None:
             object.__setattr__(self, "bias", 2 ** (self.exp_bits - 1) - 1 + (self.specials == "fnuz"))
         if self.emin < -1022 or self.emax > 1023:
-            raise ValueError(f"exponent range [{self.emin}, {self.emax}] exceeds float64's")
+            raise ConfigError(f"exponent range [{self.emin}, {self.emax}] exceeds float64's")
 
     # -- derived quantities ------------------------------------------------------------------
     @property
@@ -203,11 +203,11 @@ class FixedFormat:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.word_bits, int) and 1 <= self.word_bits <= 53):
-            raise ValueError(f"word_bits must be an int in 1..53, got {self.word_bits!r}")
+            raise ConfigError(f"word_bits must be an int in 1..53, got {self.word_bits!r}")
         if not isinstance(self.frac_bits, int) or abs(self.frac_bits) > 1000:
-            raise ValueError(f"frac_bits must be an int in -1000..1000, got {self.frac_bits!r}")
+            raise ConfigError(f"frac_bits must be an int in -1000..1000, got {self.frac_bits!r}")
         if self.symmetric and self.word_bits < 2:
-            raise ValueError("a symmetric fixed-point format needs word_bits >= 2")
+            raise ConfigError("a symmetric fixed-point format needs word_bits >= 2")
 
     @property
     def bits(self) -> int:
@@ -259,12 +259,12 @@ class BlockFloatFormat:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.word_bits, int) and 2 <= self.word_bits <= 24):
-            raise ValueError(f"word_bits must be an int in 2..24, got {self.word_bits!r}")
+            raise ConfigError(f"word_bits must be an int in 2..24, got {self.word_bits!r}")
         if self.block_size is not None:
             if self.axis is not None:
-                raise ValueError("give either axis or block_size, not both")
+                raise ConfigError("give either axis or block_size, not both")
             if not (isinstance(self.block_size, int) and self.block_size >= 1):
-                raise ValueError(f"block_size must be a positive int, got {self.block_size!r}")
+                raise ConfigError(f"block_size must be a positive int, got {self.block_size!r}")
 
     @property
     def bits(self) -> int:
@@ -291,7 +291,7 @@ class MXFormat:
     def __post_init__(self) -> None:
         if isinstance(self.element, str):
             if self.element != "int8":
-                raise ValueError(f"MX integer elements must be 'int8', got {self.element!r}")
+                raise ConfigError(f"MX integer elements must be 'int8', got {self.element!r}")
         elif isinstance(self.element, FloatFormat):
             if self.element.overflow != "saturate":
                 # MX elements always saturate (spec); store that in the descriptor so it is explicit
@@ -299,7 +299,7 @@ class MXFormat:
         else:
             raise TypeError(f"element must be a FloatFormat or 'int8', got {type(self.element).__name__}")
         if not (isinstance(self.block_size, int) and self.block_size >= 1):
-            raise ValueError(f"block_size must be a positive int, got {self.block_size!r}")
+            raise ConfigError(f"block_size must be a positive int, got {self.block_size!r}")
 
     @property
     def emax_elem(self) -> int:
@@ -332,7 +332,7 @@ class UniformFormat:
     def __post_init__(self) -> None:
         object.__setattr__(self, "bits", check_bits(self.bits))
         if not (math.isfinite(self.clip) and self.clip >= 0):
-            raise ValueError(f"clip must be a finite number >= 0, got {self.clip!r}")
+            raise ConfigError(f"clip must be a finite number >= 0, got {self.clip!r}")
         object.__setattr__(self, "clip", float(self.clip))
 
     @property

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from torch import nn
 
+from embstab.errors import ConfigError
 from embstab.lowprec.autograd import Quantizer
 
 __all__ = ["LAYER_GROUPS", "lower"]
@@ -86,13 +87,13 @@ def lower(model: nn.Module, quantizer: Quantizer,
                 continue
             if isinstance(child, classes) and not list(child.children()):
                 if isinstance(child, _RECURRENT):
-                    raise ValueError(f"{_qualified(name, child_name)} is recurrent ({type(child).__name__}): "
+                    raise ConfigError(f"{_qualified(name, child_name)} is recurrent ({type(child).__name__}): "
                                      "its output is a tuple a quantizer cannot follow")
                 setattr(parent, child_name, nn.Sequential(child, quantizer))
                 wrapped.append(_qualified(name, child_name))
     if not wrapped and not already:
         kinds = ", ".join(sorted({c.__name__ for c in classes}))
-        raise ValueError(f"no layer of the model is one of: {kinds}")
+        raise ConfigError(f"no layer of the model is one of: {kinds}")
     target.lowered_modules = sorted(wrapped, key=position.__getitem__)  # the model's own order
     return target
 
@@ -104,17 +105,17 @@ def _classes(layer_types: Iterable[str | type[nn.Module]]) -> tuple[type[nn.Modu
     for item in layer_types:
         if isinstance(item, str):
             if item not in LAYER_GROUPS:
-                raise ValueError(f"unknown layer group {item!r}; expected one of {', '.join(LAYER_GROUPS)} "
+                raise ConfigError(f"unknown layer group {item!r}; expected one of {', '.join(LAYER_GROUPS)} "
                                  "or nn.Module classes")
             out.extend(LAYER_GROUPS[item])
         elif isinstance(item, type) and issubclass(item, nn.Module):
             if issubclass(item, _RECURRENT):
-                raise ValueError(f"{item.__name__} is recurrent: its output is a tuple a quantizer cannot follow")
+                raise ConfigError(f"{item.__name__} is recurrent: its output is a tuple a quantizer cannot follow")
             out.append(item)
         else:
-            raise ValueError(f"layer types must be group names or nn.Module classes, got {item!r}")
+            raise ConfigError(f"layer types must be group names or nn.Module classes, got {item!r}")
     if not out:
-        raise ValueError("layer_types is empty")
+        raise ConfigError("layer_types is empty")
     return tuple(out)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from embstab.errors import ConfigError
 from embstab.lowprec.rounding import as_generator, check_rounding
 from embstab.lowprec.formats import BF16, FP16, FloatFormat, Format, get_format
 from embstab.lowprec.quantize import quantize
@@ -59,7 +60,7 @@ class LowPrecisionOptimizer:
             raise TypeError(f"base must be a torch.optim.Optimizer, got {type(base).__name__}")
         update = _check_update(update)
         if not (grad_scale > 0):
-            raise ValueError(f"grad_scale must be positive, got {grad_scale!r}")
+            raise ConfigError(f"grad_scale must be positive, got {grad_scale!r}")
         self.base = base
         self.weight = None if weight is None else get_format(weight)
         self.grad = None if grad is None else get_format(grad)
@@ -248,5 +249,5 @@ def _check_update(update: str) -> str:
     except (TypeError, ValueError):
         canonical = None
     if canonical not in ("nearest", "stochastic") and not (canonical or "").startswith("stochastic:"):
-        raise ValueError(f"update must be one of {_UPDATES} or 'stochastic:K', got {update!r}")
+        raise ConfigError(f"update must be one of {_UPDATES} or 'stochastic:K', got {update!r}")
     return canonical

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from embstab.errors import ConfigError
 from embstab.lowprec.formats import BlockFloatFormat, FixedFormat, qtorch_float
 from embstab.lowprec.quantize import quantize
 
@@ -22,7 +23,7 @@ _MODES = ("nearest", "stochastic")
 
 def _mode(rounding: str) -> str:
     if rounding not in _MODES:
-        raise ValueError(f"qtorch rounding must be 'nearest' or 'stochastic', got {rounding!r}")
+        raise ConfigError(f"qtorch rounding must be 'nearest' or 'stochastic', got {rounding!r}")
     return rounding
 
 
@@ -56,7 +57,7 @@ def float_quantize(x: Any, exp: int, man: int, rounding: str = "stochastic",
         If ``exp`` or ``man`` is out of range, or ``rounding`` is neither mode.
     """
     if not (1 <= exp <= 8 and 1 <= man <= 23):
-        raise ValueError(f"qtorch float formats need 1 <= exp <= 8 and 1 <= man <= 23, got exp={exp}, man={man}")
+        raise ConfigError(f"qtorch float formats need 1 <= exp <= 8 and 1 <= man <= 23, got exp={exp}, man={man}")
     mode = "nearest_away" if _mode(rounding) == "nearest" else "stochastic"
     fmt = qtorch_float(exp, man)
     y = quantize(x, fmt, mode, generator)
@@ -99,7 +100,7 @@ def fixed_point_quantize(x: Any, wl: int, fl: int, clamp: bool = True, symmetric
         If ``wl`` or ``fl`` is not positive, or ``rounding`` is neither mode.
     """
     if wl <= 0 or fl <= 0:
-        raise ValueError(f"qtorch fixed point needs wl > 0 and fl > 0, got wl={wl}, fl={fl}")
+        raise ConfigError(f"qtorch fixed point needs wl > 0 and fl > 0, got wl={wl}, fl={fl}")
     return quantize(x, FixedFormat(wl, fl, symmetric=symmetric, clamp=clamp), _mode(rounding), generator)
 
 
@@ -132,6 +133,6 @@ def block_quantize(x: Any, wl: int, dim: int = -1, rounding: str = "stochastic",
         If ``wl`` ≤ 0, ``dim`` < −1, or ``rounding`` is neither mode.
     """
     if wl <= 0 or dim < -1:
-        raise ValueError(f"qtorch block float needs wl > 0 and dim >= -1, got wl={wl}, dim={dim}")
+        raise ConfigError(f"qtorch block float needs wl > 0 and dim >= -1, got wl={wl}, dim={dim}")
     mode = "nearest_up" if _mode(rounding) == "nearest" else "stochastic"
     return quantize(x, BlockFloatFormat(wl, axis=None if dim == -1 else dim), mode, generator)

@@ -278,4 +278,4 @@ def round_integer(y: torch.Tensor, rounding: str, generator: torch.Generator | N
         gdev = generator.device if generator is not None else y.device
         r = torch.randint(0, 2**k, y.shape, generator=generator, device=gdev, dtype=torch.int64).to(y.device)
         return torch.copysign(fa + (r.double() < kept), y)
-    raise ValueError(f"unknown rounding {rounding!r}")
+    raise ConfigError(f"unknown rounding {rounding!r}")

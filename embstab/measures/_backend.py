@@ -33,7 +33,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from embstab.errors import ShapeError
+from embstab.errors import ConfigError, ShapeError
 from embstab.measures import _native
 
 __all__ = ["shared_products", "namespace", "as_float", "check_matrix", "checked_sketch", "check_pair", "cross", "crosses", "column_mean",
@@ -115,7 +115,7 @@ def as_float(xp, x: Any, dtype: str | None):
     """``x`` cast to float64 (default) or float32, on its own device (no copy if it already is)."""
     name = dtype or "float64"
     if name not in _DTYPES:
-        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+        raise ConfigError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
     target = getattr(xp, name)
     return x if x.dtype == target else xp.astype(x, target)
 
@@ -601,7 +601,7 @@ def span(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method
 def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Span:
     n, d = x.shape
     if method not in ("auto", "qr", "gram"):
-        raise ValueError(f"method must be 'auto', 'qr' or 'gram', got {method!r}")
+        raise ConfigError(f"method must be 'auto', 'qr' or 'gram', got {method!r}")
     if method == "auto":
         # The Gram matrix is usually computed anyway (PIP, CKA) and costs half a QR; use it when
         # it is accurate enough, i.e. for well-conditioned X, or when a QR copy would be too big.

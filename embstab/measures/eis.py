@@ -19,7 +19,7 @@ from typing import Any
 
 import array_api_compat
 
-from embstab.errors import ShapeError
+from embstab.errors import ConfigError, ShapeError
 from embstab.measures._backend import (FLOAT32_TRUST, as_float, basis_overlap, check_pair, checked_sketch,
                                        cross, crosses, grams, namespace, one_blas_thread, rows_matmul,
                                        span, sq_norm)
@@ -120,7 +120,7 @@ def _factor_set(anchors: tuple, alpha: float, dtype: str | None, cache: bool, me
     to factor are then made side by side (one per core on 2 cores), as EIS needs both anchors.
     """
     if not (alpha >= 0 and math.isfinite(alpha)):
-        raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
+        raise ConfigError(f"alpha must be a finite number >= 0, got {alpha}")
     alpha = float(alpha)
     dtype = dtype or "float64"
     out: list = []
@@ -128,7 +128,7 @@ def _factor_set(anchors: tuple, alpha: float, dtype: str | None, cache: bool, me
     for anchor in anchors:
         if isinstance(anchor, AnchorFactors):
             if anchor.alpha != alpha:
-                raise ValueError(f"anchor factors were computed with alpha={anchor.alpha}, not {alpha}")
+                raise ConfigError(f"anchor factors were computed with alpha={anchor.alpha}, not {alpha}")
             out.append(anchor)
             continue
         xp = namespace(anchor)

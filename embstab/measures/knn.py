@@ -22,6 +22,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from embstab.errors import ConfigError
 from embstab.measures import _native
 from embstab.measures._backend import (as_float, check_pair, on_gpu, one_blas_thread, row_norms, split_rows, topk,
                                        working)
@@ -315,14 +316,14 @@ def knn(
     xp = check_pair(X, Y)
     n = X.shape[0]
     if not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
     if n < k + 1:
-        raise ValueError(f"k-NN with k={k} needs at least {k + 1} rows, got {n}")
+        raise ConfigError(f"k-NN with k={k} needs at least {k + 1} rows, got {n}")
     if n_queries is None:
         chosen = np.arange(n)
     else:
         if n_queries < 1:
-            raise ValueError(f"n_queries must be >= 1 or None, got {n_queries}")
+            raise ConfigError(f"n_queries must be >= 1 or None, got {n_queries}")
         if n_queries > n:
             warnings.warn(f"n_queries={n_queries} exceeds the {n} rows: every row is used as a query", stacklevel=2)
             n_queries = n

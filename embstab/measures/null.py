@@ -31,6 +31,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from embstab.errors import ConfigError
 from embstab.measures._backend import basis, column_mean, cross, one_blas_thread
 from embstab.measures.registry import MeasureInfo
 
@@ -117,7 +118,7 @@ def permutation_null(infos: Sequence[MeasureInfo], x: Any, y: Any, *, samples: i
         One per measure.
     """
     if samples < 1:
-        raise ValueError(f"samples must be at least 1, got {samples}")
+        raise ConfigError(f"samples must be at least 1, got {samples}")
     anchors = list(anchors) if anchors is not None else [None] * len(infos)
     params = list(params) if params is not None else [{}] * len(infos)
     rng = np.random.default_rng(seed)
@@ -389,7 +390,7 @@ def null_levels(infos: Sequence[MeasureInfo], x: Any, y: Any, *, samples: int = 
         One per measure.
     """
     if method not in ("auto", "permutation"):
-        raise ValueError(f"method must be 'auto' or 'permutation', got {method!r}")
+        raise ConfigError(f"method must be 'auto' or 'permutation', got {method!r}")
     anchors = list(anchors) if anchors is not None else [None] * len(infos)
     params = list(params) if params is not None else [{}] * len(infos)
     out: list[NullLevel | None] = [

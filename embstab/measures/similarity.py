@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from embstab.errors import ShapeError
 from embstab.measures._backend import FLOAT32_TRUST, as_float, check_pair, column_mean, cross, row_blocks, sq_norm
 
 __all__ = ["fro_distance", "linear_cka", "procrustes_distance"]
@@ -113,7 +114,7 @@ def procrustes_distance(X: Any, Y: Any, *, dtype: str | None = None) -> float:
     nx = math.sqrt(max(float(xp.linalg.trace(_centered_cross(xp, X, X, dtype))), 0.0))
     ny = math.sqrt(max(float(xp.linalg.trace(_centered_cross(xp, Y, Y, dtype))), 0.0))
     if nx == 0 or ny == 0:
-        raise ValueError("procrustes_distance is undefined when one side has all rows equal")
+        raise ShapeError("procrustes_distance is undefined when one side has all rows equal")
     nuclear = float(xp.sum(xp.linalg.svdvals(_centered_cross(xp, X, Y, dtype)))) / (nx * ny)
     if (dtype or "float64") != "float64" and 1.0 - nuclear < FLOAT32_TRUST:
         # near-identical shapes: 1 − ‖X̂ᵀŶ‖_* is a small difference that float32 cannot resolve

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from embstab.errors import ConfigError
 from embstab.measures import REGISTRY
 from embstab.selection._common import groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
@@ -51,7 +52,7 @@ def pairwise_votes(measure_values: np.ndarray, disagreement: np.ndarray, *,
     i, j = np.triu_indices(len(v), k=1)  # row-major = itertools.combinations order
     if same_space:
         if memory is None:
-            raise ValueError("same_space=True needs the memory of each configuration")
+            raise ConfigError("same_space=True needs the memory of each configuration")
         mem = np.asarray(memory)
         keep = mem[i] == mem[j]
         i, j = i[keep], j[keep]

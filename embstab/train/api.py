@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from embstab.errors import lookup
+from embstab.errors import ConfigError, lookup
 from embstab.embedding import Embedding
 from embstab.errors import EmbstabError
 
@@ -58,7 +58,7 @@ def train_embedding(docs: Sequence[Sequence[str]], algo: str = "w2v_cbow", dim: 
     lookup(ALGOS, algo, "algo")
     for name, value in (("dim", dim), ("epochs", epochs), ("min_count", min_count), ("window", window)):
         if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     docs = [d for d in docs if len(d) > 0]
     if not docs:
         raise EmbstabError("the corpus is empty: no document has any token")

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError, EmbstabError
 
 __all__ = ["build_vocab", "encode_corpus", "cooccurrence", "ppmi"]
 
@@ -102,9 +102,9 @@ def cooccurrence(ids: np.ndarray, doc_ids: np.ndarray, n_words: int, window: int
     scipy.sparse.csr_matrix of float64, shape (n_words, n_words), symmetric.
     """
     if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
+        raise ConfigError(f"window must be >= 1, got {window}")
     if weighting not in ("harmonic", "uniform"):
-        raise ValueError(f"weighting must be 'harmonic' or 'uniform', got {weighting!r}")
+        raise ConfigError(f"weighting must be 'harmonic' or 'uniform', got {weighting!r}")
     total = sp.csr_matrix((n_words, n_words), dtype=np.float64)
     # One sparse matrix per distance keeps memory at O(tokens) instead of O(tokens * window).
     for k in tqdm(range(1, window + 1), desc="co-occurrence", unit="offset", disable=not progress):
