@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from embstab import Embedding
 from embstab.data import load_corpus
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError, EmbstabError
 from embstab.train import ALGOS, train_embedding, train_pair
 from embstab.train.factorize import fit_observed_entries
 from embstab.train.vocab import build_vocab, cooccurrence, encode_corpus, ppmi
@@ -86,6 +86,20 @@ def test_bad_settings_are_refused(lee):
         train_embedding([[], []])
     with pytest.raises(EmbstabError, match="min_count"):
         train_embedding([["a", "b", "c"]], algo="glove", min_count=5, progress=False)
+    with pytest.raises(ConfigError, match="no word occurs at least min_count=5 times"):
+        train_embedding([["a", "b", "c"]], algo="w2v_cbow", min_count=5, progress=False)
+
+
+@pytest.mark.parametrize("docs, message", [
+    (["the cat sat", "on the mat"], "document 0 is a string: split it into tokens"),
+    ([["the", "cat"], "on the mat"], "document 1 is a string"),
+    ("the cat sat on the mat", "got one string"),
+    ([[1, 2, 3]], "document 0 holds int tokens"),
+])
+def test_untokenised_documents_are_refused(docs, message):
+    # a string is a sequence of characters: it would train character embeddings without a word
+    with pytest.raises(ConfigError, match=message):
+        train_embedding(docs, dim=5, epochs=1, progress=False)
 
 
 def _cooc_reference(docs, words, window, harmonic):

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from embstab.errors import ConfigError, lookup
 from embstab.embedding import Embedding
-from embstab.errors import EmbstabError
+from embstab.errors import ConfigError, EmbstabError, lookup
 
 __all__ = ["ALGOS", "train_embedding", "train_pair"]
 
@@ -59,9 +58,21 @@ def train_embedding(docs: Sequence[Sequence[str]], algo: str = "w2v_cbow", dim: 
     for name, value in (("dim", dim), ("epochs", epochs), ("min_count", min_count), ("window", window)):
         if int(value) != value or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(docs, str):
+        raise ConfigError("docs must be tokenised documents (lists of str), got one string: split it into "
+                          "documents and tokens first")
+    docs = list(docs)
+    for i, doc in enumerate(docs):
+        if isinstance(doc, str) or not all(isinstance(token, str) for token in doc[:1]):
+            # a string is a sequence of characters: it would silently train character embeddings
+            raise ConfigError(f"docs must be tokenised documents (lists of str); document {i} is a string: split "
+                              "it into tokens first, e.g. text.split()" if isinstance(doc, str) else
+                              f"docs must be tokenised documents (lists of str); document {i} holds "
+                              f"{type(doc[0]).__name__} tokens")
     docs = [d for d in docs if len(d) > 0]
     if not docs:
         raise EmbstabError("the corpus is empty: no document has any token")
+
     if algo in ("w2v_cbow", "w2v_sg", "fasttext"):
         from embstab.train.gensim_trainers import train_gensim
 

@@ -11,6 +11,8 @@ import numpy as np
 from gensim.models.callbacks import CallbackAny2Vec
 from tqdm.auto import tqdm
 
+from embstab.errors import ConfigError
+
 __all__ = ["train_gensim", "stable_hash"]
 
 
@@ -100,7 +102,14 @@ def train_gensim(docs: Sequence[Sequence[str]], algo: str, dim: int, seed: int, 
     docs = [list(d) for d in docs]
     with tqdm(total=epochs, desc=f"training {algo}", unit="epoch", disable=not progress) as bar:
         start = time.perf_counter()
-        model = cls(sentences=docs, callbacks=[_EpochBar(bar)], **settings)
+        try:
+            model = cls(sentences=docs, callbacks=[_EpochBar(bar)], **settings)
+        except RuntimeError as exc:  # gensim's words for an empty vocabulary
+            if "build vocabulary" not in str(exc):
+                raise
+            tokens = sum(len(d) for d in docs)
+            raise ConfigError(f"no word occurs at least min_count={min_count} times in the corpus ({tokens} tokens); "
+                              "lower min_count or use a bigger corpus") from None
         elapsed = time.perf_counter() - start
     wv = model.wv
     words = list(wv.index_to_key)
