@@ -18,7 +18,7 @@ from embstab.downstream import MODELS, TASKS, DisagreementResult, disagreement, 
 from embstab.downstream.api import token_coverage
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
 from embstab.downstream.models import CRF
-from embstab.errors import EmbstabError, ShapeError
+from embstab.errors import ConfigError, EmbstabError, ShapeError
 
 POS_WORDS = [f"good{i}" for i in range(15)]
 NEG_WORDS = [f"bad{i}" for i in range(15)]
@@ -148,6 +148,31 @@ def test_wrong_model_for_task_and_bad_inputs():
     with pytest.raises(ShapeError, match="the new member must be an embstab.Embedding"):
         disagreement(_embedding(), np.zeros((3, 3)), _classification())
     assert set(TASKS) >= {"rt_sentiment", "rt_subjectivity", "bbc_topic", "brown_pos"}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"epochs": 0}, "epochs must be a positive integer, got 0"),
+    ({"epochs": -3}, "epochs must be a positive integer"),
+    ({"batch_size": 0}, "batch_size must be a positive integer"),
+    ({"lr": float("nan")}, "lr must be a finite number > 0"),
+    ({"lr": 0}, "lr must be a finite number > 0"),
+    ({"limit": 0}, "limit must be a positive integer or None"),
+    ({"seed": 1.5}, "seed must be an integer"),
+    ({"split_seed": "0"}, "split_seed must be an integer"),
+    ({"epoch": 1}, "model 'linear' has no setting 'epoch' \\(did you mean 'epochs'\\?\\)"),
+    ({"model": "mlp", "hiden": 8}, "model 'mlp' has no setting 'hiden' \\(did you mean 'hidden'\\?\\)"),
+])
+def test_settings_no_model_trains_with_are_refused_before_training(kwargs, message):
+    # an untrained model (epochs=0) would report a disagreement that means nothing
+    kwargs = {"model": "linear", **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        disagreement(_embedding(), _embedding(), _classification(), **kwargs)
+
+
+def test_every_model_has_its_network():
+    from embstab.downstream.api import _NETWORKS
+
+    assert set(_NETWORKS) == set(MODELS)
 
 
 def _brute_force(em: torch.Tensor, crf: CRF) -> tuple[float, list[int], dict]:

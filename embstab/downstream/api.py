@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from embstab.errors import lookup
 from embstab.data.tasks import ClassificationData, TaggingData, load_classification, load_tagging
 from embstab.downstream.catalog import MODELS, TASKS
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
+from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier, MeanMLP
 from embstab.downstream.training import fit_classifier, fit_tagger, tagging_score
 from embstab.recipes.training import training_recipe
 from embstab.embedding import Embedding
-from embstab.errors import EmbstabError, ShapeError, VocabularyError
+from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError, did_you_mean, lookup
 from embstab.pair import MISSING, unpack_pair
 
 __all__ = ["TASKS", "MODELS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
@@ -130,6 +132,38 @@ def chance_level(data: ClassificationData | TaggingData) -> float:
 
 
 _TRAIN_KEYS = ("lr", "epochs", "batch_size", "patience", "max_len", "threads")
+#: The network behind each model name, whose constructor takes the model options.
+_NETWORKS = {"linear": LinearBoW, "mlp": MeanMLP, "cnn": KimCNN, "lstm": LSTMClassifier, "bilstm": BiLSTMTagger,
+             "bilstm_crf": BiLSTMTagger}
+
+
+def _model_options(model: str) -> tuple[str, ...]:
+    """The options of ``model``'s network (its constructor's settings beyond the table and the classes)."""
+    listed = list(inspect.signature(_NETWORKS[model].__init__).parameters.values())[3:]
+    return tuple(p.name for p in listed if p.name != "crf")
+
+
+def _check_training(model: str, kwargs: dict[str, Any], seeds: dict[str, Any], limit: Any) -> None:
+    """Refuse settings no model can train with, before any training (each named, with its value)."""
+    known = (*_TRAIN_KEYS, *_model_options(model))
+    for key in kwargs:
+        if key not in known:
+            raise ConfigError(f"model {model!r} has no setting {key!r}{did_you_mean(key, known)}; "
+                              f"its settings: {', '.join(known)}")
+    for name, value in seeds.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConfigError(f"{name} must be an integer, got {value!r}")
+    counts = {"epochs": kwargs.get("epochs", 1), "batch_size": kwargs.get("batch_size", 1),
+              "patience": kwargs.get("patience"), "max_len": kwargs.get("max_len"), "threads": kwargs.get("threads"),
+              "limit": limit}
+    for name, value in counts.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+            raise ConfigError(f"{name} must be a positive integer{'' if name in ('epochs', 'batch_size') else ' or None'}"
+                              f", got {value!r}")
+    lr = kwargs.get("lr", 1.0)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating, np.integer)) or not (math.isfinite(lr)
+                                                                                                and lr > 0):
+        raise ConfigError(f"lr must be a finite number > 0, got {lr!r}")
 
 
 @dataclass
@@ -360,12 +394,12 @@ def disagreement(old: Embedding, new: Embedding = MISSING, task: str | Classific
     old, new : Embedding
         The embeddings of the old and the new corpus, old first (or one :class:`embstab.Pair`
         of both, with ``task`` second). Any dimensions (each model has its own).
-    task : str or ClassificationData or TaggingData
+    task : str or ClassificationData or TaggingData, default "rt_sentiment"
         A name from :data:`TASKS`, or task data built by the caller.
-    model : str
+    model : str, default "linear"
         A name from :data:`MODELS` matching the task kind: "linear" (the reference bag-of-words
         model), "cnn", "lstm" for classification; "bilstm", "bilstm_crf" for tagging.
-    seed : int
+    seed : int, default 0
         Model seed (initialisation, dropout, batch order, OOV vectors).
     seed_b : int, optional
         Model seed for the new member (default: ``seed``).
@@ -406,6 +440,8 @@ def disagreement(old: Embedding, new: Embedding = MISSING, task: str | Classific
             raise ShapeError(f"the {name} member must be an embstab.Embedding, got {type(emb).__name__}")
     seed_b = seed if seed_b is None else seed_b
     recipe_name = training_recipe(recipe).name  # refuse a bad recipe name before any training
+    if isinstance(model, str) and model in _NETWORKS:  # (an unknown name is refused with the task)
+        _check_training(model, kwargs, {"seed": seed, "seed_b": seed_b, "split_seed": split_seed}, limit)
     data, kind, prepared = _resolve(task, model, split_seed, limit)
     coverage = _check_coverage(data, min_coverage, prepared.counts, old=old, new=new)
     ra = _train(old, data, kind, prepared, model, seed, progress, recipe_name, kwargs)
