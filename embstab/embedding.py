@@ -85,11 +85,7 @@ class Embedding:
         codes: Any = None,
     ) -> None:
         words = [str(w) for w in words]
-        vectors = np.array(vectors, copy=copy) if copy else np.asarray(vectors)
-        if vectors.dtype not in (np.float32, np.float64):
-            if not (np.issubdtype(vectors.dtype, np.number) or vectors.dtype == bool):
-                raise ShapeError(f"embedding vectors must be numeric, got dtype {vectors.dtype}")
-            vectors = vectors.astype(np.float64)
+        vectors = _as_vectors(vectors, copy)
         if vectors.ndim != 2:
             raise ShapeError(f"embedding vectors must be a 2-D (n_words, dim) array, got shape {vectors.shape}")
         if vectors.shape[0] != len(words):
@@ -337,6 +333,8 @@ class Embedding:
         Embedding
             A new embedding.
         """
+        if np.dtype(dtype) not in (np.float32, np.float64):
+            raise ConfigError(f"an embedding's vectors are float32 or float64, not {np.dtype(dtype)}")
         return self._derive(list(self._words), self._vectors.astype(dtype), self._counts)
 
     def with_vectors(self, vectors: Any, **metadata: Any) -> Embedding:
@@ -359,7 +357,7 @@ class Embedding:
         ShapeError
             If the shape does not fit or the matrix holds NaN/Inf.
         """
-        vectors = np.asarray(vectors)
+        vectors = _as_vectors(vectors, copy=False)
         if vectors.ndim != 2 or vectors.shape[0] != len(self):
             raise ShapeError(f"new vectors must have shape ({len(self)}, d), got {vectors.shape}")
         if not np.isfinite(vectors).all():
@@ -546,6 +544,29 @@ def take_top_n(words: Sequence[str], top_n: int | None, *, exact: bool = False,
         raise VocabularyError(f"top_n={top_n} was asked but {names} share only {len(words)} words{note}; "
                               "pass a smaller top_n or top_n=None for all shared words")
     return words[:top_n]
+
+
+def _as_vectors(vectors: Any, copy: bool) -> np.ndarray:
+    """``vectors`` as a float32 or float64 numpy array: float32 and float64 kept, other real numbers in float64.
+
+    Complex numbers are refused (a cast would drop the imaginary parts silently), as are
+    non-numeric entries; a torch tensor is detached and moved to the host first.
+    """
+    if hasattr(vectors, "detach") and hasattr(vectors, "cpu"):  # a torch tensor (grad, device, bf16)
+        import torch  # noqa: PLC0415  (only reached with a tensor in hand)
+
+        tensor = vectors.detach().cpu()
+        if tensor.dtype in (torch.bfloat16, torch.float16):
+            tensor = tensor.to(torch.float32)  # numpy has no bfloat16
+        vectors = tensor.numpy()
+    vectors = np.array(vectors, copy=copy) if copy else np.asarray(vectors)
+    if vectors.dtype in (np.float32, np.float64):
+        return vectors
+    if np.issubdtype(vectors.dtype, np.complexfloating):
+        raise ShapeError(f"embedding vectors must be real numbers, got dtype {vectors.dtype}")
+    if not (np.issubdtype(vectors.dtype, np.number) or vectors.dtype == bool):
+        raise ShapeError(f"embedding vectors must be numeric, got dtype {vectors.dtype}")
+    return vectors.astype(np.float64)
 
 
 def _label(e: Embedding) -> str:

@@ -3,6 +3,7 @@ import pytest
 
 import embstab
 from embstab import Embedding, ShapeError, VocabularyError
+from embstab.errors import ConfigError
 
 
 def make(n=6, d=3, seed=0):
@@ -78,3 +79,33 @@ def test_shared_vocabulary_orders_by_rank_by():
     assert embstab.shared_vocabulary(a, b) == ["x", "z"]
     assert embstab.shared_vocabulary(a, b, rank_by="b") == ["z", "x"]
     assert embstab.shared_vocabulary(a, b, top_n=1) == ["x"]
+
+
+@pytest.mark.parametrize("vectors, message", [
+    (np.ones((2, 3)) * (1 + 1j), "must be real numbers, got dtype complex128"),
+    (np.array([["x", "y"], ["z", "w"]]), "must be numeric, got dtype <U1"),
+])
+def test_vectors_that_are_not_real_numbers_are_refused(vectors, message):
+    # a complex matrix cast to float would lose its imaginary parts without a word
+    with pytest.raises(ShapeError, match=message):
+        Embedding(["a", "b"], vectors)
+    with pytest.raises(ShapeError, match=message):
+        Embedding(["a", "b"], np.ones((2, 3))).with_vectors(vectors)
+
+
+def test_torch_tensors_with_grad_or_in_bfloat16_are_read():
+    import torch
+
+    grad = torch.arange(6.0).reshape(2, 3).requires_grad_()
+    assert Embedding(["a", "b"], grad).vectors.tolist() == [[0, 1, 2], [3, 4, 5]]
+    half = torch.tensor([[0.5, 1.5], [2.0, -1.0]], dtype=torch.bfloat16)
+    e = Embedding(["a", "b"], half)
+    assert e.vectors.dtype == np.float32 and e.vectors.tolist() == [[0.5, 1.5], [2.0, -1.0]]
+
+
+def test_astype_keeps_an_embedding_in_float32_or_float64():
+    e = Embedding(["a", "b"], np.ones((2, 3)))
+    assert e.astype(np.float32).vectors.dtype == np.float32
+    for dtype in (np.int64, np.float16, "U8"):
+        with pytest.raises(ConfigError, match="float32 or float64"):
+            e.astype(dtype)
