@@ -309,3 +309,27 @@ def test_a_forked_child_measures_with_threads_of_its_own():
         child.kill()
         pytest.fail("the forked child hung on the measures' thread pools")
     assert queue.get(timeout=5) == here
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, x, y, e: m.eis(x, y, e, e, rtol=2), "rtol must be a number in \\[0, 1\\)"),
+    (lambda m, x, y, e: m.eigenspace_overlap(x, y, rtol=float("nan")), "rtol must be a number in \\[0, 1\\)"),
+    (lambda m, x, y, e: m.eigenspace_overlap(x, y, rtol=-1), "rtol must be a number in \\[0, 1\\)"),
+    (lambda m, x, y, e: m.weighted_eigenspace_overlap(x, y, exponent=float("nan")), "exponent must be a finite"),
+    (lambda m, x, y, e: m.pip_loss(x, y, dtype=np.float32), "dtype must be 'float64' or 'float32' \\(a string\\)"),
+    (lambda m, x, y, e: m.semantic_displacement(x, y, dtype="float16"), "dtype must be 'float64' or 'float32'"),
+    (lambda m, x, y, e: m.knn(x, y, n_queries=2.5), "n_queries must be an integer >= 1 or None"),
+    (lambda m, x, y, e: m.knn(x, y, n_queries="10"), "n_queries must be an integer >= 1 or None"),
+    (lambda m, x, y, e: m.knn(x, y, seed="a"), "seed must be an integer"),
+    (lambda m, x, y, e: m.knn(x, y, k=True), "k must be a positive integer"),
+])
+def test_bad_measure_options_are_named(call, message):
+    # an rtol of 2 used to drop every direction and report identical spans (EIS 0)
+    from embstab import measures
+    from embstab.errors import ConfigError
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200, 5))
+    y = x + 0.1 * rng.standard_normal(x.shape)
+    with pytest.raises(ConfigError, match=message):
+        call(measures, x, y, rng.standard_normal((200, 8)))

@@ -111,12 +111,25 @@ def namespace(*arrays: Any):
         raise ShapeError(f"inputs must be numpy, torch or cupy arrays of one library: {exc}") from None
 
 
+def dtype_name(dtype: Any) -> str:
+    """The working precision's name, ``"float64"`` (the default) or ``"float32"``; anything else is refused."""
+    name = dtype or "float64"
+    if not isinstance(name, str) or name not in _DTYPES:
+        raise ConfigError(f"dtype must be 'float64' or 'float32' (a string), got {dtype!r}")
+    return name
+
+
+def check_rtol(rtol: Any) -> None:
+    """Refuse a rank tolerance that is not None or a number in [0, 1)."""
+    if rtol is not None and (isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating, np.integer))
+                             or not 0 <= rtol < 1):
+        raise ConfigError(f"rtol must be a number in [0, 1) (the share of the largest singular value below "
+                          f"which a direction counts as rank deficiency) or None, got {rtol!r}")
+
+
 def as_float(xp, x: Any, dtype: str | None):
     """``x`` cast to float64 (default) or float32, on its own device (no copy if it already is)."""
-    name = dtype or "float64"
-    if name not in _DTYPES:
-        raise ConfigError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    target = getattr(xp, name)
+    target = getattr(xp, dtype_name(dtype))
     return x if x.dtype == target else xp.astype(x, target)
 
 
@@ -148,7 +161,7 @@ def working(xp, x: Any, dtype: str | None):
     :func:`shared_products` the copy is shared by every measure of the suite. On the host, where
     the inputs can be millions of rows, only blocks are ever cast.
     """
-    target = getattr(xp, dtype or "float64")
+    target = getattr(xp, dtype_name(dtype))
     if x.dtype == target or not on_gpu(x) or int(x.shape[0]) * int(x.shape[1]) < 2**16:
         return x  # (a small array is cheaper to cast where it is used, in one block)
     need = int(x.shape[0]) * int(x.shape[1]) * (8 if target == xp.float64 else 4)
@@ -595,7 +608,8 @@ def span(xp, x: Any, dtype: str | None = None, rtol: float | None = None, method
     Directions below the tolerance are dropped rather than kept as arbitrary columns (the
     reference keeps them, which gives garbage for rank-deficient inputs).
     """
-    return _memoized(("span", dtype or "float64", rtol, method), (x,), lambda: _span(xp, x, dtype, rtol, method))
+    check_rtol(rtol)
+    return _memoized(("span", dtype_name(dtype), rtol, method), (x,), lambda: _span(xp, x, dtype, rtol, method))
 
 
 def _span(xp, x: Any, dtype: str | None, rtol: float | None, method: str) -> Span:
@@ -681,7 +695,8 @@ def basis(xp, x: Any, dtype: str | None = None, rtol: float | None = None, metho
     when the factorisation fails) the basis is :func:`span`'s. ``gram``: XᵀX, where the caller
     has it.
     """
-    return _memoized(("basis", dtype or "float64", rtol, method), (x,),
+    check_rtol(rtol)
+    return _memoized(("basis", dtype_name(dtype), rtol, method), (x,),
                      lambda: _basis(xp, x, dtype, rtol, method, gram))
 
 
