@@ -191,3 +191,13 @@ def test_row_norms_at_any_magnitude(scale):
     got = _backend.row_norms(_backend.namespace(x), x * scale)
     np.testing.assert_allclose(got, want, rtol=1e-14)
     assert got[3] == 0.0
+
+
+def test_nearest_neighbors_takes_the_plain_array_modules():
+    import torch
+
+    x = np.random.default_rng(0).standard_normal((100, 5))
+    via_namespace = np.asarray(nearest_neighbors(_backend.namespace(x), x, np.arange(3), 2))
+    np.testing.assert_array_equal(np.asarray(nearest_neighbors(np, x, np.arange(3), 2)), via_namespace)
+    np.testing.assert_array_equal(nearest_neighbors(torch, torch.from_numpy(x), torch.arange(3), 2).numpy(),
+                                  via_namespace)

@@ -24,7 +24,7 @@ import numpy as np
 
 from embstab.errors import ConfigError
 from embstab.measures import _native
-from embstab.measures._backend import (as_float, check_pair, on_gpu, one_blas_thread, row_norms, split_rows, topk,
+from embstab.measures._backend import (as_float, check_pair, namespace, on_gpu, one_blas_thread, row_norms, split_rows, topk,
                                        working)
 
 __all__ = ["knn", "nearest_neighbors"]
@@ -70,7 +70,7 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
     Parameters
     ----------
     xp : module
-        Array-API namespace of ``x``.
+        The array library of ``x`` (numpy, torch or cupy, or its array-API namespace).
     x : array
         ``(n, d)`` matrix.
     queries : array of int
@@ -87,6 +87,7 @@ def nearest_neighbors(xp, x, queries, k: int, dtype: str | None = None, block_by
     array
         int64 ``(len(queries), min(k + 1, n))`` row indices, most similar first.
     """
+    xp = namespace(x)  # the array-API namespace whatever module was given (numpy's own lacks a descending sort)
     q = _unit_rows(xp, as_float(xp, x[queries, :], dtype))
     kk = min(k + 1, x.shape[0])
     if (dtype or "float64") == "float64" and _can_certify(x):
