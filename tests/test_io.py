@@ -9,7 +9,7 @@ import pytest
 
 import embstab
 from embstab import EmbeddingFormatError
-from embstab.io import detect_format
+from embstab.io import detect_format, load
 
 
 @pytest.fixture
@@ -233,3 +233,11 @@ def test_compressed_header_is_checksummed_and_versions_1_and_2_still_read(tmp_pa
     back = embstab.load(tmp_path / "v2.esq")
     assert back.words == emb.words
     np.testing.assert_array_equal(back.vectors, emb.vectors.astype(np.float32))
+
+
+@pytest.mark.parametrize("text", ["a 1 2 3\nb 1 2\n", "a 1 2\nb 1 2 3\n"])
+def test_a_two_line_file_blames_the_line_that_departs_from_the_first(tmp_path, text):
+    path = tmp_path / "two.txt"
+    path.write_text(text)
+    with pytest.raises(EmbeddingFormatError, match="line 2: inconsistent width"):
+        load(path)

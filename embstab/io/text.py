@@ -60,6 +60,7 @@ def _headerless_dim(path: str, first_line: int, sample: int = 1000) -> int:
     a first word that contains spaces from being mistaken for an extra column.
     """
     widths: dict[int, int] = {}
+    first = None
     with open(path, "rb") as f:
         for i, raw in enumerate(f, start=1):
             if i < first_line:
@@ -67,9 +68,11 @@ def _headerless_dim(path: str, first_line: int, sample: int = 1000) -> int:
             n = len(raw.split())
             if n:
                 widths[n] = widths.get(n, 0) + 1
+                first = n if first is None else first
             if i - first_line >= sample:
                 break
-    fields = max(widths, key=lambda w: (widths[w], -w))
+    # a tie (a short file) goes to the first line's width, so the line blamed is the one that departs from it
+    fields = max(widths, key=lambda w: (widths[w], w == first, -w))
     if fields < 2:
         raise EmbeddingFormatError(path, "a line must hold a word followed by its vector", first_line)
     return fields - 1
