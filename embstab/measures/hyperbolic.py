@@ -356,6 +356,11 @@ def hyperbolic_map(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
                    rows: int | Sequence[int] | None = None, seed: int = 0) -> float:
     """Mean average precision of b's ranking at recovering a's k nearest neighbours (1 = stable).
 
+    Ties count pessimistically, as in the embedding papers' graph MAP: a node at the same distance
+    as a neighbour counts as ranked before it. Where distances tie (the nodes of a tree often do),
+    even an embedding compared with itself scores below 1; read the value against the same
+    embedding's self-score, or against its null.
+
     Parameters
     ----------
     a, b : embeddings with ``nodes`` and ``distances_from``
