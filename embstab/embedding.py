@@ -292,8 +292,8 @@ class Embedding:
         ValueError
             If ``n`` < 0.
         """
-        if n < 0:
-            raise ConfigError(f"n must be >= 0, got {n}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ConfigError(f"n must be an integer >= 0, got {n!r}")
         counts = None if self._counts is None else self._counts[:n]
         return self._derive(self._words[:n], self._vectors[:n].copy(), counts)
 

@@ -84,3 +84,24 @@ def test_a_best_measure_is_named_only_where_intervals_separate():
 def test_cells_show_rho_and_interval():
     shown = with_intervals(_table([("eis", 0.8, 0.7, 0.9), ("knn", np.nan, np.nan, np.nan)]))
     assert shown.loc["eis", "t"] == "0.80 [0.70, 0.90]" and shown.loc["knn", "t"] == "n/a"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_boot": -1}, "n_boot must be an integer >= "),
+    ({"n_boot": 2.5}, "n_boot must be an integer >= "),
+    ({"level": 2}, "level must be a coverage in \\(0, 1\\)"),
+    ({"level": 0}, "level must be a coverage in \\(0, 1\\)"),
+])
+def test_interval_settings_that_give_no_interval_are_refused(kwargs, message):
+    # level = 0 used to give a zero-width "interval" without a word
+    from embstab.errors import ConfigError
+    from embstab.selection import spearman_table
+    from embstab.selection.correlation import bootstrap_interval
+
+    x = np.arange(10.0)
+    with pytest.raises(ConfigError, match=message):
+        bootstrap_interval(x, x[::-1], **kwargs)
+    table = pd.DataFrame({"algo": "a", "task": "t", "dim": np.arange(10), "bits": 32, "seed": 0,
+                          "disagreement": x, "eis": x[::-1]})
+    with pytest.raises(ConfigError, match=message):
+        spearman_table(table, **kwargs)

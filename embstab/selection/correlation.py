@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from embstab.errors import ConfigError
 from embstab.selection._common import groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import as_results, measure_distance, wide
@@ -34,6 +36,14 @@ def _rho(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(den > 0, (rx * ry).sum(axis=-1) / np.where(den > 0, den, 1.0), np.nan)
 
 
+def _check_interval(n_boot: Any, level: Any, at_least: int) -> None:
+    """Refuse resample counts and coverages that give no interval (or a meaningless one)."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < at_least:
+        raise ConfigError(f"n_boot must be an integer >= {at_least}, got {n_boot!r}")
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)) or not 0 < level < 1:
+        raise ConfigError(f"level must be a coverage in (0, 1), e.g. 0.95, got {level!r}")
+
+
 def bootstrap_interval(x: np.ndarray, y: np.ndarray, *, n_boot: int = N_BOOT, level: float = 0.95,
                        seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of Spearman's ρ, resampling rows (pairs) with replacement.
@@ -54,6 +64,7 @@ def bootstrap_interval(x: np.ndarray, y: np.ndarray, *, n_boot: int = N_BOOT, le
     (float, float)
         The interval; NaN when fewer than 3 rows, or when most resamples have a constant side.
     """
+    _check_interval(n_boot, level, at_least=1)
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) < 3:
         return np.nan, np.nan
@@ -111,6 +122,7 @@ def spearman_table(df: pd.DataFrame, measures: Sequence[str] | None = None, *, w
     >>> table = spearman_table(from_published_csv("w2v_cbow_optimal_no_emb_norm_top_10000.csv"))
     >>> wide(table, "spearman").round(2)  # doctest: +SKIP
     """
+    _check_interval(n_boot, level, at_least=0)
     df = as_results(df)
     names = resolve_measures(df, measures)
     keys = ["algo", "task"] + ([within] if within else [])
