@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -37,7 +39,7 @@ def test_train_from_a_text_file(tmp_path, capsys):
     out = tmp_path / "emb.txt"
     assert cli.main(["train", "--corpus", str(corpus), "-o", str(out), "--dim", "6", "--epochs", "2",
                      "--no-progress"]) == 0
-    assert "6 words x 6 dims" in capsys.readouterr().out
+    assert "6 words x 6 dims" in capsys.readouterr().err  # the summary on stderr: OUT may be /dev/stdout
     emb = load(out)
     assert sorted(emb.words) == ["blue", "cat", "dog", "green", "red", "runs"]
 
@@ -97,3 +99,17 @@ def test_downstream_trains_the_task_model_under_a_recipe(tmp_path, capsys):
     assert "invalid choice" in capsys.readouterr().err
     assert cli.main(["downstream", str(a), str(b), "--task", "link_prediction:nations", "--recipe", "swalp"]) == 2
     assert "--recipe applies to word-embedding tasks" in capsys.readouterr().err
+
+
+def test_train_to_stdout_writes_only_the_embedding(tmp_path):
+    # the summary line must not land in the embedding when OUT is /dev/stdout
+    corpus = tmp_path / "corpus.txt"
+    rng = np.random.default_rng(0)
+    corpus.write_text("\n".join(" ".join(rng.choice(["red", "green", "blue", "cat", "dog", "runs"], 12))
+                                for _ in range(200)))
+    done = subprocess.run([sys.executable, "-m", "embstab", "train", "--corpus", str(corpus), "-o", "/dev/stdout",
+                           "--dim", "4", "--epochs", "1", "--quiet"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "6 4" and len(lines) == 7
+    assert "6 words x 4 dims" in done.stderr

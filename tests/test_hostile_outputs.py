@@ -323,7 +323,7 @@ def test_an_output_beside_an_input_folder_is_not_a_clash(tmp_path):
 
 def test_special_outputs_stay_writable(ws, capsys):
     assert cli.main(["hyperbolic", "embed", str(ws / "g.edges"), "--quiet", "-o", "/dev/null"]) == 0
-    assert "wrote /dev/null" in capsys.readouterr().out
+    assert "wrote /dev/null" in capsys.readouterr().err
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 

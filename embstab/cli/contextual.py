@@ -293,7 +293,8 @@ def run_features(args: argparse.Namespace) -> int:
                               progress=show_progress(args))
     save(emb, args.out)
     print(f"{len(emb)} words x {emb.dim} (layer {emb.metadata['layer']}, {args.subword} piece"
-          f"{'s' if args.subword == 'mean' else ''}, {int(emb.counts.sum())} occurrences) -> {args.out}")
+          f"{'s' if args.subword == 'mean' else ''}, {int(emb.counts.sum())} occurrences) -> {args.out}",
+          file=sys.stderr)  # stdout may be --out itself
     return 0
 
 

@@ -157,7 +157,7 @@ def run_embed(args: argparse.Namespace) -> int:
                  f"({m['n_positive']} positive / {m['n_negative']} negative eigenvalues)")
     space = emb.signature if hasattr(emb, "signature") else f"H^{emb.dim}"
     print(f"wrote {args.output}: {len(emb)} nodes in {space} by {args.method}, "
-          f"scale {emb.scale:.6g}{extra}, {time.perf_counter() - t0:.2f} s")
+          f"scale {emb.scale:.6g}{extra}, {time.perf_counter() - t0:.2f} s", file=sys.stderr)  # stdout may be OUT
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from embstab.cli.names import TRAIN_ALGOS, TRAINING_RECIPES
@@ -160,5 +161,5 @@ def run(args: argparse.Namespace) -> int:
         meta = emb.metadata
         print(f"{out}: {len(emb)} words x {emb.dim} dims from {len(part)} documents "
               f"({meta['corpus_tokens']} tokens); {meta['train_seconds']:.1f} s, "
-              f"{meta['tokens_per_second']:,.0f} tokens/s")
+              f"{meta['tokens_per_second']:,.0f} tokens/s", file=sys.stderr)  # stdout may be OUT itself
     return 0
