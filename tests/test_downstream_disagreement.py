@@ -261,3 +261,16 @@ def test_task_by_name_gives_what_its_loaded_data_gives():
         assert (res.disagreement, res.quality_old, res.quality_new) == (by_data.disagreement, by_data.quality_old,
                                                                     by_data.quality_new)
         assert res.settings["token_coverage_old"] == by_data.settings["token_coverage_old"]
+
+
+@pytest.mark.parametrize("n", [5, 20, 60])
+def test_splits_too_small_to_compare_are_refused(n):
+    # 5 examples leave no dev split (the training crashed); 20 leave 3 test examples, where one
+    # flipped prediction is 33 points of disagreement
+    with pytest.raises(ConfigError, match="every split needs some, and the test split at least 10 examples"):
+        disagreement(_embedding(), _embedding(), _classification(n=n), "linear")
+
+
+def test_the_smallest_comparable_split_is_accepted():
+    res = disagreement(_embedding(), _embedding(), _classification(n=67), "linear", epochs=1)
+    assert res.n_test == 11

@@ -293,12 +293,32 @@ def load_task(task: str, split_seed: int = 0, limit: int | None = None) -> Class
     return _cached_task(task, split_seed, limit)
 
 
+#: Fewest test items (examples, or tokens for tagging) a disagreement is reported on: below it one
+#: flipped prediction moves the percentage by more than 10 points.
+MIN_TEST_ITEMS = 10
+
+
+def _check_splits(data: ClassificationData | TaggingData, kind: str, limit: int | None) -> None:
+    """Refuse task data with an empty split (no epoch to select, or nothing to compare) or too few test items."""
+    sizes = {"train": len(data.train_y), "dev": len(data.dev_y), "test": len(data.test_y)}
+    items = sizes["test"] if kind == "classification" else sum(len(y) for y in data.test_y)
+    if min(sizes.values()) > 0 and items >= MIN_TEST_ITEMS:
+        return
+    unit = "examples" if kind == "classification" else "sentences"
+    where = f" with limit={limit}" if limit is not None else ""
+    raise ConfigError(f"task {data.name!r}{where} splits into {sizes['train']} train, {sizes['dev']} dev and "
+                      f"{sizes['test']} test {unit}: every split needs some, and the test split at least "
+                      f"{MIN_TEST_ITEMS} {'examples' if kind == 'classification' else 'tokens'}"
+                      + ("; raise the limit" if limit is not None else ""))
+
+
 def _resolve(task, model: str, split_seed: int, limit: int | None):
     data = load_task(task, split_seed, limit) if isinstance(task, str) else task
     if not isinstance(data, (ClassificationData, TaggingData)):
         raise EmbstabError(f"task must be a name from TASKS or a ClassificationData/TaggingData, got {type(task)}")
     lookup(MODELS, model, "model")
     kind = "tagging" if isinstance(data, TaggingData) else "classification"
+    _check_splits(data, kind, limit)
     if MODELS[model][0] != kind:
         fits = [m for m, (k, _) in MODELS.items() if k == kind]
         raise EmbstabError(f"model {model!r} is for {MODELS[model][0]}, but task {data.name!r} is {kind}; "
