@@ -206,6 +206,17 @@ def test_recommend_excludes_configurations_only_seen_near_chance():
     assert "left out" not in str(kept)
 
 
+def test_recommend_for_a_task_whose_rows_are_all_near_chance_says_so():
+    # the task exists; only its rows were left out (the message used to say it had no results)
+    df = _table()
+    df.loc[df["task"] == "weak", "quality"] = 50.0
+    with pytest.raises(ResultsError, match="all 18 rows of task 'weak' have a downstream model near its chance"):
+        recommend(df, 200, "eis", task="weak")
+    with pytest.raises(ResultsError, match="no results for task 'nope'"):
+        recommend(df, 200, "eis", task="nope")
+    assert recommend(as_results(df, keep_near_chance=True), 200, "eis", task="weak").dim > 0
+
+
 def test_every_row_near_chance_is_an_error_naming_the_option():
     df = _table()
     df["quality"] = 50.0

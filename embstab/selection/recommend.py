@@ -266,6 +266,10 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     kind = kinds_of(df)[0]
     unit = kind_label(kind).unit
     if task is not None and task not in set(df["task"]):
+        dropped = int(df.attrs.get("near_chance_by_task", {}).get(task, 0))
+        if dropped:
+            raise ResultsError(f"all {dropped} rows of task {task!r} have a downstream model near its chance level "
+                               "and were left out; keep them with keep_near_chance=True (--keep-near-chance)")
         raise ResultsError(f"no results for task {task!r}; the results have: "
                            f"{', '.join(sorted(set(df['task'])))}")
 

@@ -443,9 +443,14 @@ def _leave_out_near_chance(out: pd.DataFrame, attrs: dict, keep: bool | None, so
                     "is left to analyse; train the downstream models longer, or keep the rows with "
                     "keep_near_chance=True (--keep-near-chance)")
             left_out += int(flags.sum())
+            by_task = dict(attrs.get("near_chance_by_task", {}))
+            for task, count in out.loc[flags, "task"].value_counts().items():
+                by_task[str(task)] = by_task.get(str(task), 0) + int(count)
+            attrs = {**attrs, "near_chance_by_task": by_task}
             out = out[~flags]
     # a fresh dict: the caller's frame keeps its own record
-    out.attrs = {**out.attrs, "keep_near_chance": bool(keep), "near_chance_left_out": left_out}
+    out.attrs = {**out.attrs, "keep_near_chance": bool(keep), "near_chance_left_out": left_out,
+                 "near_chance_by_task": dict(attrs.get("near_chance_by_task", {}))}
     return out
 
 
