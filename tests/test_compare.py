@@ -187,3 +187,11 @@ def test_one_anchors_object_serves_numpy_and_torch():
     on_torch = embstab.compare(a, b, anchors=shared, device="cpu", null_samples=0)
     on_numpy = embstab.compare(a, b, anchors=shared, null_samples=0)
     np.testing.assert_allclose(on_torch.value, on_numpy.value, rtol=1e-9)
+
+
+def test_span_measures_have_no_signal_when_the_spans_are_the_whole_space():
+    # 30 words in 40 dimensions: both column spans are all of R^30, EIS and its null are round-off
+    a, b, _, _ = pair(n=30, d=40)
+    with pytest.warns(UserWarning, match="only 30 compared words for 40 dimensions"):
+        df = embstab.compare(a, b).set_index("measure")
+    assert not df.loc["eis", "signal"] and not df.loc["eigenspace_overlap", "signal"]

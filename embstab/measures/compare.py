@@ -290,7 +290,8 @@ def compare(
             infos = [i for i in infos if not i.needs_equal_dim]
     pair_anchors = (anchors.old, anchors.new) if anchors is not None else None
     words = _select_words(a, b, top_n, rank_by, pair_anchors, own_anchors=anchor_label == "self")
-    if len(words) <= max(a.dim, b.dim):
+    degenerate = len(words) <= max(a.dim, b.dim)
+    if degenerate:
         warnings.warn(f"only {len(words)} compared words for {max(a.dim, b.dim)} dimensions: the column spans "
                       "are the whole space, so EIS and the span measures say nothing; compare more words",
                       stacklevel=2)
@@ -317,7 +318,9 @@ def compare(
             levels = null_levels(infos, x, y, samples=null_samples, seed=null_seed, anchors=pairs, params=kwargs_of,
                                  method=null_method)
             for row, info, level in zip(rows, infos, levels):
-                row.update(null=level.value, signal=has_signal(info, row["value"], level))
+                # spans that are the whole space: the value and its null are both round-off
+                blind = degenerate and info.name in SPAN_MEASURES
+                row.update(null=level.value, signal=False if blind else has_signal(info, row["value"], level))
     out = pd.DataFrame(rows, columns=COLUMNS)
     # how each null was found (its spread, shuffles and method), for callers that store them
     out.attrs["null_levels"] = {info.name: asdict(level) for info, level in zip(infos, levels)}
@@ -327,6 +330,9 @@ def compare(
     return out
 
 
+#: Measures that see X only through its column span: with no more compared words than dimensions
+#: every span is the whole space, so they have no signal whatever their value.
+SPAN_MEASURES = ("eis", "eigenspace_overlap", "weighted_eigenspace_overlap")
 #: Measures that need no d x d products (the others factor cross products of the compared matrices).
 _ROW_MEASURES = ("knn", "fro_distance")
 #: Most memory the d x d products may take when there are no more compared words than dimensions,
