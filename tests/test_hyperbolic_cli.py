@@ -32,7 +32,7 @@ def test_embed_comb_then_eval(tree, tmp_path, capsys):
     out = tmp_path / "t.hyp"
     assert _run(["hyperbolic", "embed", str(tree), "--method", "comb", "--bits", "256",
                  "--precision-bits", "256", "-o", str(out), "--quiet"]) == 0
-    assert "scale 34.2575" in capsys.readouterr().out
+    assert "scale 34.2575" in capsys.readouterr().err  # (stdout may be the output file)
     emb = load_embedding(out)
     assert emb.multiprecision and emb.precision_bits == 256
     assert _run(["hyperbolic", "eval", str(tree), str(out), "--json", "--quiet"]) == 0
@@ -83,6 +83,22 @@ def test_embed_forest_flag(tmp_path, capsys):
     p.write_text("0 1\n1 2\n3 4\n")
     out = tmp_path / "f.hyp"
     assert _run(["hyperbolic", "embed", str(p), "--forest", "-o", str(out), "--quiet"]) == 0
-    assert "2 components" in capsys.readouterr().out
+    assert "2 components" in capsys.readouterr().err
     _run(["hyperbolic", "eval", str(p), str(out), "--json", "--quiet"])
     assert json.loads(capsys.readouterr().out)["map"] == 1.0
+
+
+def test_compare_reads_two_hyperbolic_files(tree, tmp_path, capsys):
+    from embstab.cli import main
+
+    a, b = tmp_path / "a.hyp", tmp_path / "b.hyp"
+    for out, seed in ((a, "0"), (b, "1")):
+        assert _run(["hyperbolic", "embed", str(tree), "--method", "sgd", "--dim", "3", "--epochs", "5",
+                     "--seed", seed, "-o", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b), "--output", "json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    values = {m["measure"]: m["value"] for m in res["measures"]}
+    assert set(values) >= {"hyperbolic_knn", "hyperbolic_map"} and 0 <= values["hyperbolic_knn"] <= 1
+    assert main(["compare", str(a), str(tree)]) == 2  # one hyperbolic file, one not: one line
+    assert "compare two of a kind" in capsys.readouterr().err

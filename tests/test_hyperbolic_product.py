@@ -173,7 +173,7 @@ def test_cli_embeds_a_product_and_evaluates_it(tmp_path, capsys):
     assert run(["hyperbolic", "embed", str(edges), "--method", "sgd", "--manifold", "product",
                 "--factors", "H2,S1", "--sigma", str(2 * math.pi / 12), "--epochs", "200",
                 "--lr", "0.05", "--batch-size", "16", "-o", str(out), "--quiet"]) == 0
-    assert "in H2,S1 by sgd" in capsys.readouterr().out
+    assert "in H2,S1 by sgd" in capsys.readouterr().err
     assert isinstance(load_embedding(out), ProductEmbedding)
     assert run(["hyperbolic", "eval", str(edges), str(out), "--json", "--quiet"]) == 0
     res = json.loads(capsys.readouterr().out)

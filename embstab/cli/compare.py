@@ -90,6 +90,44 @@ def _load(spec: str, duplicates: str, trust_pickle: bool = False):
     return load(spec, duplicates=duplicates, trust_pickle=trust_pickle)
 
 
+def _manifold_file(path: str) -> bool:
+    """Whether ``path`` is a file of :mod:`embstab.hyperbolic` (its first line is one of their magic lines)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(64).strip()
+    except OSError:
+        return False  # (not a plain file: the word-embedding loader says what is wrong)
+    return first.startswith(b"# embstab-")
+
+
+def _run_manifold(args: argparse.Namespace) -> int:
+    """``embstab compare`` of two hyperbolic (or product) embeddings of the same nodes, by their distances."""
+    from embstab.hyperbolic.io import load_embedding
+    from embstab.measures.compare import compare
+
+    for side, path in (("OLD", args.old), ("NEW", args.new)):
+        if not _manifold_file(path):
+            raise EmbstabError(f"{side} ({path}) is not an embstab hyperbolic embedding file, but the other side is: "
+                               "compare two of a kind")
+    if args.anchor_old or args.anchor_new:
+        raise EmbstabError("--anchor-old/--anchor-new apply to word embeddings (EIS), not to hyperbolic ones")
+    a, b = load_embedding(args.old), load_embedding(args.new)
+    df = compare(a, b, measures=args.measures)
+    if args.output == "json":
+        json.dump({"old": args.old, "new": args.new, "n_nodes": len(a),
+                   "measures": df[["measure", "value", "distance", "direction"]].to_dict(orient="records")},
+                  sys.stdout, indent=2)
+        print()
+    elif args.output == "csv":
+        df.to_csv(sys.stdout, index=False)
+    else:
+        print(f"old {args.old} vs new {args.new}: {len(a)} nodes, compared by their decoded distances "
+              "(no null: these measures have none)")
+        print(df[["measure", "value", "distance", "direction"]].to_string(index=False,
+                                                                          float_format=lambda v: f"{v:.6g}"))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``embstab compare``: load OLD and NEW (and the anchors), compute the measures on their
     most frequent shared words, print a table, JSON or CSV.
@@ -112,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     """
     from embstab.measures.compare import compare
 
+    if _manifold_file(args.old) or _manifold_file(args.new):
+        return _run_manifold(args)
     if (args.anchor_old is None) != (args.anchor_new is None):
         raise EmbstabError("give both --anchor-old and --anchor-new, or neither")
     a = _load(args.old, args.duplicates, args.trust_pickle)
