@@ -89,6 +89,10 @@ def test_quick_study_end_to_end(tmp_path):
     assert status.returncode == 0 and "quick" in status.stdout
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert "24 resumed, 0 new" in again.stdout
+    # the option the analyses' messages name is one the study takes
+    kept = subprocess.run([*cmd, "--keep-near-chance", "--no-report"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert kept.returncode == 0 and "kept in what follows (--keep-near-chance)" in kept.stdout, kept.stderr[-2000:]
 
 
 def test_status_summarises_a_database(tmp_path, capsys):

@@ -90,6 +90,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recompute", action="store_true",
                    help="check every artifact of the store first and delete those that no longer read back "
                         "(a corrupt file fails its rows until it is recomputed)")
+    p.add_argument("--keep-near-chance", action="store_true",
+                   help="keep the rows whose downstream model scores within 5 points of its task's chance level "
+                        "in the report, correlations and recommendations (left out by default: their "
+                        "disagreement is mostly noise)")
     p.set_defaults(func=handle)
 
 
@@ -219,13 +223,18 @@ def handle(args: argparse.Namespace) -> int:
             _timings(run, {}, started)
         return 1
     summary: dict[str, tuple[float, float]] = {}
+    results = run.results
+    if args.keep_near_chance:  # the analyses follow the decision recorded in the table
+        from embstab.selection.results import as_results  # noqa: PLC0415
+
+        results = as_results(results, keep_near_chance=True)
     with _clock(summary, "report"):
         if report_path is not None:
-            _report(run.results, report_path)
+            _report(results, report_path)
     with _clock(summary, "summary"):
-        _qualities(run.results)
-        _correlations(run.results)
-        _recommend(run.results, spec.budgets)
+        _qualities(results)
+        _correlations(results)
+        _recommend(results, spec.budgets)
     if args.timings:
         _timings(run, summary, started)
     return 0 if run.complete else 1
@@ -333,8 +342,10 @@ def _qualities(results: Any) -> None:
     label = (f"at {top['dim'].iloc[0]:g} dims, {top['bitrate'].iloc[0]:g} bits" if top is not None and len(top)
              else None)
     print()
+    kept = bool(results.attrs.get("keep_near_chance", False))
     print(f"Downstream quality against chance (test quality of both models, %; a row is near chance when a "
-          f"model is within {NEAR_CHANCE_MARGIN:g} points of it, and is left out of what follows):")
+          f"model is within {NEAR_CHANCE_MARGIN:g} points of it, and is "
+          f"{'kept in what follows (--keep-near-chance)' if kept else 'left out of what follows'}):")
     shown = []
     for r in table.itertuples():
         row = {"task": r.task, "mean quality": f"{r.quality_mean:.1f}",
