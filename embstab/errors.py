@@ -197,8 +197,10 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     str
         The hint, to append to an error message.
     """
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    # case-blind: 'TransEE' is closest to 'transe', not to a name that shares its capitals
+    lowered = {str(k).lower(): k for k in known}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.6)
+    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
 
 
 def lookup(table: Mapping[str, V], name: str, what: str, note: str = "") -> V:

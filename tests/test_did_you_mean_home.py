@@ -34,3 +34,11 @@ def test_the_one_helper_suggests_and_stays_quiet():
         assert "did you mean 'knn'" in str(exc) and "choose from: knn" in str(exc)
     else:
         raise AssertionError("lookup accepted an unknown name")
+
+
+def test_the_suggestion_ignores_case():
+    # a capitalised model name must be matched to its lower-case key, not to another name
+    from embstab.errors import did_you_mean
+
+    assert did_you_mean("TransEE", ["distmult", "transe", "transr"]) == " (did you mean 'transe'?)"
+    assert did_you_mean("EIS", ["eis", "knn"]) == " (did you mean 'eis'?)"
