@@ -201,3 +201,10 @@ def test_span_measures_have_no_signal_when_the_spans_are_the_whole_space(n, d):
         with pytest.warns(UserWarning, match=f"only {n} compared words for {d} dimensions"):
             df = embstab.compare(a, b).set_index("measure")
         assert not df.loc["eis", "signal"] and not df.loc["eigenspace_overlap", "signal"], seed
+
+
+def test_too_few_words_for_knn_and_repeated_measures():
+    a, b, _, _ = pair()
+    with pytest.raises(VocabularyError, match="share only 4 compared words: k-NN with k=5 needs at least 6"):
+        embstab.compare(a, b, top_n=4, measures=["knn"])
+    assert embstab.compare(a, b, measures=["knn", "knn"], null_samples=0).measure.tolist() == ["knn"]
