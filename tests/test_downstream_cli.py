@@ -63,7 +63,7 @@ def test_end_to_end_corpus_pair_to_disagreement(tmp_path, capsys):
     assert cli.main(["train", "--algo", "w2v_cbow", "--corpus", "gensim_lee", "--pair", "leave_out",
                      "--fraction", "0.1", "-o", str(a), str(b), "--dim", "20", "--epochs", "3",
                      "--min-count", "2", "--seed", "1", "--no-progress"]) == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err  # (the summary goes to stderr)
     assert printed.count("tokens/s") == 2 and "270 documents" in printed
     ea, eb = load(a), load(b)
     assert ea.dim == eb.dim == 20 and ea.words != eb.words

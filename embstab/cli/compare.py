@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import warnings
 import sys
 
@@ -92,11 +93,13 @@ def _load(spec: str, duplicates: str, trust_pickle: bool = False):
 
 def _manifold_file(path: str) -> bool:
     """Whether ``path`` is a file of :mod:`embstab.hyperbolic` (its first line is one of their magic lines)."""
+    if not os.path.isfile(path):  # a FIFO or device would block the read: the loader says what is wrong
+        return False
     try:
         with open(path, "rb") as f:
             first = f.readline(64).strip()
     except OSError:
-        return False  # (not a plain file: the word-embedding loader says what is wrong)
+        return False
     return first.startswith(b"# embstab-")
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 
 from embstab.cli.options import add_progress, positive_float, positive_int, seed, show_progress
+from embstab.errors import EmbstabError
 
 __all__ = ["register", "run_embed", "run_eval"]
 
@@ -91,6 +92,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.set_defaults(func=run_eval)
 
 
+#: The options of each method's group, with their defaults: one given for another method would
+#: be ignored without a word (SGD's --init comb/hmds start from those methods' defaults).
+_METHOD_OPTIONS = {
+    "comb": {"eps": None, "tau": None, "bits": None, "precision_bits": None, "root": "max_degree",
+             "placement": "codes", "tree": "bfs", "forest": False},
+    "hmds": {"scale": "auto", "selection": "positive", "pga": False},
+    "sgd": {"init": None, "manifold": "lorentz", "factors": "H2,H2", "combine": "l2", "sigma": 1.0, "loss": "rel2",
+            "epochs": 100, "lr": 0.01, "batch_size": 1024, "seed": 0},
+}
+
+
+def _check_method_options(args: argparse.Namespace) -> None:
+    """Refuse an option of another method's group (SGD's warm start runs with its initialiser's defaults)."""
+    for method, options in _METHOD_OPTIONS.items():
+        if method == args.method:
+            continue
+        for name, default in options.items():
+            if getattr(args, name) != default:
+                raise EmbstabError(f"--{name.replace('_', '-')} applies to --method {method}, not to --method "
+                                   f"{args.method}")
+
+
 def run_embed(args: argparse.Namespace) -> int:
     """Handler of ``embstab hyperbolic embed``: embed the graph, write the file, print one summary line.
 
@@ -116,6 +139,7 @@ def run_embed(args: argparse.Namespace) -> int:
     from embstab._fs import check_inputs, check_outputs, check_writable
     from embstab.hyperbolic import HyperbolicError, embed, load_edgelist, save_embedding
 
+    _check_method_options(args)
     inputs = [("GRAPH", args.graph)]
     check_inputs(inputs)
     check_outputs([("-o", args.output)], inputs)

@@ -74,8 +74,10 @@ def register(subparsers) -> None:
     tr.add_argument("--version", choices=["remove", "add"],
                     help="train on the graph without --share of its training triples (remove: the new version; "
                          "add: the old version, before the held-back triples were added)")
-    tr.add_argument("--share", type=open_fraction, default=0.05, help="share of triples changed (default 0.05)")
-    tr.add_argument("--pair-seed", type=seed, default=0, help="seed choosing the changed triples (default 0)")
+    tr.add_argument("--share", type=open_fraction, default=None,
+                    help="with --version: share of triples changed (default 0.05)")
+    tr.add_argument("--pair-seed", type=seed, default=None,
+                    help="with --version: seed choosing the changed triples (default 0)")
     tr.add_argument("--lost", choices=["error", "protect", "drop"], default="protect",
                     help="entities left without a training triple: refuse, never remove their last triple "
                          "(default), or drop them")
@@ -171,8 +173,11 @@ def run_train(args: argparse.Namespace) -> int:
     check_outputs([("-o", args.output)], inputs)
     check_writable(args.output, "-o", folder=True)
     graph = load_graph(args.graph)
+    if not args.version and (args.share is not None or args.pair_seed is not None):
+        raise EmbstabError("--share and --pair-seed apply to a graph version: give --version remove or add")
     if args.version:
-        pair = version_pair(graph, args.version, args.share, args.pair_seed, lost=args.lost)
+        pair = version_pair(graph, args.version, 0.05 if args.share is None else args.share,
+                            args.pair_seed or 0, lost=args.lost)
         # "remove": the new version lacks the triples; "add": the old version lacks them
         graph = pair.b if args.version == "remove" else pair.a
     res = train(graph, args.model, args.dim, args.epochs, args.seed, lr=args.lr, batch_size=args.batch_size,

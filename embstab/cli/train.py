@@ -55,7 +55,8 @@ def register(subparsers) -> None:
                    help="output file (two with --pair); the format follows the suffix (.txt word2vec text, "
                         ".bin, .npz, .kv ...)")
     p.add_argument("--pair", choices=["leave_out", "extend"], help="train a corpus pair (two outputs)")
-    p.add_argument("--fraction", type=open_fraction, default=0.05, help="fraction of documents left out (default 0.05)")
+    p.add_argument("--fraction", type=open_fraction, default=None,
+                   help="with --pair: fraction of documents left out (default 0.05)")
     p.add_argument("--pair-seed", type=seed, default=0, help="seed choosing the left-out documents (default 0)")
     p.add_argument("--dim", type=positive_int, default=100, help="dimension (default 100)")
     p.add_argument("--seed", type=seed, default=0, help="training seed (default 0)")
@@ -138,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
     if len(args.output) != n_out:
         raise EmbstabError(f"give {n_out} output path(s) to -o "
                            f"({'--pair writes two embeddings' if args.pair else 'one embedding'})")
+    if args.fraction is not None and not args.pair:
+        raise EmbstabError("--fraction applies to a corpus pair: give --pair leave_out or --pair extend")
+    args.fraction = 0.05 if args.fraction is None else args.fraction
     if args.pair == "leave_out" and args.fraction >= 0.5:
         raise EmbstabError(f"--fraction must be below 0.5 with --pair leave_out (each member leaves out its own "
                            f"share of the documents), got {args.fraction:g}")
