@@ -230,3 +230,24 @@ def test_compressed_embedding_carries_typed_codes_not_metadata(tmp_path):
     moved.save(tmp_path / "n.esq")
     assert read_compressed_data(tmp_path / "n.esq").bits == 32
     assert Embedding(["a"], np.ones((1, 2))).codes is None
+
+
+@pytest.mark.parametrize("name, fmt", [("o.npz", "npz"), ("o.txt", "word2vec"), ("o.esq", "embstab"),
+                                       ("o.data", "embstab")])
+def test_cli_out_suffix_names_the_format(tmp_path, name, fmt):
+    # an .npz OUT used to hold .esq bytes: numpy could not read it
+    from embstab.io import detect_format
+
+    _emb(40, 6).save(tmp_path / "in.txt")
+    assert _cli([str(tmp_path / "in.txt"), str(tmp_path / name), "--bits", "4", "--quiet"]) == 0
+    assert detect_format(tmp_path / name) == fmt
+    expected = compress_embedding(embstab.load(tmp_path / "in.txt"), 4).vectors
+    np.testing.assert_allclose(embstab.load(tmp_path / name).vectors, expected, rtol=1e-6)
+
+
+def test_cli_out_dash_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _emb(20, 4).save(tmp_path / "in.txt")
+    with pytest.raises(EmbstabError, match="OUT is a file to write"):
+        _cli([str(tmp_path / "in.txt"), "-", "--bits", "4"])
+    assert not (tmp_path / "-").exists()

@@ -25,8 +25,9 @@ With --like OLD, IN is treated as the newer member of a pair: it is first rotate
 can be compared on one grid (compress OLD itself with the same --bits to get the other member).
 
 OUT is written in embstab's bit-packed format (.esq: a 4-bit 300-d embedding takes 150 bytes per
-word plus the vocabulary), which `embstab.load` and every embstab command read. Give
---output-format to write dequantized floats in another format (word2vec, glove, npz, ...).
+word plus the vocabulary), which `embstab.load` and every embstab command read, unless its suffix
+names another format (.txt, .vec, .npz, ... as for `embstab train`) or --output-format does: then
+the dequantized floats are written in that format.
 OUT may be /dev/stdout or a pipe (written into, never replaced); it may not be IN or OLD.
 
 Transforms change what is quantized (uniform --bits only): --rotate hadamard|orthogonal rotates
@@ -127,8 +128,9 @@ def register(subparsers) -> None:
                    help="outlier channel splitting: split the ceil(R*d) largest dimensions in half, R in (0, 1)")
     p.add_argument("--tt-ranks", type=_positive_int, default=None, metavar="R",
                    help="store the table as tensor-train cores of inner rank R, quantized to --bits")
-    p.add_argument("--output-format", default="embstab", choices=EMBEDDING_FORMATS,
-                   help="file format of OUT (default embstab = bit-packed .esq)")
+    p.add_argument("--output-format", default=None, choices=EMBEDDING_FORMATS,
+                   help="file format of OUT (default: from OUT's suffix, .txt, .npz, ... as for `embstab train`; "
+                        "embstab = bit-packed .esq for .esq and any other suffix)")
     add_progress(p, quiet_help="no progress bars and no summary line")
     add_trust_pickle(p)
     add_no_clobber(p)
@@ -161,9 +163,14 @@ def run(args: argparse.Namespace) -> int:
     from embstab.compress import compress_embedding, optimal_clip
     from embstab.compress.embedding import resolve_storage
     from embstab.errors import EmbstabError
-    from embstab.io import load, save
+    from embstab.io import format_of_path, load, save
     from embstab.io.arrays import vocab_path_for
 
+    if args.output == "-":
+        raise EmbstabError("OUT is a file to write ('-' would create a file named '-'); for standard output give "
+                           "/dev/stdout with a text --output-format")
+    if args.output_format is None:  # the suffix decides, as for every command that writes an embedding
+        args.output_format = format_of_path(args.output, default="embstab")
     outputs = [("OUT", args.output)]
     if args.output_format == "npy":
         outputs.append(("OUT's vocabulary", vocab_path_for(args.output)))

@@ -42,7 +42,7 @@ from embstab.io.arrays import read_npy, read_npz, vocab_path_for, write_npy, wri
 from embstab.io.binary import read_word2vec_binary, write_word2vec_binary
 from embstab.io.text import BOM, parse_header, read_text, write_text
 
-__all__ = ["FORMATS", "PICKLE_RISK", "detect_format", "is_pickle", "load", "save"]
+__all__ = ["FORMATS", "PICKLE_RISK", "detect_format", "format_of_path", "is_pickle", "load", "save"]
 
 FORMATS = ("word2vec", "vec", "glove", "word2vec_binary", "npz", "npy", "gensim", "embstab")
 _SUFFIXES = {".txt": "word2vec", ".w2v": "word2vec", ".vec": "vec", ".glove": "glove", ".bin": "word2vec_binary",
@@ -77,6 +77,24 @@ def _compressed_module():
     from embstab.io import compressed
 
     return compressed
+
+
+def format_of_path(path: str | os.PathLike, default: str = "word2vec") -> str:
+    """The format a path's suffix names (``.txt`` word2vec, ``.npz``, ``.esq`` embstab, ...), else ``default``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file to write.
+    default : str, default "word2vec"
+        The format of a path whose suffix names none.
+
+    Returns
+    -------
+    str
+        One of :data:`FORMATS`.
+    """
+    return _SUFFIXES.get(os.path.splitext(os.fspath(path))[1].lower(), default)
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -292,7 +310,7 @@ def save(emb: Embedding, path: str | os.PathLike, format: str | None = None, **k
         The target cannot be written (a directory, no permission, disk full).
     """
     path = os.fspath(path)
-    fmt = format or _SUFFIXES.get(os.path.splitext(path)[1].lower(), "word2vec")
+    fmt = format or format_of_path(path)
     lookup(dict.fromkeys(FORMATS), fmt, "embedding format")
     words, vectors, counts = emb.words, emb.vectors, emb.counts
     if fmt in ("word2vec", "vec", "glove"):
