@@ -113,3 +113,14 @@ def test_train_to_stdout_writes_only_the_embedding(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0] == "6 4" and len(lines) == 7
     assert "6 words x 4 dims" in done.stderr
+
+
+def test_a_model_near_chance_is_said_on_stderr(capsys):
+    from embstab.cli.downstream import _warn_near_chance
+
+    _warn_near_chance(52.0, 80.0, 50.0)
+    err = capsys.readouterr().err
+    assert "the old model scores within 5 points of chance (50.00%)" in err and "new" not in err.split("(")[0]
+    _warn_near_chance(80.0, 80.0, 50.0)
+    _warn_near_chance(50.0, 50.0, None)  # unknown chance: nothing to compare with
+    assert capsys.readouterr().err == ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -217,10 +218,25 @@ def run(args: argparse.Namespace) -> int:
     print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
     print(f"quality old: {res.quality_old:.2f}%   quality new: {res.quality_new:.2f}%"
           + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
+    _warn_near_chance(res.quality_old, res.quality_new, s.get("chance"))
     print(f"token coverage old: {s['token_coverage_old']:.1%}   new: {s['token_coverage_new']:.1%};  "
           f"vocabulary coverage old: {s['coverage_old']:.1%}   new: {s['coverage_new']:.1%};  "
           f"training time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s")
     return 0
+
+
+def _warn_near_chance(quality_old: float, quality_new: float, chance: float | None) -> None:
+    """Say on stderr when a model is near its task's chance level: its disagreement is then mostly noise."""
+    from embstab.selection.results import NEAR_CHANCE_MARGIN  # noqa: PLC0415
+
+    if chance is None or not math.isfinite(chance):
+        return
+    near = [side for side, q in (("old", quality_old), ("new", quality_new)) if q <= chance + NEAR_CHANCE_MARGIN]
+    if near:
+        print(f"embstab downstream: warning: the {' and '.join(near)} model{'s score' if len(near) > 1 else ' scores'} "
+              f"within {NEAR_CHANCE_MARGIN:g} points of chance ({chance:.2f}%): such predictions are mostly noise, so "
+              "the disagreement says little about the embeddings; train longer (--epochs) or on more data (--limit)",
+              file=sys.stderr)
 
 
 def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None = None, seed: int = 0,
