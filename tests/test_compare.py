@@ -208,3 +208,17 @@ def test_too_few_words_for_knn_and_repeated_measures():
     with pytest.raises(VocabularyError, match="share only 4 compared words: k-NN with k=5 needs at least 6"):
         embstab.compare(a, b, top_n=4, measures=["knn"])
     assert embstab.compare(a, b, measures=["knn", "knn"], null_samples=0).measure.tolist() == ["knn"]
+
+
+def test_cli_tells_a_file_from_its_compressed_copy(tmp_path):
+    # a compressed copy keeps its source's name: the report used to read "old a ... vs new a"
+    from embstab.cli import main as cli_main
+
+    a, _, _, _ = pair()
+    a.save(tmp_path / "a.txt")
+    assert cli_main(["compress", str(tmp_path / "a.txt"), str(tmp_path / "a4.esq"), "--bits", "4", "--quiet"]) == 0
+    assert embstab.load(tmp_path / "a4.esq").name == embstab.load(tmp_path / "a.txt").name
+    out = subprocess.run([sys.executable, "-m", "embstab", "compare", str(tmp_path / "a.txt"), str(tmp_path / "a4.esq"),
+                          "--output", "json", "--null-samples", "0"], capture_output=True, text=True, timeout=300)
+    data = json.loads(out.stdout)
+    assert (data["old"], data["new"]) == (str(tmp_path / "a.txt"), str(tmp_path / "a4.esq"))

@@ -159,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         raise EmbstabError("give both --anchor-old and --anchor-new, or neither")
     a = _load(args.old, args.duplicates, args.trust_pickle)
     b = _load(args.new, args.duplicates, args.trust_pickle)
+    if a.name == b.name:  # e.g. a file and its compressed copy, which keeps its source's name: the paths tell them apart
+        a.name, b.name = args.old, args.new
     anchors = "self"
     if args.anchor_old:
         anchors = (_load(args.anchor_old, args.duplicates, args.trust_pickle),
