@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        description="Embed GRAPH with the combinatorial construction (comb, "
                        "multiprecision), h-MDS (hmds) or Riemannian SGD (sgd).")
     e.add_argument("graph", metavar="GRAPH", help="edge list: 'u v [weight]' per line")
-    e.add_argument("--method", choices=("comb", "hmds", "sgd"), default="comb")
+    e.add_argument("--method", choices=("comb", "hmds", "sgd"), default="comb",
+                   help="comb: combinatorial construction (default); hmds: h-MDS; sgd: Riemannian SGD; each "
+                        "takes the options of its group below")
     e.add_argument("-o", "--output", required=True, help="embedding file to write")
     e.add_argument("--dim", type=int, default=2, help="dimension of H^dim (default 2)")
     g = e.add_argument_group("comb (combinatorial construction)")

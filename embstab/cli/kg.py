@@ -44,6 +44,17 @@ examples:
   embstab kg downstream umls_old umls_new --graph umls --bits 4 --task triple_classification"""
 
 
+TRAIN_DESCRIPTION = """\
+Train a PyKEEN model on a graph and write its folder (entities.npz, relations.npz,
+model.safetensors, config.json). --version remove|add trains on a version of the graph with --share
+of its training triples removed or held back (same vocabulary): two runs give a retraining pair.
+
+examples:
+  embstab kg train --graph umls --model TransE --dim 64 --epochs 100 -o umls_old
+  embstab kg train --graph umls --model TransE --dim 64 --epochs 100 --version remove --share 0.05 -o umls_new
+  embstab kg train --graph umls --model DistMult --dim 64 --epochs 500 --patience 2 --frequency 10 -o umls_es"""
+
+
 def register(subparsers) -> None:
     """Add the ``kg`` sub-command to ``subparsers``.
 
@@ -55,9 +66,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("kg", help=HELP, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="kg_command", metavar="ACTION")
-    tr = sub.add_parser("train", help="train a KG embedding model and write its folder")
+    tr = sub.add_parser("train", help="train a KG embedding model and write its folder",
+                        description=TRAIN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     tr.add_argument("--graph", required=True, help="graph name or folder (see `embstab kg graphs`)")
-    tr.add_argument("--model", default="TransE", help="PyKEEN model: TransE, DistMult, ComplEx, RotatE, ...")
+    tr.add_argument("--model", default="TransE", help="PyKEEN model: TransE (default), DistMult, ComplEx, RotatE, ...")
     tr.add_argument("--dim", type=positive_int, default=50, help="embedding dimension (default 50)")
     tr.add_argument("--epochs", type=positive_int, default=100, help="epochs (default 100)")
     tr.add_argument("--seed", type=seed, default=0, help="training seed (default 0)")

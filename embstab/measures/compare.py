@@ -282,11 +282,11 @@ def compare(
     if a.dim != b.dim:
         unequal = [i.name for i in infos if i.needs_equal_dim]
         if unequal and explicit:
-            raise ShapeError(f"{', '.join(unequal)} need equal dimensions, but the embeddings are {a.dim}-d and "
-                             f"{b.dim}-d")
+            raise ShapeError(f"{', '.join(unequal)} need{'s' if len(unequal) == 1 else ''} equal dimensions, but the "
+                             f"embeddings are {a.dim}-d and {b.dim}-d")
         if unequal:
-            warnings.warn(f"left out {', '.join(unequal)} (needs equal dimensions; the embeddings are {a.dim}-d "
-                          f"and {b.dim}-d)", stacklevel=2)
+            warnings.warn(f"left out {', '.join(unequal)} (need{'s' if len(unequal) == 1 else ''} equal dimensions; "
+                          f"the embeddings are {a.dim}-d and {b.dim}-d)", stacklevel=2)
             infos = [i for i in infos if not i.needs_equal_dim]
     pair_anchors = (anchors.old, anchors.new) if anchors is not None else None
     words = _select_words(a, b, top_n, rank_by, pair_anchors, own_anchors=anchor_label == "self")
