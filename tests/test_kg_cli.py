@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -41,6 +42,10 @@ def test_downstream_link_prediction_and_classification(folders, capsys):
                      "--task", "triple_classification"]) == 0
     out = capsys.readouterr().out
     assert "quantized to 2 bits" in out and "disagreement: 0.00% of decisions differ" in out
+    assert "(majority class: 50.00%:" in out  # each test triple beside one corrupted copy
+    assert cli.main(["kg", "downstream", str(old), str(new), "--graph", "nations"]) == 0
+    chance = re.search(r"random ranking: MRR (0\.\d+)", capsys.readouterr().out)
+    assert chance and 0 < float(chance.group(1)) < 1
 
 
 def test_bad_input_is_one_line(folders, capsys):

@@ -285,10 +285,15 @@ def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None =
               f"top-{res.k} overlap {res.top_k_overlap:.3f}")
         for tag, m in (("old", res.metrics_old), ("new", res.metrics_new)):
             print(f"model {tag}: MRR {m.mrr:.4f}  Hits@1 {m.hits_at_1:.4f}  Hits@10 {m.hits_at_10:.4f}")
+        chance = s.get("chance_mrr")
+        if chance is not None:  # what a model that learned nothing scores on these filtered queries
+            print(f"random ranking: MRR {chance:.4f}")
     else:
         print(f"graph {graph.name}, {res.n_test} test decisions{bits_note}")
         print(f"disagreement: {res.disagreement:.2f}% of decisions differ")
-        print(f"accuracy old: {res.accuracy_old:.2f}%   accuracy new: {res.accuracy_new:.2f}%")
+        pos, neg = s["n_positives"], s["n_negatives"]
+        print(f"accuracy old: {res.accuracy_old:.2f}%   accuracy new: {res.accuracy_new:.2f}%   (majority class: "
+              f"{100.0 * max(pos, neg) / (pos + neg):.2f}%: {pos} true and {neg} corrupted test triples)")
     if bits is not None:
         print(f"memory old: {s['memory_bits_old'] / 8192:.1f} KiB   new: {s['memory_bits_new'] / 8192:.1f} KiB   "
               f"({s['compression_ratio']:.1f}x smaller than float32)")
