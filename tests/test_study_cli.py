@@ -62,6 +62,8 @@ def test_find_bundled_studies():
     assert study_cli.find_study_file("quick.yaml") == REPO / "pipelines" / "quick.yaml"
     with pytest.raises(Exception, match="pass a STUDY.yaml"):
         study_cli.find_study_file("nope.yaml")
+    with pytest.raises(Exception, match="\\(did you mean 'kg_quick'\\?\\); the bundled ones: .*kg_quick"):
+        study_cli.find_study_file("kg_quik.yaml")
 
 
 def test_quick_study_end_to_end(tmp_path):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from embstab.cli.options import add_progress, local_workers, show_progress
-from embstab.errors import EmbstabError
+from embstab.errors import EmbstabError, did_you_mean
 
 __all__ = ["register", "handle", "find_study_file", "main"]
 
@@ -132,8 +132,10 @@ def find_study_file(name: str) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    raise EmbstabError(f"cannot find the bundled study {name} (looked in "
-                       f"{', '.join(str(c.parent) for c in candidates)}); pass a STUDY.yaml file")
+    bundled = sorted({p.stem for c in candidates if c.parent.is_dir() for p in c.parent.glob("*.yaml")})
+    raise EmbstabError(f"cannot find the bundled study {name}{did_you_mean(Path(name).stem, bundled)}; the bundled "
+                       f"ones: {', '.join(bundled) or 'none found'} (looked in "
+                       f"{', '.join(dict.fromkeys(str(c.parent) for c in candidates))}); or pass a STUDY.yaml file")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -172,11 +174,8 @@ def handle(args: argparse.Namespace) -> int:
 
     path = Path(args.study) if args.study else find_study_file(QUICK_STUDY if args.quick else DEFAULT_STUDY)
     if not path.is_file() and args.study and os.sep not in args.study and "/" not in args.study:
-        # a bare name is a bundled study: `embstab study kg_quick`
-        try:
-            path = find_study_file(args.study if args.study.endswith(".yaml") else f"{args.study}.yaml")
-        except EmbstabError:
-            pass  # reported below as a missing file
+        # a bare name is a bundled study: `embstab study kg_quick` (an unknown one: the bundled names)
+        path = find_study_file(args.study if args.study.endswith(".yaml") else f"{args.study}.yaml")
     check_inputs([("STUDY.yaml", path)])
     if not path.is_file():
         raise EmbstabError(f"study file not found: {path}")
