@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,32 @@ def test_an_option_that_would_be_ignored_is_refused(argv, message, capsys, tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not (tmp_path / "unused.txt").exists() and not (tmp_path / "unused").exists()
+
+
+@pytest.mark.parametrize("argv, prog", [
+    (["compare", "a.txt", "b.txt", "-o", "x.json"], "embstab compare"),
+    (["recipes", "check", "swalp", "--zz"], "embstab recipes check"),
+    (["kg", "graphs", "--zz"], "embstab kg graphs"),
+])
+def test_an_unknown_option_points_at_its_commands_help(argv, prog, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{prog}: error: unrecognized arguments:")
+    assert err[0].endswith(f"(see `{prog} --help`)")
+
+
+def test_every_progress_option_reads_no_progress_too():
+    # the README's promise: --quiet, also spelt --no-progress, on every command that shows progress
+    from embstab.cli import build_parser
+
+    def walk(parser):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from walk(sub)
+        yield parser
+
+    with_quiet = [p for p in walk(build_parser()) if "--quiet" in p._option_string_actions]
+    assert len(with_quiet) >= 10
+    assert all("--no-progress" in p._option_string_actions for p in with_quiet), \
+        [p.prog for p in with_quiet if "--no-progress" not in p._option_string_actions]

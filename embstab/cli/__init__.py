@@ -49,6 +49,12 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+def _command_dests(args: argparse.Namespace) -> list[str]:
+    """The namespace attributes naming the command and its action (``command``, ``kg_command``, ``action``)."""
+    command = getattr(args, "command", None)
+    return ["command", *([f"{command}_command"] if command else []), "action"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``embstab`` parser with every sub-command of :data:`COMMAND_MODULES`.
 
@@ -83,9 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
     except SystemExit as exc:  # argparse: --help/--version (0) or an option error (2, already printed)
         return exc.code if isinstance(exc.code, int) else 2
+    if extras:  # named from the sub-command that was given them, whose --help lists what it takes
+        prog = " ".join(["embstab", *(str(getattr(args, d)) for d in _command_dests(args) if getattr(args, d, None))])
+        print(f"{prog}: error: unrecognized arguments: {' '.join(extras)} (see `{prog} --help`)", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

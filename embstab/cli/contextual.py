@@ -149,7 +149,7 @@ def register(subparsers) -> None:
     dl.add_argument("--endpoint", metavar="URL", help="hub address (default $HF_ENDPOINT or https://huggingface.co)")
     dl.add_argument("--dest", metavar="DIR", help="download into this folder instead of the cache")
     dl.add_argument("--force", action="store_true", help="download again even if a finished copy exists")
-    add_progress(dl, no_progress=True)
+    add_progress(dl)
     dl.set_defaults(func=run_download)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 

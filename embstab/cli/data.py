@@ -47,7 +47,7 @@ def register(subparsers) -> None:
                                   "(localhost)")
     fe.add_argument("--sha256", metavar="HEX", help="the file's SHA-256, for a standard source embstab ships no "
                                                     "digest for (mr, subj, mpqa, fb15k237)")
-    add_progress(fe, no_progress=True)
+    add_progress(fe)
     fe.set_defaults(func=run_fetch)
     where = sub.add_parser("path", help="print the cache directory")
     where.set_defaults(func=lambda args: print(_cache()) or 0)

@@ -96,7 +96,7 @@ def register(subparsers) -> None:
     tr.add_argument("--threads", type=positive_int, default=1,
                     help="torch threads (default 1, robust on shared cores; results are reproducible per thread count)")
     tr.add_argument("-o", "--output", required=True, metavar="DIR", help="model folder to write")
-    add_progress(tr, no_progress=True)
+    add_progress(tr)
     tr.set_defaults(func=run_train)
     ds = sub.add_parser("downstream", help="link-prediction / triple-classification disagreement of two models")
     ds.add_argument("old", metavar="OLD", help="the old model's folder (written by `embstab kg train`)")

@@ -290,16 +290,13 @@ def add_trust_pickle(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
 
 
-def add_progress(parser: argparse.ArgumentParser, *, no_progress: bool = False,
-                 quiet_help: str = "no progress bars") -> None:
-    """Add ``--progress`` and ``--quiet``, the two ways to override :func:`show_progress`'s default.
+def add_progress(parser: argparse.ArgumentParser, *, quiet_help: str = "no progress bars") -> None:
+    """Add ``--progress`` and ``--quiet`` (also spelt ``--no-progress``), the ways to override :func:`show_progress`'s default.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
         The sub-command's parser.
-    no_progress : bool
-        Also accept ``--no-progress`` as a spelling of ``--quiet`` (commands that had it keep it).
     quiet_help : str
         Help of ``--quiet`` (a command whose ``--quiet`` silences more than the bars says so).
     """
@@ -307,8 +304,7 @@ def add_progress(parser: argparse.ArgumentParser, *, no_progress: bool = False,
     group.add_argument("--progress", action="store_true",
                        help="show progress bars (on stderr) even when stderr is not a terminal; by default they "
                             "show only on a terminal")
-    flags = ("--quiet", "--no-progress") if no_progress else ("--quiet",)
-    group.add_argument(*flags, dest="quiet", action="store_true", help=quiet_help)
+    group.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true", help=quiet_help)
 
 
 def show_progress(args: argparse.Namespace, stream: IO[str] | None = None) -> bool:

@@ -82,7 +82,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", default=None, metavar="report.html",
                    help="HTML report (default: STORE/<study name>.html)")
     p.add_argument("--no-report", action="store_true", help="do not write the HTML report")
-    add_progress(p, no_progress=True, quiet_help="hide the progress bar")
+    add_progress(p, quiet_help="hide the progress bar")
     p.add_argument("--timings", action="store_true",
                    help="print at the end where the time went: wall and CPU seconds of each stage (corpus, "
                         "train, compress, measures, downstream, row), of the runner's planning and export, "

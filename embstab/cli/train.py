@@ -67,7 +67,7 @@ def register(subparsers) -> None:
     p.add_argument("--workers", type=worker_threads, help="gensim threads (default 1: deterministic; at most the cores)")
     p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default="fp32",
                    help="precision recipe of the tables while training (glove, mc; default fp32)")
-    add_progress(p, no_progress=True)
+    add_progress(p)
     add_no_clobber(p)
     p.set_defaults(func=run)
 
