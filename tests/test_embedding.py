@@ -109,3 +109,12 @@ def test_astype_keeps_an_embedding_in_float32_or_float64():
     for dtype in (np.int64, np.float16, "U8"):
         with pytest.raises(ConfigError, match="float32 or float64"):
             e.astype(dtype)
+
+
+def test_align_to_refuses_fewer_words_than_dimensions():
+    # 2 words in 6 dimensions: infinitely many rotations fit them; the table would turn arbitrarily
+    rng = np.random.default_rng(0)
+    a = Embedding([f"w{i}" for i in range(10)], rng.normal(size=(10, 6)))
+    b = Embedding(["w0", "w1", "x2", "x3", "x4", "x5", "x6"], rng.normal(size=(7, 6)))
+    with pytest.raises(VocabularyError, match="only 2 words to align on for 6 dimensions"):
+        a.align_to(b)
