@@ -119,8 +119,9 @@ def register(subparsers) -> None:
                    help="number format: uniform (default, needs --bits) or a preset such as fp8, fp4, bfp8, mxfp4")
     p.add_argument("--like", metavar="OLD", help="align IN to OLD and use OLD's clip (the pair protocol)")
     p.add_argument("--rounding", type=_rounding, default="nearest", metavar="MODE",
-                   help="rounding of the entries: nearest (default), stochastic, or stochastic:K "
-                   "(hardware-like, K random bits); the clip search always rounds to nearest")
+                   help="rounding of the entries: nearest (default, ties to even), nearest_away, nearest_up, "
+                   "toward_zero, stochastic, or stochastic:K (hardware-like, K random bits); the clip search "
+                   "always rounds to nearest")
     p.add_argument("--seed", type=seed, default=None, help="seed for stochastic rounding and of --rotate (default 0)")
     p.add_argument("--rotate", choices=("hadamard", "orthogonal"), default=None,
                    help="rotate before quantizing and back after (same --seed: same rotation)")

@@ -38,7 +38,8 @@ def register(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="data_command", metavar="ACTION")
     ls = sub.add_parser("list", help="show the datasets and whether each is available")
-    ls.add_argument("--output", choices=["table", "csv", "json"], default="table")
+    ls.add_argument("--output", choices=["table", "csv", "json"], default="table",
+                    help="print a table (default), CSV or JSON")
     ls.set_defaults(func=run_list)
     fe = sub.add_parser("fetch", help="fetch datasets into the cache directory")
     fe.add_argument("names", nargs="*", metavar="NAME", help="datasets to fetch (default: all offline ones)")

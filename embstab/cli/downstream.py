@@ -116,7 +116,7 @@ def register(subparsers) -> None:
                    help="precision recipe of the task model's weights while it trains, e.g. bf16-kahan "
                         "(default fp32)")
     p.add_argument("--bits", type=bits, help="KG tasks: quantize both models to this many bits first, with OLD's clips")
-    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.add_argument("--output", choices=["table", "json"], default="table", help="print a table (default) or JSON")
     add_progress(p)
     p.add_argument("--min-coverage", type=unit_fraction, default=None, metavar="F",
                    help="refuse an embedding that knows less than this fraction of the task's tokens "

@@ -102,10 +102,12 @@ def register(subparsers) -> None:
     ds.add_argument("old", metavar="OLD", help="the old model's folder (written by `embstab kg train`)")
     ds.add_argument("new", metavar="NEW", help="the new model's folder")
     ds.add_argument("--graph", required=True, help="the graph both models embed (its test split is used)")
-    ds.add_argument("--task", choices=["link_prediction", "triple_classification"], default="link_prediction")
+    ds.add_argument("--task", choices=["link_prediction", "triple_classification"], default="link_prediction",
+                    help="link_prediction (default): filtered top-1 answers; triple_classification: true/corrupted "
+                         "test triples")
     ds.add_argument("--bits", type=bits, help="quantize both models to this many bits first, with OLD's clips")
     ds.add_argument("--seed", type=seed, default=0, help="seed of the classification negatives (default 0)")
-    ds.add_argument("--output", choices=["table", "json"], default="table")
+    ds.add_argument("--output", choices=["table", "json"], default="table", help="print a table (default) or JSON")
     add_progress(ds)
     ds.set_defaults(func=run_downstream)
     gr = sub.add_parser("graphs", help="list the named graphs and whether each is available")

@@ -547,7 +547,7 @@ def tree_from_graph(graph: Any, root: Any = "max_degree") -> RootedTree:
     if len(order) != n:
         raise GraphError(f"graph {graph.name or ''} is disconnected ({graph.n_components()} "
                          f"components; {n - len(order)} nodes unreachable from the root); "
-                         "embed its components separately (embed_combinatorial(..., forest=True))")
+                         "embed its components separately: --forest on the command line, forest=True in Python")
     return RootedTree(graph, r, parent, children, weight, np.asarray(order, dtype=np.int64))
 
 
