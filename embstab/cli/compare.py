@@ -91,6 +91,19 @@ def _load(spec: str, duplicates: str, trust_pickle: bool = False):
     return load(spec, duplicates=duplicates, trust_pickle=trust_pickle)
 
 
+def _emit(df, output: str, document: dict, header: list[str], footer: list[str]) -> None:
+    """Print ``df`` as ``output`` asks: JSON (``document`` with the rows as ``measures``), CSV, or a table between lines."""
+    if output == "json":
+        records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+                   for r in df.to_dict(orient="records")]  # JSON has no NaN: a skipped null is null
+        json.dump({**document, "measures": records}, sys.stdout, indent=2)
+        print()
+    elif output == "csv":
+        df.to_csv(sys.stdout, index=False)
+    else:
+        print("\n".join([*header, df.to_string(index=False, float_format=lambda v: f"{v:.6g}"), *footer]))
+
+
 def _manifold_file(path: str) -> bool:
     """Whether ``path`` is a file of :mod:`embstab.hyperbolic` (its first line is one of their magic lines)."""
     if not os.path.isfile(path):  # a FIFO or device would block the read: the loader says what is wrong
@@ -115,19 +128,10 @@ def _run_manifold(args: argparse.Namespace) -> int:
     if args.anchor_old or args.anchor_new:
         raise EmbstabError("--anchor-old/--anchor-new apply to word embeddings (EIS), not to hyperbolic ones")
     a, b = load_embedding(args.old), load_embedding(args.new)
-    df = compare(a, b, measures=args.measures)
-    if args.output == "json":
-        json.dump({"old": args.old, "new": args.new, "n_nodes": len(a),
-                   "measures": df[["measure", "value", "distance", "direction"]].to_dict(orient="records")},
-                  sys.stdout, indent=2)
-        print()
-    elif args.output == "csv":
-        df.to_csv(sys.stdout, index=False)
-    else:
-        print(f"old {args.old} vs new {args.new}: {len(a)} nodes, compared by their decoded distances "
-              "(no null: these measures have none)")
-        print(df[["measure", "value", "distance", "direction"]].to_string(index=False,
-                                                                          float_format=lambda v: f"{v:.6g}"))
+    df = compare(a, b, measures=args.measures)[["measure", "value", "distance", "direction"]]
+    _emit(df, args.output, {"old": args.old, "new": args.new, "n_nodes": len(a)},
+          [f"old {args.old} vs new {args.new}: {len(a)} nodes, compared by their decoded distances "
+           "(no null: these measures have none)"], [])
     return 0
 
 
@@ -182,24 +186,15 @@ def run(args: argparse.Namespace) -> int:
     for w in caught:  # a caveat about this comparison: one line, in the CLI's voice
         print(f"embstab compare: warning: {w.message}", file=sys.stderr)
     n = df.attrs["n_words"]
-    if args.output == "json":
-        records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
-                   for r in df.to_dict(orient="records")]  # JSON has no NaN: a skipped null is null
-        json.dump({"old": a.name, "new": b.name, "n_words": n, "anchors": "self" if anchors == "self" else
-                   [anchors[0].name, anchors[1].name], "null_samples": args.null_samples, "measures": records},
-                  sys.stdout, indent=2)
-        print()
-    elif args.output == "csv":
-        df.to_csv(sys.stdout, index=False)
-    else:
-        print(f"old {a.name} ({len(a)} words, {a.dim}-d) vs new {b.name} ({len(b)} words, {b.dim}-d): "
-              f"{n} shared words compared (top by {args.rank_by}'s frequency order)")
-        if anchors == "self":
-            print("EIS anchors: the pair itself (pass --anchor-old/--anchor-new for dedicated anchors)")
-        print(df.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-        silent = df.loc[df["signal"].eq(False), "measure"].tolist()
-        if silent:
-            one = len(silent) == 1
-            print(f"no signal: {', '.join(silent)} {'is' if one else 'are'} at the level of an unrelated partner "
-                  f"(null), so {'its value says' if one else 'their values say'} nothing about this pair's stability")
+    header = [f"old {a.name} ({len(a)} words, {a.dim}-d) vs new {b.name} ({len(b)} words, {b.dim}-d): "
+              f"{n} shared words compared (top by {args.rank_by}'s frequency order)"]
+    if anchors == "self":
+        header.append("EIS anchors: the pair itself (pass --anchor-old/--anchor-new for dedicated anchors)")
+    silent = df.loc[df["signal"].eq(False), "measure"].tolist()
+    one = len(silent) == 1
+    footer = [f"no signal: {', '.join(silent)} {'is' if one else 'are'} at the level of an unrelated partner "
+              f"(null), so {'its value says' if one else 'their values say'} nothing about this pair's stability"] \
+        if silent else []
+    _emit(df, args.output, {"old": a.name, "new": b.name, "n_words": n, "anchors": "self" if anchors == "self" else
+                            [anchors[0].name, anchors[1].name], "null_samples": args.null_samples}, header, footer)
     return 0
