@@ -92,7 +92,7 @@ def _load(spec: str, duplicates: str, trust_pickle: bool = False):
 
 
 def _emit(df, output: str, document: dict, header: list[str], footer: list[str]) -> None:
-    """Print ``df`` as ``output`` asks: JSON (``document`` with the rows as ``measures``), CSV, or a table between lines."""
+    """Print ``df`` as ``output`` asks: JSON (``document``, the rows as ``measures``), CSV, or a table between lines."""
     if output == "json":
         records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
                    for r in df.to_dict(orient="records")]  # JSON has no NaN: a skipped null is null
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         raise EmbstabError("give both --anchor-old and --anchor-new, or neither")
     a = _load(args.old, args.duplicates, args.trust_pickle)
     b = _load(args.new, args.duplicates, args.trust_pickle)
-    if a.name == b.name:  # e.g. a file and its compressed copy, which keeps its source's name: the paths tell them apart
+    if a.name == b.name:  # e.g. a file and its compressed copy (which keeps its source's name): the paths differ
         a.name, b.name = args.old, args.new
     anchors = "self"
     if args.anchor_old:

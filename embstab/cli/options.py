@@ -291,7 +291,7 @@ def add_trust_pickle(parser: argparse.ArgumentParser) -> None:
 
 
 def add_progress(parser: argparse.ArgumentParser, *, quiet_help: str = "no progress bars") -> None:
-    """Add ``--progress`` and ``--quiet`` (also spelt ``--no-progress``), the ways to override :func:`show_progress`'s default.
+    """Add ``--progress`` and ``--quiet`` (or ``--no-progress``), the ways to override :func:`show_progress`'s default.
 
     Parameters
     ----------

@@ -158,8 +158,8 @@ def _check_training(model: str, kwargs: dict[str, Any], seeds: dict[str, Any], l
               "limit": limit}
     for name, value in counts.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-            raise ConfigError(f"{name} must be a positive integer{'' if name in ('epochs', 'batch_size') else ' or None'}"
-                              f", got {value!r}")
+            optional = "" if name in ("epochs", "batch_size") else " or None"
+            raise ConfigError(f"{name} must be a positive integer{optional}, got {value!r}")
     lr = kwargs.get("lr", 1.0)
     if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating, np.integer)) or not (math.isfinite(lr)
                                                                                                 and lr > 0):

@@ -36,9 +36,10 @@ import numpy as np
 from embstab.errors import ConfigError, ShapeError
 from embstab.measures import _native
 
-__all__ = ["shared_products", "namespace", "as_float", "check_matrix", "checked_sketch", "check_pair", "cross", "crosses", "column_mean",
-           "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis", "basis_overlap", "split_rows",
-           "split_rows_each", "grams", "one_blas_thread", "rows_matmul", "on_gpu", "working", "row_norms", "alongside"]
+__all__ = ["shared_products", "namespace", "as_float", "check_matrix", "checked_sketch", "check_pair", "cross",
+           "crosses", "column_mean", "Span", "span", "topk", "sq_norm", "row_blocks", "Basis", "basis",
+           "basis_overlap", "split_rows", "split_rows_each", "grams", "one_blas_thread", "rows_matmul", "on_gpu",
+           "working", "row_norms", "alongside"]
 
 _DTYPES = ("float64", "float32")
 

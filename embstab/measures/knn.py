@@ -24,8 +24,8 @@ import numpy as np
 
 from embstab.errors import ConfigError
 from embstab.measures import _native
-from embstab.measures._backend import (as_float, check_pair, namespace, on_gpu, one_blas_thread, row_norms, split_rows, topk,
-                                       working)
+from embstab.measures._backend import (as_float, check_pair, namespace, on_gpu, one_blas_thread, row_norms, split_rows,
+                                       topk, working)
 
 __all__ = ["knn", "nearest_neighbors"]
 

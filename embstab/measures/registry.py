@@ -92,7 +92,8 @@ class MeasureInfo:
         """
         unknown = [p for p in params if p not in self.parameters]
         if unknown:
-            raise ConfigError(f"{self.name} has no parameter {unknown[0]!r}{did_you_mean(unknown[0], self.parameters)}; "
+            hint = did_you_mean(unknown[0], self.parameters)
+            raise ConfigError(f"{self.name} has no parameter {unknown[0]!r}{hint}; "
                               f"its parameters: {', '.join(self.parameters) or 'none'}")
         kwargs = {**self.defaults, **params}
         if "n_queries" in self.defaults and "n_queries" not in params:
