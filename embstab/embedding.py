@@ -387,18 +387,20 @@ class Embedding:
         ShapeError
             If the dimensions differ.
         VocabularyError
-            If there are fewer words to fit on than dimensions, or a given word is missing.
+            If there are fewer words to fit on than dimensions (and other words to rotate), or a given
+            word is missing.
         """
         if other.dim != self.dim:
             raise ShapeError(f"cannot align a {self.dim}-d embedding to a {other.dim}-d one")
         fit_words = shared_vocabulary(self, other) if words is None else list(words)
         if not fit_words:
             raise VocabularyError("the two embeddings share no words to align on")
-        if len(fit_words) < self.dim:
-            # fewer words than dimensions leave the rotation free outside their span: any of many
-            # rotations fits them exactly, and the rest of the table would turn arbitrarily
-            raise VocabularyError(f"only {len(fit_words)} words to align on for {self.dim} dimensions: the "
-                                  "rotation is underdetermined; align on at least as many words as dimensions")
+        if len(fit_words) < self.dim and len(set(fit_words)) < len(self):
+            # fewer words than dimensions pin the rotation only on their span: the other words'
+            # components outside it would turn arbitrarily (the fitted words themselves do not)
+            raise VocabularyError(f"only {len(fit_words)} words to align on for {self.dim} dimensions, and "
+                                  f"{len(self) - len(set(fit_words))} other words to rotate: the rotation is "
+                                  "underdetermined for them; align on at least as many words as dimensions")
         x = self.subset(fit_words).vectors.astype(np.float64)
         y = other.subset(fit_words).vectors.astype(np.float64)
         omega = procrustes_rotation(x, y)

@@ -344,6 +344,7 @@ def test_cli_download_and_use(online, tmp_path, capsys):
     assert main(["contextual", "features", f"hub:{REPO}", "--corpus", "gensim_lee", "--max-docs", "5",
                  "--min-count", "2", "--out", str(tmp_path / "w.txt")]) == 0
     assert (tmp_path / "w.txt").stat().st_size > 0
+    assert "words x 32 (layer" in capsys.readouterr().err  # the summary on stderr: --out may be /dev/stdout
     assert main(["contextual", "download", "tiny-org/pickle-only", "--endpoint", url, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "refuses (reading pickle can run code" in err

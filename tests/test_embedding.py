@@ -116,5 +116,5 @@ def test_align_to_refuses_fewer_words_than_dimensions():
     rng = np.random.default_rng(0)
     a = Embedding([f"w{i}" for i in range(10)], rng.normal(size=(10, 6)))
     b = Embedding(["w0", "w1", "x2", "x3", "x4", "x5", "x6"], rng.normal(size=(7, 6)))
-    with pytest.raises(VocabularyError, match="only 2 words to align on for 6 dimensions"):
+    with pytest.raises(VocabularyError, match="only 2 words to align on for 6 dimensions, and 8 other words"):
         a.align_to(b)

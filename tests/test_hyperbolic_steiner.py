@@ -284,7 +284,7 @@ def test_cli_embed_with_steiner_tree(tmp_path, capsys):
     out = tmp_path / "g.hyp"
     assert _run(["hyperbolic", "embed", str(src), "--method", "comb", "--tree", "steiner",
                  "-o", str(out), "--quiet"]) == 0
-    text = capsys.readouterr().out
+    text = capsys.readouterr().err  # (the summary goes to stderr: -o may be /dev/stdout)
     assert "Steiner tree (+" in text and "20 nodes" in text
     emb = load_embedding(out)
     assert len(emb) == 20 and emb.metadata["tree"] == "steiner"

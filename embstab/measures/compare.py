@@ -295,13 +295,13 @@ def compare(
         warnings.warn(f"only {len(words)} compared words for {max(a.dim, b.dim)} dimensions: the column spans "
                       "are the whole space, so EIS and the span measures say nothing; compare more words",
                       stacklevel=2)
+    need = any(i.needs_anchors for i in infos)
+    _check_product_cost(a, b, pair_anchors if need else None, [i.name for i in infos], len(words))
     for info in infos:
         k = dict((params or {}).get(info.name, {})).get("k", info.defaults.get("k"))
         if info.name == "knn" and isinstance(k, int) and len(words) < k + 1:
             raise VocabularyError(f"{_name(a)} and {_name(b)} share only {len(words)} compared words: k-NN with "
                                   f"k={k} needs at least {k + 1}; compare more words (or a smaller k)")
-    need = any(i.needs_anchors for i in infos)
-    _check_product_cost(a, b, pair_anchors if need else None, [i.name for i in infos], len(words))
     x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
     ignored = sorted(set(params or {}) - {i.name for i in infos})
     if ignored:
