@@ -77,3 +77,13 @@ def test_every_progress_option_reads_no_progress_too():
     assert len(with_quiet) >= 10
     assert all("--no-progress" in p._option_string_actions for p in with_quiet), \
         [p.prog for p in with_quiet if "--no-progress" not in p._option_string_actions]
+
+
+def test_kg_train_no_clobber_keeps_an_existing_model_folder(tmp_path, capsys):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    assert main(["kg", "train", "--graph", "nations", "--epochs", "1", "-o", str(folder), "--no-clobber",
+                 "--quiet"]) == 2
+    assert "--no-clobber refuses to write into it" in capsys.readouterr().err
+    assert (folder / "config.json").read_text() == "{}"

@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """
     p = subparsers.add_parser(
         "hyperbolic", help="hyperbolic embeddings of graphs (construct, h-MDS, SGD; evaluate)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__.replace("``", "`"), formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="hyperbolic_command", metavar="{embed,eval}")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 

@@ -96,6 +96,9 @@ def register(subparsers) -> None:
     tr.add_argument("--threads", type=positive_int, default=1,
                     help="torch threads (default 1, robust on shared cores; results are reproducible per thread count)")
     tr.add_argument("-o", "--output", required=True, metavar="DIR", help="model folder to write")
+    tr.add_argument("--no-clobber", action="store_true",
+                    help="refuse to write into a model folder that exists and is not empty (by default its model "
+                         "files are replaced)")
     add_progress(tr)
     tr.set_defaults(func=run_train)
     ds = sub.add_parser("downstream", help="link-prediction / triple-classification disagreement of two models")
@@ -181,14 +184,16 @@ def run_train(args: argparse.Namespace) -> int:
     if stopping is not None and stopping.get("frequency", 10) > args.epochs:
         raise EmbstabError(f"--frequency {stopping.get('frequency', 10)}: early stopping would never evaluate "
                            f"within --epochs {args.epochs}; lower --frequency or raise --epochs")
+    if not args.version and (args.share is not None or args.pair_seed is not None):
+        raise EmbstabError("--share and --pair-seed apply to a graph version: give --version remove or add")
     # before any training: the model folder must not land on (or in) the graph's folder
     inputs = [("--graph", _graph_folder(args.graph))]
     check_inputs(inputs)
     check_outputs([("-o", args.output)], inputs)
     check_writable(args.output, "-o", folder=True)
+    if args.no_clobber and os.path.isdir(args.output) and os.listdir(args.output):
+        raise EmbstabError(f"-o {args.output} exists and is not empty; --no-clobber refuses to write into it")
     graph = load_graph(args.graph)
-    if not args.version and (args.share is not None or args.pair_seed is not None):
-        raise EmbstabError("--share and --pair-seed apply to a graph version: give --version remove or add")
     if args.version:
         pair = version_pair(graph, args.version, 0.05 if args.share is None else args.share,
                             args.pair_seed or 0, lost=args.lost)
