@@ -90,3 +90,14 @@ def test_check_outputs_sees_through_links(tmp_path):
         check_outputs([("-o", tmp_path / "x"), ("-o", tmp_path / "sub" / ".." / "x")])
     check_outputs([("OUT", "/dev/null")], [("IN", src)])  # special files are written into, never replaced
     check_outputs([("OUT", tmp_path / "new.txt")], [("IN", src), ("--corpus", "gensim_lee")])
+
+
+def test_a_corrupt_database_is_refused_before_any_folder_is_made(tmp_path, capsys):
+    from embstab.cli import main
+
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("garbage, not SQLite")
+    assert main(["study", "--quick", "--db", str(bad), "--store", str(tmp_path / "store"), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a readable results database" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.sqlite"]  # no empty store left behind

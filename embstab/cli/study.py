@@ -187,6 +187,7 @@ def handle(args: argparse.Namespace) -> int:
     db_label = "--db" if args.db else "the results database"
     check_inputs([(db_label, db_path)])
     check_outputs([(db_label, db_path)], [("STUDY.yaml", path)])
+    _check_database(db_path, db_label)  # before any folder is made: a bad one must leave nothing behind
     check_writable(db_path, db_label, create_parents=True)
     report_path = None
     if not args.no_report:
@@ -237,6 +238,20 @@ def handle(args: argparse.Namespace) -> int:
     if args.timings:
         _timings(run, summary, started)
     return 0 if run.complete else 1
+
+
+def _check_database(db_path: str, label: str) -> None:
+    """Refuse an existing results database that SQLite cannot read (a corrupt or foreign file)."""
+    if not (os.path.isfile(db_path) and os.path.getsize(db_path) > 0):
+        return  # a new database
+    import sqlite3  # noqa: PLC0415
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as con:
+            con.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise EmbstabError(f"{label} {db_path} is not a readable results database ({exc}); move it away or "
+                           "give another --db") from None
 
 
 @contextlib.contextmanager
