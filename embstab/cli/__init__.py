@@ -92,14 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, extras = parser.parse_known_args(argv)
     except SystemExit as exc:  # argparse: --help/--version (0) or an option error (2, already printed)
         return exc.code if isinstance(exc.code, int) else 2
+    prog = " ".join(["embstab", *(str(getattr(args, d)) for d in _command_dests(args) if getattr(args, d, None))])
     if extras:  # named from the sub-command that was given them, whose --help lists what it takes
-        prog = " ".join(["embstab", *(str(getattr(args, d)) for d in _command_dests(args) if getattr(args, d, None))])
         print(f"{prog}: error: unrecognized arguments: {' '.join(extras)} (see `{prog} --help`)", file=sys.stderr)
         return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    prefix = f"embstab {args.command}: error:"
+    prefix = f"{prog}: error:"  # the full command, as argparse names it: "embstab kg train: error: ..."
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit

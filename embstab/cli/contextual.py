@@ -93,7 +93,7 @@ def register(subparsers) -> None:
     pre.add_argument("--batch-size", type=positive_int, default=32)
     pre.add_argument("--lr", type=positive_float, default=5e-4, help="peak AdamW learning rate (default 5e-4)")
     add_threads(pre)
-    pre.add_argument("--out", required=True, help="output folder (gets a/, b/, baseline/, pretrain.json)")
+    pre.add_argument("-o", "--out", required=True, help="output folder (gets a/, b/, baseline/, pretrain.json)")
     add_progress(pre)
     pre.set_defaults(func=run_pretrain)
 
@@ -110,7 +110,7 @@ def register(subparsers) -> None:
     fe.add_argument("--max-occurrences", type=positive_int, help="average over at most N occurrences per word")
     fe.add_argument("--batch-size", type=positive_int, default=32)
     add_threads(fe)
-    fe.add_argument("--out", required=True, help="embedding file (format from the suffix: .txt, .npz, ...)")
+    fe.add_argument("-o", "--out", required=True, help="embedding file (format from the suffix: .txt, .npz, ...)")
     add_progress(fe)
     fe.set_defaults(func=run_features)
 
