@@ -65,6 +65,26 @@ repository whose weights are only pickle files (pytorch_model.bin) is refused, s
 pickle can run code. A finished download is not fetched again unless --force."""
 
 
+#: What each action does, for its own --help (the group's --help tells the whole story).
+ACTIONS = {
+    "pretrain": "Train the pair of models (and the seed-only baseline) into OUT/a, OUT/b, OUT/baseline: the same "
+                "WordPiece tokenizer and seed on two versions of a corpus, or builtin:minilm_l6 fine-tuned on "
+                "both; prints the held-out MLM loss and perplexity and the seconds per step.",
+    "features": "Word-type embedding of a model: per word, the mean of its contextual vectors over its occurrences "
+                "in a corpus or text file; writes any format `embstab compare` reads.",
+    "disagreement": "The same classifier (linear or mlp) trained on each model's frozen sentence features of a task, "
+                    "or the same tagger (bilstm) on each model's frozen per-word features of brown_pos; prints the "
+                    "percent of test predictions (tags) that differ, beside each model's quality.",
+}
+
+
+def _action_help(action: str) -> dict:
+    """``description`` and ``epilog`` (its own examples) of one action's parser."""
+    mine = [line for line in EPILOG.splitlines()[1:] if f"contextual {action} " in line]
+    return {"description": ACTIONS[action] + " See `embstab contextual --help` for the models a command takes.",
+            "epilog": "examples:\n" + "\n".join(mine), "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
 def register(subparsers) -> None:
     """Add the ``contextual`` sub-command to ``subparsers``.
 
@@ -78,7 +98,7 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="contextual_command", metavar="ACTION")
 
     pre = sub.add_parser("pretrain", help="pretrain (or fine-tune) a model on each of two corpus versions",
-                         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                         **_action_help("pretrain"))
     pre.add_argument("--corpus", default="gensim_lee", help="offline corpus (default gensim_lee)")
     pre.add_argument("--size", default="tiny", help="model size: tiny, small, minilm (default tiny)")
     pre.add_argument("--base", metavar="MODEL", help="fine-tune this model (folder or builtin:minilm_l6) instead")
@@ -98,7 +118,7 @@ def register(subparsers) -> None:
     pre.set_defaults(func=run_pretrain)
 
     fe = sub.add_parser("features", help="word-type embedding of a model over a corpus or text file",
-                        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        **_action_help("features"))
     fe.add_argument("model", metavar="MODEL", help="model folder, builtin:minilm_l6 or hub:ORG/NAME")
     src = fe.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="offline corpus to average over")
@@ -115,7 +135,7 @@ def register(subparsers) -> None:
     fe.set_defaults(func=run_features)
 
     dis = sub.add_parser("disagreement", help="frozen-feature downstream disagreement of two models",
-                         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                         **_action_help("disagreement"))
     dis.add_argument("old", metavar="OLD", help="the old model (folder, builtin:minilm_l6 or hub:ORG/NAME)")
     dis.add_argument("new", metavar="NEW", nargs="?",
                      help="the new model (omit with --seed-baseline or --quantize-new)")
