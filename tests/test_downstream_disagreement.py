@@ -170,9 +170,9 @@ def test_settings_no_model_trains_with_are_refused_before_training(kwargs, messa
 
 
 def test_every_model_has_its_network():
-    from embstab.downstream.api import _NETWORKS
+    from embstab.downstream.training import NETWORKS
 
-    assert set(_NETWORKS) == set(MODELS)
+    assert set(NETWORKS) == set(MODELS)
 
 
 def _brute_force(em: torch.Tensor, crf: CRF) -> tuple[float, list[int], dict]:

@@ -15,8 +15,7 @@ import numpy as np
 from embstab.data.tasks import ClassificationData, TaggingData, load_classification, load_tagging
 from embstab.downstream.catalog import MODELS, TASKS
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
-from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier, MeanMLP
-from embstab.downstream.training import fit_classifier, fit_tagger, tagging_score
+from embstab.downstream.training import NETWORKS, fit_classifier, fit_tagger, tagging_score
 from embstab.recipes.training import training_recipe
 from embstab.embedding import Embedding
 from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError, did_you_mean, lookup
@@ -132,14 +131,9 @@ def chance_level(data: ClassificationData | TaggingData) -> float:
 
 
 _TRAIN_KEYS = ("lr", "epochs", "batch_size", "patience", "max_len", "threads")
-#: The network behind each model name, whose constructor takes the model options.
-_NETWORKS = {"linear": LinearBoW, "mlp": MeanMLP, "cnn": KimCNN, "lstm": LSTMClassifier, "bilstm": BiLSTMTagger,
-             "bilstm_crf": BiLSTMTagger}
-
-
 def _model_options(model: str) -> tuple[str, ...]:
     """The options of ``model``'s network (its constructor's settings beyond the table and the classes)."""
-    listed = list(inspect.signature(_NETWORKS[model].__init__).parameters.values())[3:]
+    listed = list(inspect.signature(NETWORKS[model].__init__).parameters.values())[3:]
     return tuple(p.name for p in listed if p.name != "crf")
 
 
@@ -460,7 +454,7 @@ def disagreement(old: Embedding, new: Embedding = MISSING, task: str | Classific
             raise ShapeError(f"the {name} member must be an embstab.Embedding, got {type(emb).__name__}")
     seed_b = seed if seed_b is None else seed_b
     recipe_name = training_recipe(recipe).name  # refuse a bad recipe name before any training
-    if isinstance(model, str) and model in _NETWORKS:  # (an unknown name is refused with the task)
+    if isinstance(model, str) and model in NETWORKS:  # (an unknown name is refused with the task)
         _check_training(model, kwargs, {"seed": seed, "seed_b": seed_b, "split_seed": split_seed}, limit)
     data, kind, prepared = _resolve(task, model, split_seed, limit)
     coverage = _check_coverage(data, min_coverage, prepared.counts, old=old, new=new)

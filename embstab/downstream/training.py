@@ -16,7 +16,11 @@ from embstab._threads import torch_threads
 from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier, MeanMLP
 from embstab.recipes.training import IterateAverage, TrainingRecipe, training_recipe
 
-__all__ = ["FitResult", "fit_classifier", "fit_tagger", "pad_batch"]
+__all__ = ["FitResult", "NETWORKS", "fit_classifier", "fit_tagger", "pad_batch"]
+
+#: The network behind each model name (its constructor takes the model's options).
+NETWORKS = {"linear": LinearBoW, "mlp": MeanMLP, "cnn": KimCNN, "lstm": LSTMClassifier, "bilstm": BiLSTMTagger,
+            "bilstm_crf": BiLSTMTagger}
 
 
 @dataclass
@@ -205,14 +209,12 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
                     return bag(flat, offsets)
 
             x_train, x_dev, x_test = features(train[0]), features(dev[0]), features(test)
-            head = LinearBoW if model_name == "linear" else MeanMLP
-            model: nn.Module = head(table.shape[1], n_classes, **model_kwargs)
+            model: nn.Module = NETWORKS[model_name](table.shape[1], n_classes, **model_kwargs)
             step = lambda idx: nn.functional.cross_entropy(model(x_train[idx]), y_train[idx])  # noqa: E731
             predict = lambda x: model(x).argmax(1).numpy()  # noqa: E731
             dev_in, test_in = x_dev, x_test
         else:
-            cls = {"cnn": KimCNN, "lstm": LSTMClassifier}[model_name]
-            model = cls(table, n_classes, **model_kwargs)
+            model = NETWORKS[model_name](table, n_classes, **model_kwargs)
 
             def step(idx: np.ndarray) -> torch.Tensor:
                 ids, lengths = pad_batch([train[0][i] for i in idx])
