@@ -8,8 +8,8 @@ parsing uses it.
 
 from __future__ import annotations
 
-import numbers
 
+from embstab._numbers import is_integer
 from embstab.errors import ConfigError
 
 __all__ = ["BIT_WIDTHS", "BIT_WIDTHS_TEXT", "check_bits"]
@@ -39,6 +39,6 @@ def check_bits(bits: object, what: str = "bits") -> int:
     ValueError
         ``"{what} must be 1-16 (2**bits levels) or 32 (float32, clipped only), got {bits!r}"``.
     """
-    if isinstance(bits, bool) or not isinstance(bits, numbers.Integral) or int(bits) not in BIT_WIDTHS:
+    if not is_integer(bits) or int(bits) not in BIT_WIDTHS:
         raise ConfigError(f"{what} must be {BIT_WIDTHS_TEXT}, got {bits!r}")
     return int(bits)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab._numbers import is_integer
 from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError
 
 __all__ = ["Embedding", "shared_vocabulary", "take_top_n", "procrustes_rotation", "register_writer"]
@@ -292,7 +293,7 @@ class Embedding:
         ValueError
             If ``n`` < 0.
         """
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        if not is_integer(n) or n < 0:
             raise ConfigError(f"n must be an integer >= 0, got {n!r}")
         counts = None if self._counts is None else self._counts[:n]
         return self._derive(self._words[:n], self._vectors[:n].copy(), counts)
@@ -545,7 +546,7 @@ def take_top_n(words: Sequence[str], top_n: int | None, *, exact: bool = False,
     words = list(words)
     if top_n is None:
         return words
-    if isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer)) or top_n <= 0:
+    if not is_integer(top_n) or top_n <= 0:
         raise ShapeError(f"top_n must be a positive integer (or None for all shared words), got {top_n!r}")
     if exact and len(words) < top_n:
         raise VocabularyError(f"top_n={top_n} was asked but {names} share only {len(words)} words{note}; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from embstab._numbers import is_integer
 from embstab.embedding import Embedding
 from embstab.errors import ShapeError
 
@@ -28,7 +29,7 @@ def truncate_dimension(emb: Embedding, dim: int) -> Embedding:
     Embedding
         Same words and counts, ``dim`` columns, emb's dtype.
     """
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 1 <= dim <= emb.dim:
+    if not is_integer(dim) or not 1 <= dim <= emb.dim:
         raise ShapeError(f"dim must be an integer in 1..{emb.dim}, got {dim!r}")
     if len(emb) < 2:
         raise ShapeError("PCA needs at least 2 words")

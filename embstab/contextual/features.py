@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from embstab._numbers import is_integer
 from embstab._threads import torch_threads
 from embstab.contextual.encoding import WordPieces, as_word_lists, check_length, pad_inputs
 from embstab.contextual.model import ContextualModel
@@ -32,7 +33,7 @@ SUBWORDS = ("first", "mean")
 
 def _check_layer(model: ContextualModel, layer: int) -> int:
     n = model.n_layers
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not -(n + 1) <= layer <= n:
+    if not is_integer(layer) or not -(n + 1) <= layer <= n:
         raise ConfigError(f"layer must be an integer in {-(n + 1)}..{n} (0 = input embeddings, {n} = last; "
                          f"negative counts from the end), got {layer!r}")
     return int(layer) % (n + 1)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from embstab._fs import atomic_write
+from embstab._numbers import is_integer
 from embstab.contextual.weights import WeightSet, layers_held, load_tensors, match_to_network, read_json_file, read_weight_set
 from embstab.data.errors import DataFormatError
 from embstab.contextual.pipeline import SentencePipeline, read_sentence_pipeline
@@ -41,7 +42,7 @@ class ModelSize:
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "intermediate"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_integer(value) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.hidden % self.heads:
             raise ConfigError(f"hidden size {self.hidden} is not a multiple of the {self.heads} heads")
@@ -231,7 +232,7 @@ def _check_config(settings: object, path: Path, weights: WeightSet) -> None:
     sizes = {}
     for key, default in _SIZE_FIELDS.items():
         value = settings.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_integer(value) or value < 1:
             raise DataFormatError(path, f"{key} must be a positive integer, got {value!r}")
         sizes[key] = value
     if sizes["hidden_size"] % sizes["num_attention_heads"]:

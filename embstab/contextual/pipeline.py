@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from embstab._numbers import is_integer
 from embstab.errors import ConfigError
 from embstab.contextual.weights import read_json_file
 from embstab.data.errors import DataFormatError
@@ -114,7 +115,7 @@ def read_sentence_pipeline(folder: str | Path) -> SentencePipeline | None:
         config = read_json_file(config_path, "sentence-transformers configuration")
         value = config.get("max_seq_length") if isinstance(config, dict) else None
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 3:
+            if not is_integer(value) or value < 3:
                 raise DataFormatError(config_path, f"max_seq_length must be an integer of at least 3, got {value!r}")
             max_length = value
     return SentencePipeline(pooling, _NORMALIZE in kinds, max_length, "sentence-transformers modules.json")

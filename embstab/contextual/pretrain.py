@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from embstab._numbers import is_integer
 from embstab._threads import torch_threads
 from embstab.contextual.encoding import WordPieces
 from embstab.contextual.model import ContextualModel, ModelSize, build_model
@@ -341,7 +342,7 @@ def train_mlm(model: ContextualModel, docs: Sequence[Sequence[str]], steps: int,
     ValueError
         If a setting is out of range.
     """
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+    if not is_integer(steps) or steps < 1:
         raise ConfigError(f"steps must be a positive integer, got {steps!r}")
     if batch_size < 1 or not lr > 0 or not 0.0 <= warmup < 1.0:
         raise ConfigError(f"need batch_size >= 1, lr > 0 and 0 <= warmup < 1; got {batch_size}, {lr}, {warmup}")

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab._numbers import is_integer, is_real
 from embstab.data.tasks import ClassificationData, TaggingData, load_classification, load_tagging
 from embstab.downstream.catalog import MODELS, TASKS
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
@@ -145,17 +146,17 @@ def _check_training(model: str, kwargs: dict[str, Any], seeds: dict[str, Any], l
             raise ConfigError(f"model {model!r} has no setting {key!r}{did_you_mean(key, known)}; "
                               f"its settings: {', '.join(known)}")
     for name, value in seeds.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if not is_integer(value):
             raise ConfigError(f"{name} must be an integer, got {value!r}")
     counts = {"epochs": kwargs.get("epochs", 1), "batch_size": kwargs.get("batch_size", 1),
               "patience": kwargs.get("patience"), "max_len": kwargs.get("max_len"), "threads": kwargs.get("threads"),
               "limit": limit}
     for name, value in counts.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+        if value is not None and (not is_integer(value) or value < 1):
             optional = "" if name in ("epochs", "batch_size") else " or None"
             raise ConfigError(f"{name} must be a positive integer{optional}, got {value!r}")
     lr = kwargs.get("lr", 1.0)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating, np.integer)) or not (math.isfinite(lr)
+    if not is_real(lr) or not (math.isfinite(lr)
                                                                                                 and lr > 0):
         raise ConfigError(f"lr must be a finite number > 0, got {lr!r}")
 

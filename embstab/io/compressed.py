@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from embstab._fs import atomic_write, json_safe, to_json
+from embstab._numbers import is_integer
 from embstab._textfiles import loads_json
 from embstab.embedding import Embedding
 from embstab.errors import EmbeddingFormatError
@@ -77,7 +78,7 @@ def uniform_table(bits: int, clip: float) -> np.ndarray:
 
 
 def _int(value: Any, what: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
+    if not is_integer(value) or int(value) < low:
         raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
     return int(value)
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from embstab._fs import atomic_write
+from embstab._numbers import is_integer, is_real
 from embstab._resources import check_memory
 from embstab._textfiles import loads_json, read_utf8
 from embstab._threads import torch_threads
@@ -100,10 +101,10 @@ class EarlyStopping:
     def __post_init__(self) -> None:
         for what in ("frequency", "patience"):
             value = getattr(self, what)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            if not is_integer(value) or value < 1:
                 raise ConfigError(f"early stopping {what} must be a positive integer, got {value!r}")
         delta = self.relative_delta
-        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
+        if not is_real(delta) or not 0 <= delta < 1:
             raise ConfigError(f"early stopping relative_delta must be a number in [0, 1), got {delta!r}")
 
     @classmethod
@@ -733,8 +734,7 @@ def _config_fields(config: dict[str, Any], path: Path) -> tuple[str, int, dict[s
     name, dim = config["model"], config["dim"]
     if not isinstance(name, str) or not name.strip():
         raise bad("model", "a PyKEEN model name such as 'TransE'")
-    if isinstance(dim, bool) or not isinstance(dim, (int, float)) or isinstance(dim, float) and not math.isfinite(dim) \
-            or dim < 1 or int(dim) != dim:
+    if not is_real(dim) or not math.isfinite(dim) or dim < 1 or int(dim) != dim:
         raise bad("dim", "a positive integer")
     kwargs = config.get("model_kwargs") or {}
     if not isinstance(kwargs, dict):
@@ -743,7 +743,7 @@ def _config_fields(config: dict[str, Any], path: Path) -> tuple[str, int, dict[s
     if not isinstance(losses, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in losses):
         raise bad("losses", "a list of numbers")
     seconds = config.get("seconds", 0.0)
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+    if not is_real(seconds):
         raise bad("seconds", "a number")
     metrics = None
     if config.get("metrics") is not None:

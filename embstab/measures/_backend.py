@@ -33,6 +33,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from embstab._numbers import is_real
 from embstab.errors import ConfigError, ShapeError
 from embstab.measures import _native
 
@@ -122,7 +123,7 @@ def dtype_name(dtype: Any) -> str:
 
 def check_rtol(rtol: Any) -> None:
     """Refuse a rank tolerance that is not None or a number in [0, 1)."""
-    if rtol is not None and (isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating, np.integer))
+    if rtol is not None and (not is_real(rtol)
                              or not 0 <= rtol < 1):
         raise ConfigError(f"rtol must be a number in [0, 1) (the share of the largest singular value below "
                           f"which a direction counts as rank deficiency) or None, got {rtol!r}")

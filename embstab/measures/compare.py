@@ -18,6 +18,7 @@ import array_api_compat
 import numpy as np
 import pandas as pd
 
+from embstab._numbers import is_integer
 from embstab.embedding import Embedding, shared_vocabulary, take_top_n
 from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
@@ -265,7 +266,7 @@ def compare(
         raise ConfigError(f"rank_by must be 'old' or 'new', got {rank_by!r}")
     if isinstance(measures, str):  # one name, not its letters
         measures = [measures]
-    if isinstance(null_samples, bool) or not isinstance(null_samples, (int, np.integer)) or null_samples < 0:
+    if not is_integer(null_samples) or null_samples < 0:
         raise ConfigError(f"null_samples must be an integer >= 0 (0 skips the null), got {null_samples!r}")
     _check_params(params)
     geometry = _pair_geometry(a, b)

@@ -22,6 +22,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from embstab._numbers import is_integer
 from embstab.errors import ConfigError
 from embstab.measures import _native
 from embstab.measures._backend import (as_float, check_pair, namespace, on_gpu, one_blas_thread, row_norms, split_rows,
@@ -316,16 +317,16 @@ def knn(
     """
     xp = check_pair(X, Y)
     n = X.shape[0]
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+    if not is_integer(k) or k < 1:
         raise ConfigError(f"k must be a positive integer, got {k!r}")
     if n < k + 1:
         raise ConfigError(f"k-NN with k={k} needs at least {k + 1} rows, got {n}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    if not is_integer(seed):
         raise ConfigError(f"seed must be an integer, got {seed!r}")
     if n_queries is None:
         chosen = np.arange(n)
     else:
-        if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 1:
+        if not is_integer(n_queries) or n_queries < 1:
             raise ConfigError(f"n_queries must be an integer >= 1 or None, got {n_queries!r}")
         if n_queries > n:
             warnings.warn(f"n_queries={n_queries} exceeds the {n} rows: every row is used as a query", stacklevel=2)

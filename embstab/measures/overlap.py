@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
+from embstab._numbers import is_real
 from embstab.errors import ConfigError
 from embstab.measures._backend import FLOAT32_TRUST, basis_overlap, check_pair, cross, one_blas_thread, span, sq_norm
 
@@ -84,7 +83,7 @@ def weighted_eigenspace_overlap(X: Any, Y: Any, exponent: float = 1.0, *, dtype:
         If the inputs are not non-empty finite 2-D arrays with the same number of rows.
     """
     xp = check_pair(X, Y)
-    if isinstance(exponent, bool) or not isinstance(exponent, (int, float, np.floating, np.integer)) \
+    if not is_real(exponent) \
             or not math.isfinite(exponent):
         raise ConfigError(f"exponent must be a finite number, got {exponent!r}")
     su, sv = span(xp, X, dtype, rtol, method), span(xp, Y, dtype, rtol, method)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from embstab._numbers import is_real
 from embstab.recipes.sixteen_bit import PrecisionRecipeError
 
 __all__ = ["DynamicSparsity", "Reallocation", "sparse_candidates"]
@@ -110,7 +111,7 @@ class DynamicSparsity:
         if not params:
             raise PrecisionRecipeError("dynamic sparsity needs at least one weight matrix (linear, conv or "
                                        "recurrent layer)")
-        if isinstance(sparsity, bool) or not isinstance(sparsity, (int, float)) or not 0.0 <= sparsity < 1.0:
+        if not is_real(sparsity) or not 0.0 <= sparsity < 1.0:
             raise PrecisionRecipeError(f"sparse: the sparsity must be a fraction in [0, 1), got {sparsity!r}")
         if not (isinstance(every, int) and every >= 1):
             raise PrecisionRecipeError(f"sparse re-allocation period must be an int >= 1, got {every!r}")

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from embstab._numbers import is_integer, is_real
 from embstab.errors import ConfigError
 from embstab.selection._common import groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
@@ -38,9 +39,9 @@ def _rho(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _check_interval(n_boot: Any, level: Any, at_least: int) -> None:
     """Refuse resample counts and coverages that give no interval (or a meaningless one)."""
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < at_least:
+    if not is_integer(n_boot) or n_boot < at_least:
         raise ConfigError(f"n_boot must be an integer >= {at_least}, got {n_boot!r}")
-    if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)) or not 0 < level < 1:
+    if not is_real(level) or not 0 < level < 1:
         raise ConfigError(f"level must be a coverage in (0, 1), e.g. 0.95, got {level!r}")
 
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from embstab._bits import BIT_WIDTHS, check_bits
+from embstab._numbers import is_integer, is_real
 from embstab.errors import ConfigError, EmbstabError, did_you_mean
 from embstab.study.kinds import KINDS, StudyKind
 
@@ -272,7 +273,7 @@ class _Validator:
         return value
 
     def integer(self, value: Any, key: str, minimum: int | None = None, maximum: int | None = None) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_integer(value):
             raise self.fail(key, f"must be an integer, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.fail(key, f"must be >= {minimum}, got {value}")
@@ -282,7 +283,7 @@ class _Validator:
 
     def number(self, value: Any, key: str, low: float, high: float, *, open_low: bool = False,
                open_high: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not is_real(value):
             raise self.fail(key, f"must be a number, got {value!r}")
         ok = (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
         if not ok:
