@@ -26,6 +26,9 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
+# the one quoting of commands printed for a user to paste
+from embstab._shell import command as shell_command
+
 __all__ = ["EmbstabError", "UnknownNameError", "OptionalDependencyError", "ConfigError", "DataFormatError",
            "EmbeddingFormatError", "ShapeError", "VocabularyError", "DataNotFoundError", "DownloadError",
            "UntrustedSourceError", "ResourceError", "InsufficientMemoryError", "RunError", "KINDS", "lookup",
@@ -104,7 +107,15 @@ class DataNotFoundError(EmbstabError, FileNotFoundError):
         self.name = name
         extra = f" ({detail})" if detail else ""
         super().__init__(f"dataset {name!r} is not available locally{extra}; "
-                         f"run `{command or f'embstab data fetch {name}'}` first")
+                         f"run `{command or shell_command('embstab', 'data', 'fetch', name)}` first")
+
+
+def _fetch_command(name: str) -> str:
+    from embstab._shell import (
+        command,  # the one quoting of printed commands; _shell imports nothing of ours
+    )
+
+    return command("embstab", "data", "fetch", name)
 
 
 class DownloadError(EmbstabError, OSError):

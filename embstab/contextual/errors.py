@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from embstab.data.errors import DataNotFoundError
-from embstab.errors import ConfigError, DataFormatError, ShapeError, UntrustedSourceError
+from embstab.errors import ConfigError, DataFormatError, ShapeError
+# one home for the model-folder rules that KG and contextual folders share
+from embstab.io.modelfolder import PICKLE_SUFFIXES, UnsafeWeightsError
 
 __all__ = ["EmptyTextError", "HubNameError", "ModelNotDownloadedError", "PICKLE_SUFFIXES", "SequenceLengthError",
            "UnsafeWeightsError"]
@@ -42,11 +44,3 @@ class ModelNotDownloadedError(DataNotFoundError):
         self.name = name
         # DataNotFoundError words its message for datasets (`embstab data fetch`): skip its __init__
         super(DataNotFoundError, self).__init__(message)
-
-
-#: File suffixes of pickled weights (``torch.save`` files such as ``pytorch_model.bin``), never read.
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-
-
-class UnsafeWeightsError(UntrustedSourceError):
-    """A model's only weights are pickle files (``pytorch_model.bin``), which can run code when read."""

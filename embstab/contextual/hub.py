@@ -23,7 +23,13 @@ from typing import Any
 from urllib.parse import quote
 
 from embstab._fs import atomic_write
-from embstab.contextual.errors import PICKLE_SUFFIXES, HubNameError, ModelNotDownloadedError, UnsafeWeightsError
+from embstab._shell import command
+from embstab.contextual.errors import (
+    PICKLE_SUFFIXES,
+    HubNameError,
+    ModelNotDownloadedError,
+    UnsafeWeightsError,
+)
 from embstab.data.cache import cache_dir
 from embstab.data.download import check_source_url
 from embstab.data.errors import DownloadError
@@ -149,9 +155,10 @@ def downloaded_dir(name: str | HubModel) -> Path:
     model = parse_hub_name(name) if isinstance(name, str) else name
     folder = hub_dir(model)
     if not _complete(folder, model):
-        flag = "" if model.revision == "main" else f" --revision {model.revision}"
+        flag = () if model.revision == "main" else ("--revision", model.revision)
+        fetch = command("embstab", "contextual", "download", model.repo_id, *flag)
         raise ModelNotDownloadedError(f"hub model {model.label!r} is not downloaded (nothing is fetched when a model "
-                                      f"loads); run `embstab contextual download {model.repo_id}{flag}` first",
+                                      f"loads); run `{fetch}` first",
                                       name=model.label)
     return folder
 

@@ -18,11 +18,19 @@ import torch
 
 from embstab._fs import atomic_write
 from embstab._numbers import is_integer
-from embstab.contextual.weights import WeightSet, layers_held, load_tensors, match_to_network, read_json_file, read_weight_set
-from embstab.data.errors import DataFormatError
 from embstab.contextual.pipeline import SentencePipeline, read_sentence_pipeline
 from embstab.contextual.tokenizer import load_tokenizer
+from embstab.contextual.weights import (
+    WeightSet,
+    layers_held,
+    load_tensors,
+    match_to_network,
+    read_json_file,
+    read_weight_set,
+)
+from embstab.data.errors import DataFormatError
 from embstab.errors import ConfigError, EmbstabError, lookup
+from embstab.io.modelfolder import component
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -287,12 +295,12 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
         if not os.path.lexists(folder / needed):
             raise FileNotFoundError(2, f"no {needed} in the model folder", str(folder / needed))
     weights = read_weight_set(folder)  # refuses pickles, paths out of the folder, malformed headers
-    config_path = folder / "config.json"
+    config_path = component(folder, "config.json", "model configuration")
     settings = read_json_file(config_path, "model configuration")
     _check_config(settings, config_path, weights)
     info = {}
     if os.path.lexists(folder / "embstab.json"):
-        info = read_json_file(folder / "embstab.json", "embstab model record")
+        info = read_json_file(component(folder, "embstab.json", "embstab model record"), "embstab model record")
         if not isinstance(info, dict):
             info = {}
     tf = _transformers()

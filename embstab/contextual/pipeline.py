@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from embstab._numbers import is_integer
-from embstab.errors import ConfigError
-from embstab.contextual.weights import read_json_file
 from embstab.data.errors import DataFormatError
+from embstab.errors import ConfigError
+from embstab.io.modelfolder import component, read_json_file
 
 __all__ = ["POOLINGS", "SentencePipeline", "read_sentence_pipeline"]
 
@@ -94,7 +94,8 @@ def read_sentence_pipeline(folder: str | Path) -> SentencePipeline | None:
     path = folder / "modules.json"
     if not path.exists():
         return None
-    modules = read_json_file(path, "sentence-transformers module list")
+    modules = read_json_file(component(folder, "modules.json", "sentence-transformers module list"),
+                             "sentence-transformers module list")
     if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("type"), str)
                                                 for m in modules):
         raise DataFormatError(path, "not a list of modules with a 'type' each")
@@ -112,7 +113,8 @@ def read_sentence_pipeline(folder: str | Path) -> SentencePipeline | None:
     max_length = None
     config_path = folder / "sentence_bert_config.json"
     if config_path.exists():
-        config = read_json_file(config_path, "sentence-transformers configuration")
+        config = read_json_file(component(folder, config_path.name, "sentence-transformers configuration"),
+                                "sentence-transformers configuration")
         value = config.get("max_seq_length") if isinstance(config, dict) else None
         if value is not None:
             if not is_integer(value) or value < 3:
@@ -126,7 +128,8 @@ def _pooling_mode(folder: Path, module: dict) -> str:
     if not isinstance(sub, str) or "/" in sub.strip("/") or sub.startswith((".", "/")) or "\\" in sub:
         raise DataFormatError(folder / "modules.json", f"pooling module path {sub!r} is not a sub-folder name")
     path = folder / sub.strip("/") / "config.json"
-    config = read_json_file(path, "pooling configuration")
+    config = read_json_file(component(folder, f"{sub.strip('/')}/config.json", "pooling configuration"),
+                            "pooling configuration")
     if not isinstance(config, dict):
         raise DataFormatError(path, "not a JSON object")
     chosen = [name for key, name in _MODES.items() if config.get(key) is True]

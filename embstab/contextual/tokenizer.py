@@ -217,12 +217,17 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         If there is no such file.
     DataFormatError
         If the file is not a tokenizer ``tokenizers`` can read (the message names it).
+    UnsafeWeightsError
+        If a folder's ``tokenizer.json`` is a link that leads outside the folder.
     """
     from embstab.data.errors import DataFormatError  # noqa: PLC0415
+    from embstab.io.modelfolder import component  # noqa: PLC0415
 
     path = os.fspath(path)
     if os.path.isdir(path):
-        path = os.path.join(path, "tokenizer.json")
+        folder, path = path, os.path.join(path, "tokenizer.json")
+        if os.path.lexists(path):  # a model folder's component: never one that leads out of the folder
+            path = os.fspath(component(folder, "tokenizer.json", "tokenizer file"))
     if not os.path.isfile(path):
         raise FileNotFoundError(2, "no tokenizer file", path)
     tokenizers = require("tokenizers")

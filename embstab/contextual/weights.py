@@ -15,42 +15,22 @@ shape, the layer count of the configuration equal to the layers the weights hold
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from embstab._textfiles import loads_json
-from embstab.contextual.errors import PICKLE_SUFFIXES, UnsafeWeightsError
-from embstab.data.errors import DataFormatError
+from embstab.contextual.errors import UnsafeWeightsError
+from embstab.errors import DataFormatError
+from embstab.io.modelfolder import PICKLE_SUFFIXES, TensorEntry, component, read_header, read_json_file
 
 __all__ = ["WeightSet", "read_weight_set", "read_json_file", "match_to_network", "load_tensors"]
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 
-#: Bytes per element of each safetensors dtype.
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
-# A BERT header holds a few hundred entries (about 100 bytes each); 64 MiB is far beyond any real model
-MAX_HEADER_BYTES = 64 << 20
-# config.json, embstab.json and shard indexes are a few kilobytes
-MAX_JSON_BYTES = 16 << 20
-
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
-
-
-@dataclass(frozen=True)
-class TensorEntry:
-    """One tensor of a safetensors file, as its header declares it."""
-
-    file: Path
-    dtype: str
-    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -63,7 +43,7 @@ class WeightSet:
     files : tuple of pathlib.Path
         The safetensors files, inside ``folder``.
     tensors : dict
-        Tensor name → :class:`TensorEntry`.
+        Tensor name → :class:`~embstab.io.modelfolder.TensorEntry`.
     """
 
     folder: Path
@@ -71,55 +51,8 @@ class WeightSet:
     tensors: Mapping[str, TensorEntry]
 
 
-def read_json_file(path: Path, what: str) -> object:
-    """Parse a small JSON file of a model folder, refusing one that is too large or not UTF-8 JSON.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-    what : str
-        What the file is, for the message (``"model configuration"``).
-
-    Returns
-    -------
-    object
-
-    Raises
-    ------
-    DataFormatError
-        Naming the file.
-    """
-    _regular_file(path, what)
-    size = path.stat().st_size
-    if size > MAX_JSON_BYTES:
-        raise DataFormatError(path, f"{what} of {size:,} bytes; a real one is a few kilobytes")
-    try:
-        return loads_json(path.read_bytes().decode("utf-8"))  # the package's one bounded-nesting reader
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(path, f"{what} is not UTF-8 (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(path, f"{what} is not valid JSON ({exc.msg})", line=exc.lineno) from None
-
-
-def _regular_file(path: Path, what: str) -> None:
-    if not path.is_file():
-        # a device, a FIFO or a folder would block, stream forever, or fail deep inside a library
-        kind = "missing" if not os.path.lexists(path) else "not a regular file"
-        raise DataFormatError(path, f"{what} is {kind}")
-
-
-def _inside(folder: Path, path: Path, what: str) -> Path:
-    real = Path(os.path.realpath(path))
-    root = Path(os.path.realpath(folder))
-    if root not in real.parents:
-        raise UnsafeWeightsError(f"{path}: the {what} leads outside the model folder (to {real}); "
-                                 "embstab reads weights only from inside the folder")
-    _regular_file(real, what)
-    return real
-
-
 def _shard_names(folder: Path) -> list[str]:
-    index = read_json_file(folder / INDEX, "shard index")
+    index = read_json_file(component(folder, INDEX, "shard index"), "shard index")
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise DataFormatError(folder / INDEX, "shard index has no weight_map of tensor name → file")
@@ -136,60 +69,6 @@ def _shard_names(folder: Path) -> list[str]:
         if shard not in names:
             names.append(shard)
     return names
-
-
-def read_header(path: Path) -> dict[str, TensorEntry]:
-    """The tensors a safetensors file declares, checked against the file's size.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-
-    Returns
-    -------
-    dict
-        Tensor name → :class:`TensorEntry` (``__metadata__`` left out).
-
-    Raises
-    ------
-    DataFormatError
-        If the header is truncated, too large, not JSON, names an unknown dtype, or places a
-        tensor outside the file or in a region of the wrong size.
-    """
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        if len(head) < 8:
-            raise DataFormatError(path, "not a safetensors file (shorter than its 8-byte header length)")
-        (n,) = struct.unpack("<Q", head)
-        if n > min(MAX_HEADER_BYTES, size - 8):
-            raise DataFormatError(path, f"safetensors header claims {n:,} bytes but the file holds {size:,}")
-        raw = fh.read(n)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise DataFormatError(path, "safetensors header is not valid JSON") from None
-    if not isinstance(header, dict):
-        raise DataFormatError(path, "safetensors header is not a JSON object")
-    data = size - 8 - n
-    out: dict[str, TensorEntry] = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
-        except (TypeError, KeyError, ValueError):
-            raise DataFormatError(path, f"tensor {name!r} has no dtype, shape and data_offsets") from None
-        if dtype not in DTYPE_BYTES:
-            raise DataFormatError(path, f"tensor {name!r} has the unknown dtype {dtype!r}")
-        if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)
-                and type(begin) is int and type(end) is int and 0 <= begin <= end <= data):
-            raise DataFormatError(path, f"tensor {name!r} has a bad shape or lies outside the file's {data:,} data bytes")
-        if math.prod(shape) * DTYPE_BYTES[dtype] != end - begin:
-            raise DataFormatError(path, f"tensor {name!r} of shape {tuple(shape)} ({dtype}) does not fill its "
-                                        f"{end - begin:,} bytes")
-        out[name] = TensorEntry(path, dtype, tuple(shape))
-    return out
 
 
 def read_weight_set(folder: str | os.PathLike) -> WeightSet:
@@ -217,15 +96,15 @@ def read_weight_set(folder: str | os.PathLike) -> WeightSet:
     """
     folder = Path(folder)
     if os.path.lexists(folder / SINGLE):
-        files = [_inside(folder, folder / SINGLE, "weight file")]
+        files = [component(folder, SINGLE, "weight file")]
     elif os.path.lexists(folder / INDEX):
-        _inside(folder, folder / INDEX, "shard index")
+        component(folder, INDEX, "shard index")
         files = []
         for shard in _shard_names(folder):
             if not os.path.lexists(folder / shard):
                 raise FileNotFoundError(2, f"the shard index names {shard}, which the model folder lacks",
                                         str(folder / shard))
-            files.append(_inside(folder, folder / shard, "shard"))
+            files.append(component(folder, shard, "shard"))
     else:
         pickles = sorted(p.name for p in folder.iterdir() if p.name.endswith(PICKLE_SUFFIXES))
         if pickles:

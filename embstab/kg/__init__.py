@@ -19,7 +19,7 @@ from embstab.kg.versions import GraphPair, seed_pair, version_pair
 KG_TASKS = ("link_prediction", "triple_classification")
 
 __all__ = ["EarlyStopping", "GRAPHS", "KG_TASKS", "STANDARD_GRAPHS", "GraphPair", "KGTrainResult", "KnowledgeGraph",
-           "LinkPredictionMetrics", "LinkPredictionDisagreement", "QuantizedKGModel",
+           "LinkPredictionMetrics", "LinkPredictionDisagreement", "QuantizedKGModel", "convert_legacy_model",
            "TripleClassificationDisagreement", "download_graph", "evaluate", "kg_disagreement",
            "link_prediction_disagreement", "list_graphs", "load_graph", "load_kg_model", "load_triples_graph",
            "quantize_model", "quantize_pair", "read_triples", "seed_pair", "train",
@@ -27,7 +27,7 @@ __all__ = ["EarlyStopping", "GRAPHS", "KG_TASKS", "STANDARD_GRAPHS", "GraphPair"
 
 # PyKEEN and torch load on first use (a few seconds), not on ``import embstab.kg``.
 _LAZY = {"EarlyStopping": "training", "KGTrainResult": "training", "LinkPredictionMetrics": "training", "evaluate": "training", "train": "training",
-         "load_kg_model": "training",
+         "load_kg_model": "training", "convert_legacy_model": "training",
          "QuantizedKGModel": "quantize", "quantize_model": "quantize", "quantize_pair": "quantize",
          "LinkPredictionDisagreement": "disagreement", "TripleClassificationDisagreement": "disagreement",
          "kg_disagreement": "disagreement",
