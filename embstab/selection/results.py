@@ -572,13 +572,51 @@ def _read_table(path: str | os.PathLike) -> pd.DataFrame:
     if not p.exists():
         raise FileNotFoundError(2, "No such file or directory", str(p))
     if p.is_dir():
-        raise ResultsError(f"{p}: is a directory; expected a CSV or Parquet results file")
+        raise ResultsError(f"{p}: is a directory; expected a CSV, Parquet or results.sqlite file")
+    with open(p, "rb") as fh:
+        if fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
+            return _read_sqlite(p)
     kind = "Parquet" if p.suffix.lower() in (".parquet", ".pq") else "CSV"
     try:
         return pd.read_parquet(p) if kind == "Parquet" else pd.read_csv(p)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
             ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise ResultsError(f"{p}: cannot read as a {kind} table: {exc}") from exc
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _read_sqlite(p: Path) -> pd.DataFrame:
+    """The result rows of a study's ``results.sqlite``, read-only: the stored columns, one column per
+    measure, ``<measure>_null`` / ``<measure>_signal`` from the stored nulls, and the extra details."""
+    import contextlib  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    import sqlite3  # noqa: PLC0415
+
+    # without a -wal file beside it nobody is writing: immutable, so that reading creates no -wal/-shm
+    live = os.path.exists(f"{p}-wal")
+    uri = f"{p.resolve().as_uri()}?mode=ro" + ("" if live else "&immutable=1")
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            raw = pd.read_sql_query("SELECT * FROM results", conn)
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
+        raise ResultsError(f"{p}: cannot read the results of a study database: {exc}") from None
+
+    def parsed(column: str) -> list[dict]:
+        return [json.loads(v) if isinstance(v, str) else {} for v in raw.get(column, pd.Series([None] * len(raw)))]
+
+    measures = pd.DataFrame(parsed("measures"), index=raw.index)
+    nulls = parsed("nulls")
+    for m in dict.fromkeys(m for row in nulls for m in row):
+        measures[m + NULL_SUFFIX] = [float(r[m]["value"]) if r.get(m, {}).get("value") is not None else np.nan
+                                     for r in nulls]
+        measures[m + SIGNAL_SUFFIX] = pd.array([r[m].get("signal") if m in r else None for r in nulls], dtype="boolean")
+    extra = pd.DataFrame([{k: v for k, v in e.items() if k not in ("n_words", "n_test")} for e in parsed("extra")],
+                         index=raw.index)
+    base = raw.drop(columns=[c for c in ("row_id", "measures", "nulls", "extra", "finished") if c in raw.columns])
+    return pd.concat([base, measures, extra.drop(columns=[c for c in extra.columns if c in base.columns
+                                                          or c in measures.columns])], axis=1)
 
 
 def as_results(results: pd.DataFrame | str | os.PathLike, *, keep_near_chance: bool | None = None) -> pd.DataFrame:
@@ -592,7 +630,8 @@ def as_results(results: pd.DataFrame | str | os.PathLike, *, keep_near_chance: b
     Parameters
     ----------
     results : pandas.DataFrame, str or os.PathLike
-        A tidy table, a published-format table, or a path to either (CSV or Parquet).
+        A tidy table, a published-format table, or a path to either (CSV or Parquet), or to a
+        study's ``results.sqlite``.
     keep_near_chance : bool, optional
         Keep the rows near chance. Default: the decision recorded by an earlier validation of
         ``results`` (see :func:`validate_results`), else False.
@@ -610,12 +649,16 @@ def as_results(results: pd.DataFrame | str | os.PathLike, *, keep_near_chance: b
 
 
 def read_results(path: str | os.PathLike, *, keep_near_chance: bool | None = None) -> pd.DataFrame:
-    """Read a results file (CSV or Parquet), detecting the shared or the published format.
+    """Read a results file (CSV, Parquet or a study's SQLite database), detecting the shared or the published format.
+
+    A study's ``results.sqlite`` is read without writing to it (not even a journal): its result
+    rows become the shared convention, each measure a column beside its ``<measure>_null`` and
+    ``<measure>_signal``.
 
     Parameters
     ----------
     path : str or os.PathLike
-        ``.csv`` or ``.parquet`` file.
+        ``.csv`` or ``.parquet`` file, or a study's SQLite database (recognised by its header).
     keep_near_chance : bool, optional
         Keep rows whose downstream model is near chance (default: leave them out; see
         :func:`validate_results`).
