@@ -151,8 +151,9 @@ def test_default_top_n_is_a_ceiling_and_an_explicit_one_is_exact():
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    ({"null_samples": -1}, ConfigError, "null_samples must be an integer >= 0"),
-    ({"null_samples": 1.5}, ConfigError, "null_samples must be an integer >= 0"),
+    ({"null_samples": -1}, ConfigError, "null_samples must be an integer from 0 to 10000"),
+    ({"null_samples": 1.5}, ConfigError, "null_samples must be an integer from 0 to 10000"),
+    ({"null_samples": 10**9}, ConfigError, "null_samples must be an integer from 0 to 10000 .*got 1000000000"),
     ({"params": {"knnn": {"k": 10}}}, UnknownNameError, "did you mean 'knn'"),
     ({"params": {"knn": {"kk": 1}}}, ConfigError, "knn has no parameter 'kk' \\(did you mean 'k'\\?\\)"),
     ({"params": {"knn": 10}}, ConfigError, "params must map measure names to dicts"),

@@ -75,14 +75,27 @@ def register(subparsers) -> None:
                    help="whose frequency order picks the top words (default old)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
                    help="compute with torch on this device (default: numpy on the CPU)")
-    p.add_argument("--null-samples", type=non_negative_int, default=3, metavar="K",
+    p.add_argument("--null-samples", type=_null_samples, default=3, metavar="K",
                    help="unrelated partners (NEW's rows shuffled) each measure without a closed-form null is also "
-                        "computed on, for its null level and signal (default 3; 0 = skip every null)")
+                        "computed on, for its null level and signal (default 3; 0 = skip every null; at most "
+                        "10000)")
     p.add_argument("--output", choices=["table", "json", "csv"], default="table", help="output format")
     p.add_argument("--duplicates", choices=["error", "first"], default="error",
                    help="a word repeated in a file is an error (default) or keeps its first occurrence")
     add_trust_pickle(p)
     p.set_defaults(func=run)
+
+
+def _null_samples(text: str) -> int:
+    """argparse type: shuffles for the null, 0 to :data:`embstab.measures.null.MAX_NULL_SAMPLES`."""
+    from embstab.errors import ConfigError  # noqa: PLC0415
+    from embstab.measures.null import check_null_samples  # noqa: PLC0415
+
+    value = non_negative_int(text)
+    try:
+        return check_null_samples(value, "")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _load(spec: str, duplicates: str, trust_pickle: bool = False):

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from embstab.cli.options import (add_progress, add_threads, positive_float, positive_int, seed, show_progress,
+from embstab.cli.options import (add_progress, add_threads, learning_rate, positive_int, seed, show_progress,
                                  threads_or_all, unit_fraction)
 from embstab.errors import EmbstabError
 
@@ -111,7 +111,8 @@ def register(subparsers) -> None:
     pre.add_argument("--vocab-size", type=positive_int, default=8000, help="WordPiece vocabulary size (default 8000)")
     pre.add_argument("--max-length", type=positive_int, default=128, help="position limit in pieces (default 128)")
     pre.add_argument("--batch-size", type=positive_int, default=32)
-    pre.add_argument("--lr", type=positive_float, default=5e-4, help="peak AdamW learning rate (default 5e-4)")
+    pre.add_argument("--lr", type=learning_rate, default=5e-4,
+                     help="peak AdamW learning rate, 1e-8 to 10 (default 5e-4)")
     add_threads(pre)
     pre.add_argument("-o", "--out", required=True, help="output folder (gets a/, b/, baseline/, pretrain.json)")
     add_progress(pre)
@@ -149,7 +150,7 @@ def register(subparsers) -> None:
     dis.add_argument("--seed", type=seed, default=0, help="classifier seed (default 0)")
     dis.add_argument("--limit", type=positive_int, help="use at most N examples")
     dis.add_argument("--epochs", type=positive_int, help="maximum epochs (default per classifier)")
-    dis.add_argument("--lr", type=positive_float, help="Adam learning rate (default per classifier)")
+    dis.add_argument("--lr", type=learning_rate, help="Adam learning rate, 1e-8 to 10 (default per classifier)")
     dis.add_argument("--layer", type=int, default=-1, help="hidden state to pool (default -1, the last)")
     dis.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="sentence features (default mean)")
     dis.add_argument("--subword", choices=["first", "mean"], default="first",

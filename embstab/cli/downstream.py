@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from embstab.cli.names import DOWNSTREAM_MODELS, DOWNSTREAM_TASKS, KG_TASKS, TRAINING_RECIPES
-from embstab.cli.options import (add_progress, add_trust_pickle, bits, positive_float, positive_int, seed, show_progress,
-                                 unit_fraction)
+from embstab.cli.options import (add_progress, add_trust_pickle, bits, learning_rate, positive_int, seed,
+                                 show_progress, unit_fraction)
 from embstab.errors import EmbstabError
 
 __all__ = ["task_spec", "register", "load_embedding", "run", "run_kg"]
@@ -109,7 +109,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on OLD only")
     p.add_argument("--limit", type=positive_int, help="use at most N examples (tagging: sentences)")
     p.add_argument("--epochs", type=positive_int, help="maximum epochs (default per model)")
-    p.add_argument("--lr", type=positive_float, help="Adam learning rate (default per model)")
+    p.add_argument("--lr", type=learning_rate, help="Adam learning rate, 1e-8 to 10 (default per model)")
     p.add_argument("--batch-size", type=positive_int,
                    help="mini-batch size (default 32; KG link prediction: queries scored at once, default 256)")
     p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default=None,

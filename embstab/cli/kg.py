@@ -1,15 +1,15 @@
-"""``embstab kg train|downstream|graphs|fetch``: knowledge-graph embeddings on PyKEEN."""
+"""``embstab kg train|downstream|graphs|fetch|convert``: knowledge-graph embeddings on PyKEEN."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from embstab.cli.options import (add_progress, bits, open_fraction, positive_float, positive_int, seed, show_progress,
-                                 unit_fraction)
+from embstab.cli.options import (add_progress, bits, learning_rate, open_fraction, positive_int, seed, show_progress,
+                                 unit_fraction, worker_threads)
 from embstab.errors import EmbstabError
 
-__all__ = ["register", "run_train", "run_downstream", "run_graphs", "run_fetch"]
+__all__ = ["register", "run_train", "run_downstream", "run_graphs", "run_fetch", "run_convert"]
 
 HELP = "knowledge-graph embeddings: train on a graph (version), measure link-prediction disagreement"
 DESCRIPTION = """\
@@ -73,7 +73,7 @@ def register(subparsers) -> None:
     tr.add_argument("--dim", type=positive_int, default=50, help="embedding dimension (default 50)")
     tr.add_argument("--epochs", type=positive_int, default=100, help="epochs (default 100)")
     tr.add_argument("--seed", type=seed, default=0, help="training seed (default 0)")
-    tr.add_argument("--lr", type=positive_float, default=0.01, help="Adam learning rate (default 0.01)")
+    tr.add_argument("--lr", type=learning_rate, default=0.01, help="Adam learning rate, 1e-8 to 10 (default 0.01)")
     tr.add_argument("--batch-size", type=positive_int, default=256, help="batch size (default 256)")
     tr.add_argument("--negatives", type=positive_int, default=1, help="negatives per positive (default 1)")
     tr.add_argument("--patience", type=positive_int, metavar="N",
@@ -93,8 +93,9 @@ def register(subparsers) -> None:
     tr.add_argument("--lost", choices=["error", "protect", "drop"], default="protect",
                     help="entities left without a training triple: refuse, never remove their last triple "
                          "(default), or drop them")
-    tr.add_argument("--threads", type=positive_int, default=1,
-                    help="torch threads (default 1, robust on shared cores; results are reproducible per thread count)")
+    tr.add_argument("--threads", type=worker_threads, default=1,
+                    help="torch threads, at most the usable cores (default 1, robust on shared cores; results are "
+                         "reproducible per thread count)")
     tr.add_argument("-o", "--output", required=True, metavar="DIR", help="model folder to write")
     tr.add_argument("--no-clobber", action="store_true",
                     help="refuse to write into a model folder that exists and is not empty (by default its model "
@@ -125,6 +126,14 @@ def register(subparsers) -> None:
     fe.add_argument("--force", action="store_true", help="download again even if cached")
     add_progress(fe)
     fe.set_defaults(func=run_fetch)
+    cv = sub.add_parser("convert", help="convert a model folder of an older embstab from model.pt to model.safetensors",
+                        description="Convert a KG model folder written by an older embstab, whose weights are\n"
+                                    "the pickle model.pt, to model.safetensors in place (model.pt is removed).\n"
+                                    "The pickle is read once with torch's restricted loader (tensors only);\n"
+                                    "convert only folders you trust.",
+                        epilog="example:\n  embstab kg convert umls_old", formatter_class=argparse.RawDescriptionHelpFormatter)
+    cv.add_argument("folder", metavar="FOLDER", help="the model folder holding model.pt")
+    cv.set_defaults(func=run_convert)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
@@ -282,4 +291,23 @@ def run_fetch(args: argparse.Namespace) -> int:
     from embstab.kg import download_graph
 
     print(download_graph(args.name, url=args.url, sha256=args.sha256, force=args.force, progress=show_progress(args)))
+    return 0
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Handler of ``embstab kg convert``: rewrite an older model folder's ``model.pt`` as ``model.safetensors``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``kg convert``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+    """
+    from embstab.kg import convert_legacy_model
+
+    print(convert_legacy_model(args.folder))
     return 0

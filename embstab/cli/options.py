@@ -16,8 +16,8 @@ from typing import IO
 from embstab._bits import BIT_WIDTHS, BIT_WIDTHS_TEXT
 
 __all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
-           "local_workers", "worker_threads", "add_trust_pickle", "add_no_clobber", "add_progress", "show_progress",
-           "add_threads", "threads_or_all", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
+           "local_workers", "worker_threads", "learning_rate", "add_trust_pickle", "add_no_clobber", "add_progress",
+           "show_progress", "add_threads", "threads_or_all", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
 #: Bits per entry a uniform quantizer accepts (the library's one set).
 BITS_CHOICES = BIT_WIDTHS
@@ -241,6 +241,10 @@ def local_workers(text: str) -> int:
 def worker_threads(text: str) -> int:
     """argparse type: worker threads, 1 to the number of usable cores (more only wait for a core).
 
+    The bound is :func:`embstab._limits.check_threads`, the rule the library's functions apply to
+    their ``threads`` too: ``--threads 1000000000`` is one line here, not a ``std::bad_alloc`` or
+    an abort inside the OpenMP runtime.
+
     Parameters
     ----------
     text : str
@@ -257,13 +261,46 @@ def worker_threads(text: str) -> int:
         If the text is not an integer, is below 1, or is more than the usable cores. argparse
         prefixes the flag.
     """
-    from embstab._resources import usable_cores  # noqa: PLC0415
+    from embstab._limits import check_threads  # noqa: PLC0415
+    from embstab.errors import ConfigError  # noqa: PLC0415
 
     value = positive_int(text)
-    if value > usable_cores():
-        raise argparse.ArgumentTypeError(f"{value} threads are more than the {usable_cores()} usable core(s) of this "
-                                         f"machine; use at most {usable_cores()}")
-    return value
+    try:
+        return check_threads(value, what="")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def learning_rate(text: str) -> float:
+    """argparse type: a learning rate, a finite number from 1e-8 to 10.
+
+    The bounds are :data:`embstab._limits.MIN_LEARNING_RATE` and
+    :data:`~embstab._limits.MAX_LEARNING_RATE`, which the trainers check too (``--lr 1e308``
+    overflowed the optimiser into a traceback).
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    float
+        The learning rate.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not a finite number in range. argparse prefixes the flag.
+    """
+    from embstab._limits import check_learning_rate  # noqa: PLC0415
+    from embstab.errors import ConfigError  # noqa: PLC0415
+
+    value = _number(text, float, "a number")
+    try:
+        return check_learning_rate(value, what="")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_no_clobber(parser: argparse.ArgumentParser) -> None:
@@ -347,9 +384,10 @@ def add_threads(parser: argparse.ArgumentParser, what: str = "torch threads") ->
     what : str
         What the threads are, for the help text.
     """
-    parser.add_argument("--threads", type=positive_int, default=None, metavar="N",
-                        help=f"{what} (default: every usable core of this machine, so that the same arguments "
-                             "give the same files; on cores busy with other jobs --threads 1 is much faster)")
+    parser.add_argument("--threads", type=worker_threads, default=None, metavar="N",
+                        help=f"{what}, at most the usable cores (default: every usable core of this machine, so "
+                             "that the same arguments give the same files; on cores busy with other jobs --threads 1 "
+                             "is much faster)")
 
 
 def threads_or_all(threads: int | None, stream: IO[str] | None = None, hint: bool = True) -> int:

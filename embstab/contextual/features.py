@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from embstab._limits import check_threads
 from embstab._numbers import is_integer
 from embstab._threads import torch_threads
 from embstab.contextual.encoding import WordPieces, as_word_lists, check_length, pad_inputs
@@ -37,6 +38,14 @@ def _check_layer(model: ContextualModel, layer: int) -> int:
         raise ConfigError(f"layer must be an integer in {-(n + 1)}..{n} (0 = input embeddings, {n} = last; "
                          f"negative counts from the end), got {layer!r}")
     return int(layer) % (n + 1)
+
+
+def _check_run(batch_size: int, threads: int | None) -> None:
+    # before any text is tokenised: a count no machine runs is refused first, in one line
+    if not is_integer(batch_size) or batch_size < 1:
+        raise ConfigError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    if threads is not None:
+        check_threads(threads)
 
 
 def _check_choice(value: str, choices: tuple[str, ...], what: str) -> str:
@@ -75,11 +84,11 @@ def hidden_states(model: ContextualModel, rows: Sequence[np.ndarray], layer: int
 
     Raises
     ------
-    ValueError
-        If ``batch_size`` is below 1 or ``layer`` is out of range.
+    ConfigError
+        If ``batch_size`` is below 1, ``threads`` is more than the usable cores or ``layer`` is out
+        of range.
     """
-    if batch_size < 1:
-        raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+    _check_run(batch_size, threads)
     layer = _check_layer(model, layer)
     cls, sep, pad = (model.special_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
     order = np.argsort([len(r) for r in rows], kind="stable")
@@ -179,7 +188,10 @@ def sentence_features(model: ContextualModel, texts: Sequence[str] | Sequence[Se
         A text is empty (and ``allow_empty`` is false).
     SequenceLengthError
         A text does not fit the model (and ``truncate`` is false).
+    ConfigError
+        ``batch_size`` below 1, or ``threads`` below 1 or more than the usable cores.
     """
+    _check_run(batch_size, threads)
     declared = model.sentence_pipeline
     pipeline = SentencePipeline(pooling if pooling is not None else declared.pooling,
                                 declared.normalize if normalize is None else bool(normalize),
@@ -288,7 +300,10 @@ def word_type_embedding(model: ContextualModel, docs: Sequence[str] | Sequence[S
     VocabularyError
         If no word of ``docs`` qualifies (none occurs ``min_count`` times, none is in ``words``, or
         the model knows none of them).
+    ConfigError
+        ``batch_size`` below 1, or ``threads`` below 1 or more than the usable cores.
     """
+    _check_run(batch_size, threads)
     _check_choice(subword, SUBWORDS, "subword")
     if min_count < 1:
         raise ConfigError(f"min_count must be at least 1, got {min_count}")
@@ -388,7 +403,10 @@ def token_features(model: ContextualModel, sentences: Sequence[str] | Sequence[S
         If a sentence has no word.
     SequenceLengthError
         If one word alone has more pieces than the model reads.
+    ConfigError
+        ``batch_size`` below 1, or ``threads`` below 1 or more than the usable cores.
     """
+    _check_run(batch_size, threads)
     _check_choice(subword, SUBWORDS, "subword")
     _check_layer(model, layer)
     words = as_word_lists(sentences)

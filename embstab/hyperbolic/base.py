@@ -22,7 +22,56 @@ from embstab.hyperbolic import io
 from embstab.hyperbolic.errors import HyperbolicError
 from embstab.hyperbolic.manifolds import Manifold
 
-__all__ = ["ManifoldEmbedding"]
+__all__ = ["ManifoldEmbedding", "POINT_TOLERANCE", "off_manifold"]
+
+#: How far a row of a file may sit off its manifold and still be read as a point of it: a Lorentz
+#: row needs x₀ > 0 and ``|⟨x, x⟩_L − 1| ≤ POINT_TOLERANCE · max(1, x₀²)`` (both terms grow like x₀²,
+#: and float64 round-off leaves about 1e-16 · x₀²), a sphere row ``|‖x‖ − 1| ≤ POINT_TOLERANCE``.
+#: A Poincaré row must lie strictly inside the unit ball (at the file's working precision): the
+#: open ball has no equation to be near, and a point on its boundary is infinitely far away.
+POINT_TOLERANCE = 1e-9
+
+
+def off_manifold(manifold: Manifold, x: np.ndarray, tolerance: float = POINT_TOLERANCE) -> tuple[int, str] | None:
+    """The first row of ``x`` that is not a point of ``manifold`` and why, or None.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        One model (not a product).
+    x : numpy.ndarray
+        ``(n, width)`` float64 rows.
+    tolerance : float, default POINT_TOLERANCE
+        See :data:`POINT_TOLERANCE`.
+
+    Returns
+    -------
+    tuple of (int, str) or None
+        The row index and the problem in words.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # a far or broken row is reported, not warned about
+        ok = manifold.contains(x, tolerance)
+    bad = np.flatnonzero(~np.asarray(ok, dtype=bool))
+    if not len(bad):
+        return None
+    i, row = int(bad[0]), x[int(bad[0])]
+    if not np.all(np.isfinite(row)):
+        return i, "a coordinate is NaN or infinite"
+    with np.errstate(over="ignore", invalid="ignore"):
+        norm = float(np.sqrt(np.sum(row * row)))
+        if manifold.name == "poincare":
+            return i, (f"the point has norm {norm:.17g}, on or outside the unit ball: not a point of the Poincaré "
+                       "ball (whose points have norm below 1)")
+        if manifold.name == "lorentz":
+            if not row[0] > 0:
+                return i, f"x0 = {row[0]:.17g} is not positive: not a point of the hyperboloid (x0 > 0)"
+            inner = float(row[0] * row[0] - np.sum(row[1:] * row[1:]))
+            return i, (f"<x, x>_L = {inner:.17g}, not 1 within the tolerance {tolerance:g}·max(1, x0²): not a point "
+                       "of the hyperboloid")
+        if manifold.name == "sphere":
+            return i, f"the point has norm {norm:.17g}, not 1 within {tolerance:g}: not a point of the unit sphere"
+    return i, f"not a point of the {manifold.name} model"
 
 
 class ManifoldEmbedding(ABC):
@@ -99,6 +148,18 @@ class ManifoldEmbedding(ABC):
         -------
         numpy.ndarray
         """
+
+    def invalid_row(self) -> tuple[int, str] | None:
+        """The first point that is not a point of the manifold, and why (see :data:`POINT_TOLERANCE`).
+
+        Files are checked with it on read; :func:`embstab.compare` checks both members with it.
+
+        Returns
+        -------
+        tuple of (int, str) or None
+            The row index and the problem in words, or None when every row is a point.
+        """
+        return None
 
     def distance_matrix(self, rows: Sequence[int] | None = None) -> np.ndarray:
         """Decoded distances from each of ``rows`` (default all) to all points.

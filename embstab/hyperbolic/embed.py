@@ -22,15 +22,14 @@ from embstab.hyperbolic.graph import Graph, RootedTree, as_graph, tree_from_grap
 from embstab.hyperbolic.hmds import hmds
 from embstab.hyperbolic.sgd import fit_product_sgd, fit_sgd
 from embstab.hyperbolic.steiner import SteinerTree, steiner_tree
-from embstab.hyperbolic.tau import GUARD_BITS, bits_needed, choose_tau
+from embstab.hyperbolic.tau import GUARD_BITS, MAX_PRECISION_BITS, bits_needed, check_precision_bits, choose_tau
 
 __all__ = ["METHODS", "embed", "MIN_PRECISION_BITS", "MAX_PRECISION_BITS"]
 
 #: The fewest working bits the combinatorial construction is run at (the original code's default).
 MIN_PRECISION_BITS = 256
-#: The most working bits any method runs at: where probing a forest's precision gives up, and the
-#: bound of an explicit precision (at 2**20 bits a 5-node tree takes 17 s on one core).
-MAX_PRECISION_BITS = 2 ** 20
+# MAX_PRECISION_BITS (imported from embstab.hyperbolic.tau, and exported here too) bounds every
+# precision: a method's, a multiprecision embedding's and a file header's.
 #: float64 carries this many bits; the float methods accept no other precision.
 _FLOAT_BITS = 53
 
@@ -161,12 +160,8 @@ def embed(graph: Any, method: str = "combinatorial", *, dim: int = 2, precision:
     if unknown:
         raise HyperbolicError(f"{', '.join(map(repr, unknown))} is not an option of method {method!r}; its options "
                               f"are: {', '.join(allowed)}")
-    if precision is not None and (not isinstance(precision, (int, np.integer)) or precision < 2):
-        raise PrecisionError(f"precision must be a number of bits ≥ 2, got {precision!r}")
-    if precision is not None and precision > MAX_PRECISION_BITS:
-        raise PrecisionError(f"precision={precision} bits is more than the {MAX_PRECISION_BITS} bits embstab computes "
-                             f"at (a 5-node tree takes 17 s at {MAX_PRECISION_BITS} bits, and the time grows faster "
-                             "than the bits)")
+    if precision is not None:
+        check_precision_bits(precision, "precision")
     takes_tree = method == "combinatorial" and isinstance(graph, (RootedTree, SteinerTree))
     takes_matrix = method != "combinatorial" and isinstance(graph, np.ndarray)
     if not (takes_tree or takes_matrix):

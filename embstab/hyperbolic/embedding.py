@@ -20,11 +20,13 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from embstab.hyperbolic.base import ManifoldEmbedding
+from embstab._numbers import is_integer
+from embstab.hyperbolic.base import ManifoldEmbedding, off_manifold
 from embstab.hyperbolic.errors import HyperbolicError, PrecisionError
 from embstab.hyperbolic.geometry import acosh1p_from_log
 from embstab.hyperbolic.io import HYPERBOLIC_MAGIC
 from embstab.hyperbolic.manifolds import Lorentz, Manifold, PoincareBall, get_manifold
+from embstab.hyperbolic.tau import check_precision_bits
 
 __all__ = ["HyperbolicEmbedding"]
 
@@ -76,7 +78,7 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
                 raise HyperbolicError("multiprecision coordinates must be in the Poincaré model")
             if precision_bits is None:
                 raise HyperbolicError("multiprecision coordinates need precision_bits")
-            self.precision_bits = int(precision_bits)
+            self.precision_bits = check_precision_bits(precision_bits)
         else:
             if not np.all(np.isfinite(arr)):
                 raise HyperbolicError("coordinates contain NaN or inf")
@@ -99,6 +101,26 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
         kind = f"{self.precision_bits}-bit" if self.multiprecision else "float64"
         return (f"HyperbolicEmbedding(n={len(self)}, dim={self.dim}, manifold={self.manifold.name!r}, "
                 f"scale={self.scale:.6g}, {kind})")
+
+    def invalid_row(self) -> tuple[int, str] | None:
+        """The first point off its model, and why: a Poincaré point on or outside the unit ball (at the
+        working precision for multiprecision coordinates), a Lorentz row off the hyperboloid beyond
+        :data:`~embstab.hyperbolic.base.POINT_TOLERANCE`.
+
+        Returns
+        -------
+        tuple of (int, str) or None
+            The row index and the problem in words, or None when every row is a point.
+        """
+        if not self.multiprecision:
+            return off_manifold(self.manifold, self.coords)
+        p = self.precision_bits
+        with mpmath.workprec(p):
+            for i, row in enumerate(self.coords):
+                if 1 - mpmath.fsum(c * c for c in row) <= 0:
+                    return i, (f"the point has norm {mpmath.nstr(mpmath.sqrt(mpmath.fsum(c * c for c in row)), 17)} "
+                               f"at {p} bits, on or outside the unit ball: not a point of the Poincaré ball")
+        return None
 
     # -- multiprecision helpers -------------------------------------------------------------------
     def _prepare_fixed(self) -> None:
@@ -361,11 +383,19 @@ class HyperbolicEmbedding(ManifoldEmbedding, magic=HYPERBOLIC_MAGIC):
         Raises
         ------
         KeyError or HyperbolicError
-            If a header field is missing or names an unknown manifold.
+            If a header field is missing, names an unknown manifold, or is out of range (``dim`` below
+            1, ``precision_bits`` outside 2 to :data:`~embstab.hyperbolic.tau.MAX_PRECISION_BITS`).
         """
         man = get_manifold(header["manifold"] if "manifold" in header else header["model"])
-        mp_ = bool(header["multiprecision"])
-        return man.width(int(header["dim"])), (mpmath.mpf if mp_ else float), int(header["precision_bits"])
+        mp_ = header["multiprecision"]
+        if not isinstance(mp_, bool):
+            raise HyperbolicError(f"multiprecision must be true or false, got {mp_!r}")
+        dim = header["dim"]
+        if not is_integer(dim) or dim < 1:
+            raise HyperbolicError(f"dim={dim!r} is not a dimension (an integer of at least 1)")
+        # the same bounds as embed(precision=...): a file cannot ask for more than a method may run at
+        bits = check_precision_bits(header["precision_bits"])
+        return man.width(int(dim)), (mpmath.mpf if mp_ else float), bits
 
     @classmethod
     def from_file(cls, header: dict, labels: list, rows: list[list]) -> "HyperbolicEmbedding":

@@ -4,12 +4,24 @@ A file starts with a magic line naming its kind, then a JSON header, then one ro
 (label, tab-separated coordinates). Multiprecision coordinates keep all their digits; float64 ones
 are written with ``repr`` (exact). Files are written atomically (a crash leaves the old file or
 the whole new one) and every malformed file is reported with its name and line.
+
+What a file may hold is checked as it is read, so that nothing downstream computes on it first:
+
+* **labels** are node ids, parsed once (:func:`parse_label`): a label written as an integer
+  (``-?[0-9]+`` without leading zeros, as embstab writes them) is that integer, any other label is
+  text; a label that only looks like an integer (``01``, ``+1``, ``--1``, ``-0``) is refused, and so
+  is a node listed twice;
+* **points** must lie on their manifold (``invalid_row`` of the embedding): Poincaré points strictly
+  inside the unit ball, Lorentz rows on the hyperboloid and sphere rows on the sphere within
+  :data:`embstab.hyperbolic.base.POINT_TOLERANCE` (1e-9, relative to x₀² on the hyperboloid);
+* **the header's** ``precision_bits`` obeys the bounds of ``embed(precision=...)`` (2 to 2**20).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import mpmath
@@ -19,7 +31,7 @@ from embstab._textfiles import loads_json
 from embstab.errors import EmbeddingFormatError
 from embstab.hyperbolic.errors import HyperbolicError
 
-__all__ = ["HYPERBOLIC_MAGIC", "PRODUCT_MAGIC", "register_kind", "save_embedding", "load_embedding"]
+__all__ = ["HYPERBOLIC_MAGIC", "PRODUCT_MAGIC", "register_kind", "save_embedding", "load_embedding", "parse_label"]
 
 HYPERBOLIC_MAGIC = "# embstab-hyperbolic v1"
 PRODUCT_MAGIC = "# embstab-product v1"
@@ -91,8 +103,9 @@ def load_embedding(path: str | os.PathLike, kind: type | None = None) -> Any:
     Raises
     ------
     embstab.errors.EmbeddingFormatError
-        When the file is missing, not such a file (or not of ``kind``), or a header or row is
-        malformed.
+        When the file is missing, not such a file (or not of ``kind``), a header or row is
+        malformed, a label is not a node id or names a node twice, or a point is off its manifold
+        (the message names the line).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -117,13 +130,54 @@ def load_embedding(path: str | os.PathLike, kind: type | None = None) -> Any:
             raise EmbeddingFormatError(path, f"bad header: {exc}", line=2) from None
         with mpmath.workprec(bits or 53):
             labels, rows = _read_rows(fh, path, width, number)
-    labels = [int(lab) if lab.lstrip("-").isdigit() else lab for lab in labels]
     if len(rows) != head.get("n", len(rows)):
         raise EmbeddingFormatError(path, f"header says {head['n']} rows, found {len(rows)} (truncated file?)")
     try:
-        return cls.from_file(head, labels, rows)
+        emb = cls.from_file(head, labels, rows)
     except HyperbolicError as exc:
         raise EmbeddingFormatError(path, str(exc)) from None
+    bad = emb.invalid_row()
+    if bad is not None:  # rows start on line 3, one per line
+        raise EmbeddingFormatError(path, f"node {labels[bad[0]]!r}: {bad[1]}", line=bad[0] + 3)
+    return emb
+
+
+#: A label that is an integer as embstab writes one (``str(int)``): no leading zeros, no '+', no '-0'.
+_INTEGER_LABEL = re.compile(r"0|-?[1-9][0-9]*")
+#: A label made only of what integers are made of: if it is not one as written, it is a typo.
+_NUMBER_LIKE = re.compile(r"[-+0-9_ ]*[0-9][-+0-9_ ]*")
+
+
+def parse_label(text: str) -> int | str:
+    """A node label as read from a file: the integer it writes, or the text itself.
+
+    Labels are parsed here, once, so that two spellings cannot name one node (``1`` and ``01``
+    were both node 1).
+
+    Parameters
+    ----------
+    text : str
+        The label field of a row.
+
+    Returns
+    -------
+    int or str
+        ``int(text)`` for ``-?[0-9]+`` without leading zeros, else ``text``.
+
+    Raises
+    ------
+    ValueError
+        For an empty label, or one made of digits and signs that is not written as an integer
+        (``01``, ``+1``, ``--1``, ``-0``, ``1_000``).
+    """
+    if _INTEGER_LABEL.fullmatch(text):
+        return int(text)
+    if not text:
+        raise ValueError("empty node label")
+    if _NUMBER_LIKE.fullmatch(text):
+        raise ValueError(f"node label {text!r} is not an integer as embstab writes one (digits, an optional "
+                         "leading '-', no leading zeros)")
+    return text
 
 
 def _is_number(text: str, number) -> bool:
@@ -134,8 +188,9 @@ def _is_number(text: str, number) -> bool:
     return True
 
 
-def _read_rows(fh, path: str, width: int, number) -> tuple[list[str], list[list]]:
+def _read_rows(fh, path: str, width: int, number) -> tuple[list[int | str], list[list]]:
     labels, rows = [], []
+    seen: dict[int | str, int] = {}  # node -> the line that listed it first
     try:
         for lineno, line in enumerate(fh, 3):
             parts = line.rstrip("\n").split("\t")
@@ -147,7 +202,14 @@ def _read_rows(fh, path: str, width: int, number) -> tuple[list[str], list[list]
             except ValueError:
                 bad = next(s for s in parts[1:] if not _is_number(s, number))
                 raise EmbeddingFormatError(path, f"non-numeric coordinate {bad!r}", lineno) from None
-            labels.append(parts[0])
+            try:
+                label = parse_label(parts[0])
+            except ValueError as exc:
+                raise EmbeddingFormatError(path, str(exc), lineno) from None
+            first = seen.setdefault(label, lineno)
+            if first != lineno:
+                raise EmbeddingFormatError(path, f"node {label!r} is listed twice (first on line {first})", lineno)
+            labels.append(label)
     except UnicodeDecodeError:
         raise EmbeddingFormatError(path, "not UTF-8 text", len(rows) + 3) from None
     return labels, rows

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from embstab.errors import UnknownNameError
-from embstab.hyperbolic.base import ManifoldEmbedding
+from embstab.hyperbolic.base import ManifoldEmbedding, off_manifold
 from embstab.hyperbolic.errors import HyperbolicError
 from embstab.hyperbolic.io import PRODUCT_MAGIC
 from embstab.hyperbolic.manifolds import MANIFOLDS, ProductManifold, combine_distances, get_manifold
@@ -143,6 +143,22 @@ class ProductEmbedding(ManifoldEmbedding, magic=PRODUCT_MAGIC):
     def __repr__(self) -> str:
         return (f"ProductEmbedding(n={len(self)}, factors={self.signature!r}, "
                 f"combine={self.combine!r}, scale={self.scale:.6g})")
+
+    def invalid_row(self) -> tuple[int, str] | None:
+        """The first point whose coordinates in some factor are off that factor's manifold, and why
+        (see :data:`~embstab.hyperbolic.base.POINT_TOLERANCE`).
+
+        Returns
+        -------
+        tuple of (int, str) or None
+            The row index and the problem in words (naming the factor), or None when every row is a point.
+        """
+        found = []
+        for (man, dim), block in zip(self.manifold.factors, self.coords):
+            bad = off_manifold(man, block)
+            if bad is not None:
+                found.append((bad[0], f"factor {man.letter}{dim}: {bad[1]}"))
+        return min(found) if found else None
 
     def factor_distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray:
         """``(k, m)`` undecoded distances in each factor from point ``i``.

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from embstab.errors import ShapeError
+from embstab._limits import check_learning_rate
+from embstab.errors import ConfigError, ShapeError
 from embstab.hyperbolic.embedding import HyperbolicEmbedding
 from embstab.hyperbolic.errors import HyperbolicError
 from embstab.hyperbolic.graph import Graph, as_graph
@@ -289,8 +290,12 @@ def _check_options(loss: str, optimizer: str, epochs: int, batch_size: int, lr: 
         raise HyperbolicError(f"loss must be one of {LOSSES}, got {loss!r}")
     if optimizer not in ("adam", "sgd"):
         raise HyperbolicError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
-    if epochs < 1 or batch_size < 1 or not lr > 0:
-        raise HyperbolicError("epochs and batch_size must be ≥ 1 and lr > 0")
+    if epochs < 1 or batch_size < 1:
+        raise HyperbolicError("epochs and batch_size must be ≥ 1")
+    try:  # the bounds every trainer of embstab applies (an lr of 1e308 overflows the first step)
+        check_learning_rate(lr)
+    except ConfigError as exc:
+        raise HyperbolicError(str(exc)) from None
 
 
 def _training_pairs(graph: Graph | np.ndarray, subsample: int | None,

@@ -18,12 +18,11 @@ import array_api_compat
 import numpy as np
 import pandas as pd
 
-from embstab._numbers import is_integer
 from embstab.embedding import Embedding, shared_vocabulary, take_top_n
 from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
 from embstab.measures.eis import _factor_set
-from embstab.measures.null import has_signal, null_levels
+from embstab.measures.null import check_null_samples, has_signal, null_levels
 from embstab.measures.registry import DEFAULT_MEASURES, get_measure, measures_for
 from embstab.pair import MISSING, Pair
 
@@ -196,8 +195,10 @@ def compare(
         The pair, the old embedding first, or one :class:`embstab.Pair` of both (then the other
         arguments by keyword); the compared words are their shared vocabulary. Two hyperbolic (or product)
         embeddings of the same nodes are compared through their decoded distances by the measures
-        of that geometry (default: all of them); ``anchors``, ``top_n``, ``rank_by`` and ``device``
-        do not apply to them.
+        of that geometry (default: all of them); the nodes may come in another row order (new's rows
+        are matched to old's by label), but a node missing on one side, a node listed twice or a
+        point off its manifold is refused. ``anchors``, ``top_n``, ``rank_by`` and ``device`` do not
+        apply to them.
     anchors : (Embedding, Embedding), Anchors, "self" or None, default "self"
         Anchors of the old and the new side for EIS, in that order (the paper: the
         highest-dimension full-precision embeddings trained on the same corpora). ``"self"`` (the
@@ -223,7 +224,7 @@ def compare(
         their mean is the ``null`` column. EIS, k-NN, the eigenspace overlap and the PIP loss
         average over all shuffles in closed form instead (see
         :func:`~embstab.measures.null.closed_form_null`). 0 skips the null (``null`` is NaN,
-        ``signal`` None).
+        ``signal`` None); at most :data:`~embstab.measures.null.MAX_NULL_SAMPLES` (10,000).
     null_seed : int, default 0
         Seed of the shuffles.
     null_method : {"auto", "permutation"}, default "auto"
@@ -236,24 +237,31 @@ def compare(
         e.g. 1 − overlap), ``direction``, ``null`` (the value for an unrelated partner, see
         :mod:`embstab.measures.null`) and ``signal`` (whether the pair is clearly apart from its
         null; a value without signal says nothing about this pair's stability); ``attrs``
-        records the number of words compared, the anchors used and, in ``null_levels``, each
-        measure's null with its spread, shuffles and method (:class:`~embstab.measures.null.NullLevel`
-        as a dict).
+        records the number of words compared, the anchors used, in ``zero_rows`` how many compared
+        words have a zero vector in old and in new (``{"old": 0, "new": 0}``) and, in
+        ``null_levels``, each measure's null with its spread, shuffles and method
+        (:class:`~embstab.measures.null.NullLevel` as a dict).
 
     Warns
     -----
     UserWarning
         When the anchors cover less than :data:`MIN_ANCHOR_COVERAGE` of the shared words, when
         there are no more compared words than dimensions (EIS and the span measures are then
-        degenerate), and when differing dimensions drop a measure from the default table.
+        degenerate), when differing dimensions drop a measure from the default table, and (once)
+        when some compared words have a zero vector (semantic displacement skips them).
 
     Raises
     ------
     ShapeError
         When there are no more compared words than dimensions and the span measures' d x d
-        products would take more than :data:`DEGENERATE_PRODUCT_BYTES`.
+        products would take more than :data:`DEGENERATE_PRODUCT_BYTES`; when a member is all zeros
+        on the compared words; for hyperbolic members of different nodes, or with a point off its
+        manifold.
     InsufficientMemoryError
         When those products would need more memory than the machine has available.
+    ConfigError
+        When ``null_samples`` is not an integer from 0 to
+        :data:`~embstab.measures.null.MAX_NULL_SAMPLES`, or another parameter is malformed.
     """
     if isinstance(old, Pair):
         if new is not MISSING:
@@ -266,8 +274,7 @@ def compare(
         raise ConfigError(f"rank_by must be 'old' or 'new', got {rank_by!r}")
     if isinstance(measures, str):  # one name, not its letters
         measures = [measures]
-    if not is_integer(null_samples) or null_samples < 0:
-        raise ConfigError(f"null_samples must be an integer >= 0 (0 skips the null), got {null_samples!r}")
+    null_samples = check_null_samples(null_samples)
     _check_params(params)
     geometry = _pair_geometry(a, b)
     if geometry != "euclidean":
@@ -304,6 +311,7 @@ def compare(
             raise VocabularyError(f"{_name(a)} and {_name(b)} share only {len(words)} compared words: k-NN with "
                                   f"k={k} needs at least {k + 1}; compare more words (or a smaller k)")
     x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
+    zero = _check_zero_rows(a, b, x, y, words, [i.name for i in infos])
     ignored = sorted(set(params or {}) - {i.name for i in infos})
     if ignored:
         warnings.warn(f"params for {', '.join(ignored)} are not used: not among the measures compared "
@@ -331,9 +339,35 @@ def compare(
     # how each null was found (its spread, shuffles and method), for callers that store them
     out.attrs["null_levels"] = {info.name: asdict(level) for info, level in zip(infos, levels)}
     out.attrs.update({"n_words": len(words), "old": a.name, "new": b.name, "rank_by": rank_by,
-                      "anchors": anchor_label, "null_samples": null_samples,
+                      "anchors": anchor_label, "null_samples": null_samples, "zero_rows": zero,
                       "null_method": null_method if null_samples else None})
     return out
+
+
+def _check_zero_rows(a: Embedding, b: Embedding, x: Any, y: Any, words: Sequence[str],
+                     names: Sequence[str]) -> dict[str, int]:
+    """Refuse a member that is all zeros on the compared words; warn, once, about some zero rows.
+
+    A zero vector has no direction: semantic displacement skips its word, and a member made only of
+    them leaves every measure nothing to compare (EIS, the pair being its own anchor, would call it
+    an all-zero *anchor*). Returns the count per side.
+    """
+    from embstab.measures.displacement import zero_rows  # noqa: PLC0415
+
+    zero = {"old": zero_rows(x), "new": zero_rows(y)}
+    for side, e in (("old", a), ("new", b)):
+        if len(zero[side]) == len(words):
+            raise ShapeError(f"the {side} embedding {_name(e)} is all zeros on the {len(words)} compared words: "
+                             "there is nothing to compare")
+    skipped = np.union1d(zero["old"], zero["new"])
+    if len(skipped):
+        where = " and ".join(f"{len(zero[s])} in {s} ({_name(e)})" for s, e in (("old", a), ("new", b))
+                             if len(zero[s]))
+        effect = (f"semantic displacement skips them and averages over the other {len(words) - len(skipped)}"
+                  if "semantic_displacement" in names else "they have no direction")
+        warnings.warn(f"{len(skipped)} of the {len(words)} compared words have a zero vector ({where}; e.g. "
+                      f"{words[int(skipped[0])]!r}): {effect}", stacklevel=3)
+    return {side: int(len(rows)) for side, rows in zero.items()}
 
 
 #: Measures that see X only through its column span: with no more compared words than dimensions
@@ -399,6 +433,11 @@ def _compare_by_distances(a: Any, b: Any, geometry: str, measures: Iterable[str]
                           params: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
     """:func:`compare` for embeddings compared through their decoded distances (one streaming pass)."""
     infos = [_measure_of(n, geometry) for n in (measures_for(geometry) if measures is None else measures)]
+    for side, e in (("old", a), ("new", b)):
+        bad = e.invalid_row() if callable(getattr(e, "invalid_row", None)) else None
+        if bad is not None:
+            raise ShapeError(f"the {side} embedding: node {e.nodes[bad[0]:bad[0] + 1].tolist()[0]!r} (row {bad[0] + 1}): {bad[1]}")
+    b = _aligned_nodes(a, b)
     rows = []
     with shared_products():  # the measures share one row-by-row pass over the pair
         for info in infos:
@@ -409,6 +448,50 @@ def _compare_by_distances(a: Any, b: Any, geometry: str, measures: Iterable[str]
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs.update({"n_nodes": len(a), "geometry": geometry, "anchors": "none"})
     return out
+
+
+class _Reordered:
+    """An embedding of decoded distances seen with its rows in another order (no copy of its points)."""
+
+    def __init__(self, emb: Any, order: np.ndarray) -> None:
+        self._emb, self._order = emb, order
+        self.nodes = emb.nodes[order]
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def distances_from(self, i: int, targets: np.ndarray | None = None) -> np.ndarray:
+        rows = self._order if targets is None else self._order[np.asarray(targets)]
+        return self._emb.distances_from(int(self._order[int(i)]), rows)
+
+    def __getattr__(self, name: str) -> Any:  # scale, geometry, metadata, ... of the embedding itself
+        return getattr(self._emb, name)
+
+
+def _node_keys(e: Any, side: str) -> list[str]:
+    """The node labels of ``e`` as the hyperbolic measures compare them (as text), each once."""
+    keys = [str(x) for x in e.nodes.tolist()]
+    if len(set(keys)) != len(keys):
+        seen: set[str] = set()
+        twice = next(k for k in keys if k in seen or seen.add(k))
+        raise ShapeError(f"the {side} embedding lists node {twice!r} twice")
+    return keys
+
+
+def _aligned_nodes(a: Any, b: Any) -> Any:
+    """``b`` in ``a``'s node order: the same nodes in another row order are the same embedding."""
+    ka, kb = _node_keys(a, "old"), _node_keys(b, "new")
+    if ka == kb:
+        return b
+    where = {k: i for i, k in enumerate(kb)}
+    only_a = [k for k in ka if k not in where]
+    only_b = sorted(set(kb) - set(ka))
+    if only_a or only_b:
+        parts = [f"{len(only_a)} node(s) only in the old one (e.g. {only_a[0]!r})"] if only_a else []
+        parts += [f"{len(only_b)} only in the new one (e.g. {only_b[0]!r})"] if only_b else []
+        raise ShapeError(f"the embeddings are of different nodes: {', '.join(parts)}; compare two embeddings of "
+                         "the same graph")
+    return _Reordered(b, np.fromiter((where[k] for k in ka), dtype=np.int64, count=len(ka)))
 
 
 def _check_params(params) -> None:

@@ -11,7 +11,30 @@ import numpy as np
 from embstab.measures._backend import (FLOAT32_TRUST, alongside, as_float, check_pair, cross, one_blas_thread,
                                        row_blocks, row_norms, rows_matmul, split_rows, working)
 
-__all__ = ["semantic_displacement"]
+__all__ = ["semantic_displacement", "zero_rows"]
+
+
+def zero_rows(X: Any) -> np.ndarray:
+    """Indices of the rows of ``X`` that are all zeros: words with no direction, hence no cosine.
+
+    :func:`semantic_displacement` skips a word whose vector is zero on either side;
+    :func:`embstab.compare` counts these rows with this function and says how many were skipped.
+
+    Parameters
+    ----------
+    X : (n, d) array
+        numpy, torch or cupy.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 row indices, ascending.
+    """
+    xp = array_api_compat.array_namespace(X)
+    nonzero = xp.any(X != 0, axis=1)
+    if not array_api_compat.is_numpy_array(nonzero):
+        nonzero = np.asarray(nonzero.tolist(), dtype=bool)
+    return np.flatnonzero(~nonzero)
 
 
 @one_blas_thread
@@ -21,8 +44,9 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
 
     X is rotated onto Y by Ω = U Vᵀ from the SVD of XᵀY (the rotation minimising ‖XΩ − Y‖_F),
     then ``1 − cos(x_i Ω, y_i)`` is averaged over words; words with a zero vector on either side
-    have no cosine and are skipped (as ``nanmean`` does in the reference). Vectorised over row
-    blocks (the reference loops over words in Python).
+    have no cosine and are skipped (as ``nanmean`` does in the reference; :func:`zero_rows` finds
+    them, and :func:`embstab.compare` warns how many it skipped). Vectorised over row blocks (the
+    reference loops over words in Python).
 
     Parameters
     ----------
@@ -38,6 +62,7 @@ def semantic_displacement(X: Any, Y: Any, *, align: bool = True, average: bool =
     Returns
     -------
     float in [0, 2]; smaller = more stable. Invariant to a global scale and rotations of either side.
+    NaN when every word has a zero vector on one side or the other (nothing to average).
     """
     xp = check_pair(X, Y, same_dim=True)
     if average:

@@ -31,17 +31,51 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from embstab._numbers import is_integer
 from embstab.errors import ConfigError
 from embstab.measures._backend import basis, column_mean, cross, one_blas_thread
 from embstab.measures.registry import MeasureInfo
 
-__all__ = ["NULL_FOLD", "NULL_NOISE", "NullLevel", "permutation_null", "closed_form_null", "null_levels",
+__all__ = ["NULL_FOLD", "NULL_NOISE", "MAX_NULL_SAMPLES", "check_null_samples", "NullLevel", "permutation_null", "closed_form_null", "null_levels",
            "CLOSED_FORM_MEASURES", "has_signal", "shuffled_rows"]
 
 #: How many times farther from the uninformative end than its null a pair must be.
 NULL_FOLD = 2.0
 #: How many standard deviations of the shuffled partners a pair must be away from their mean.
 NULL_NOISE = 3.0
+#: The most shuffles a null may draw. Each costs one more evaluation of every sampled measure (the
+#: closed forms cost none), so 10,000 is already hours on a large pair, while the null's noise
+#: falls only as 1/√samples; a billion ran out of memory holding the values.
+MAX_NULL_SAMPLES = 10_000
+
+
+def check_null_samples(samples: object, what: str = "null_samples", allow_zero: bool = True) -> int:
+    """Refuse a number of shuffles that is not an integer from 0 (or 1) to :data:`MAX_NULL_SAMPLES`.
+
+    Parameters
+    ----------
+    samples : int
+        The number asked for.
+    what : str, default "null_samples"
+        The name of the setting, for the message; ``""`` leaves it out (argparse names the flag).
+    allow_zero : bool, default True
+        Whether 0 (no null) is allowed.
+
+    Returns
+    -------
+    int
+        ``samples``, when it is in range.
+
+    Raises
+    ------
+    ConfigError
+        If ``samples`` is not an integer in range.
+    """
+    low = 0 if allow_zero else 1
+    if not is_integer(samples) or not low <= samples <= MAX_NULL_SAMPLES:
+        zero = " (0 skips the null)" if allow_zero else ""
+        raise ConfigError(f"{what + ' ' if what else ''}must be an integer from {low} to {MAX_NULL_SAMPLES}{zero}, got {samples!r}")
+    return int(samples)
 
 
 @dataclass(frozen=True)
@@ -116,9 +150,13 @@ def permutation_null(infos: Sequence[MeasureInfo], x: Any, y: Any, *, samples: i
     -------
     list of NullLevel
         One per measure.
+
+    Raises
+    ------
+    ConfigError
+        If ``samples`` is not an integer from 1 to :data:`MAX_NULL_SAMPLES`.
     """
-    if samples < 1:
-        raise ConfigError(f"samples must be at least 1, got {samples}")
+    check_null_samples(samples, "samples", allow_zero=False)
     anchors = list(anchors) if anchors is not None else [None] * len(infos)
     params = list(params) if params is not None else [{}] * len(infos)
     rng = np.random.default_rng(seed)
@@ -388,7 +426,13 @@ def null_levels(infos: Sequence[MeasureInfo], x: Any, y: Any, *, samples: int = 
     -------
     list of NullLevel or None
         One per measure.
+
+    Raises
+    ------
+    ConfigError
+        If ``method`` is unknown or ``samples`` is not an integer from 0 to :data:`MAX_NULL_SAMPLES`.
     """
+    check_null_samples(samples, "samples")
     if method not in ("auto", "permutation"):
         raise ConfigError(f"method must be 'auto' or 'permutation', got {method!r}")
     anchors = list(anchors) if anchors is not None else [None] * len(infos)
