@@ -31,6 +31,7 @@ from embstab._fs import atomic_write
 from embstab._numbers import is_integer, is_real
 from embstab._resources import check_memory
 from embstab._textfiles import loads_json, read_utf8
+from embstab._limits import check_learning_rate, check_threads
 from embstab._threads import torch_threads
 from embstab.embedding import Embedding
 from embstab.errors import ConfigError, EmbstabError, ShapeError, UnknownNameError
@@ -553,8 +554,9 @@ def train(graph: KnowledgeGraph, model: str = "TransE", dim: int = 50, epochs: i
     for what, value in (("dim", dim), ("epochs", epochs), ("batch_size", batch_size), ("negatives", negatives)):
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ConfigError(f"{what} must be a positive integer, got {value!r}")
-    if not lr > 0:
-        raise ConfigError(f"lr must be positive, got {lr!r}")
+    lr = check_learning_rate(lr)
+    if threads is not None:
+        check_threads(threads)
     if not isinstance(graph, KnowledgeGraph):
         raise TypeError(f"graph must be a KnowledgeGraph (embstab.kg.load_graph), got {type(graph).__name__}")
     stopping = EarlyStopping.coerce(early_stopping)
