@@ -22,14 +22,26 @@ rotated and OCS-split codes, with the rotation as (kind, seed, dimension) so it 
 exactly, and the splits to merge back; or the quantized cores of a tensor train (one clip per
 core). Reading undoes the transform, so the file holds no more than the bits per word reported.
 
-This module depends only on numpy and :mod:`embstab.embedding`/:mod:`embstab.errors`, so
-:mod:`embstab.io` never imports the compression code; :mod:`embstab.compress` builds
-:class:`CompressedData` and calls :func:`write_compressed`. Undoing a rotation or rebuilding a
-tensor train imports the generators of :mod:`embstab.recipes` when such a file is decoded.
+Reading costs memory and time bounded by the file's size: before anything is allocated, the
+sizes the header declares are turned into an estimate of the peak memory (the decoded table
+included) and of the operations decoding takes, and :func:`embstab._resources.check_read_cost`
+refuses, in one line naming the file and the header key, a file whose estimate exceeds
+``READ_BYTES_PER_BYTE`` (1024) bytes and ``READ_OPS_PER_BYTE`` (16384) operations per byte of the
+file plus a constant allowance (64 MiB, 2**31 operations). Decoding works block of rows by block
+of rows: a Hadamard rotation is undone by a fast Walsh-Hadamard transform (``O(n d log d)``, no
+``d x d`` matrix), a random orthogonal rotation is rebuilt (``d^2`` memory, ``d^3`` time) only
+when the file's budget covers it, and a tensor train gives only the rows that exist, never the
+padded table of its row grid. Devices and pipes are refused: their size bounds nothing.
+
+This module depends only on numpy and :mod:`embstab.embedding`/:mod:`embstab.errors`, with the
+regenerating transforms of :mod:`embstab.io.regenerate`, so :mod:`embstab.io` never imports the
+compression code; :mod:`embstab.compress` builds :class:`CompressedData` and calls
+:func:`write_compressed`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -39,9 +51,11 @@ import numpy as np
 
 from embstab._fs import atomic_write, json_safe, to_json
 from embstab._numbers import is_integer
+from embstab._resources import check_read_cost, read_budget, read_regular_file
 from embstab._textfiles import loads_json
 from embstab.embedding import Embedding
 from embstab.errors import EmbeddingFormatError
+from embstab.io.regenerate import hadamard_rotate, merge_half_splits, random_orthogonal, tt_rows, tt_rows_cost
 
 __all__ = ["MAGIC", "VERSION", "CompressedData", "StoredTransform", "read_compressed", "read_compressed_data",
            "write_compressed", "pack_bits", "unpack_bits", "uniform_table"]
@@ -54,6 +68,11 @@ _ROTATIONS = ("hadamard", "orthogonal")
 _MAX_TT_DIM = 1 << 16  # widest tensor-train table a file may describe (embeddings are far narrower)
 _MAX_HEADER = 1 << 26  # 64 MiB of JSON is far beyond any real header (metadata is small)
 _CHUNK = 1 << 20  # codes packed per step: bounds the temporary bit matrix to a few MB
+_UNPACK_CHUNK = 1 << 16  # codes unpacked per step: a (step, bits) bit matrix and its uint32 copy, under 5 MB
+_ROW_BLOCK = 8 << 20  # bytes of float64 temporaries while decoding one block of rows
+#: Bytes a word costs while it is read: its str object and list slots, the lengths read as Python
+#: ints, the embedding's index entry (its characters are counted apart).
+_WORD_BYTES = 320
 
 
 def uniform_table(bits: int, clip: float) -> np.ndarray:
@@ -195,24 +214,42 @@ class StoredTransform:
             float64 ``(n, dim)``.
         """
         if self.is_tt:
-            from embstab.recipes.tt import tt_full
-
-            if bits == 32:
-                cores = [np.asarray(c, np.float64) for c in self.tt_cores]
-            else:
-                cores = [uniform_table(bits, clip)[c.astype(np.int64)] for c, clip in zip(self.tt_cores, self.tt_clips)]
-            return tt_full(cores, n, self.dim)
+            return tt_rows(self.tt_values(bits), 0, n)
         if not n:  # no rows: nothing to merge or rotate (and no matrix to build)
             return np.zeros((0, self.dim))
+        return self._undo_rows(values, self._matrix())
+
+    def tt_values(self, bits: int) -> list[np.ndarray]:
+        """The tensor-train cores as float64 values (their codes looked up on each core's grid).
+
+        Parameters
+        ----------
+        bits : int
+            Bits per code (32: the cores already hold float32 values).
+
+        Returns
+        -------
+        list of numpy.ndarray
+            Three float64 cores; an empty list without a tensor train.
+        """
+        if not self.is_tt:
+            return []
+        if bits == 32:
+            return [np.asarray(c, np.float64) for c in self.tt_cores]
+        return [uniform_table(bits, clip)[c.astype(np.int64)] for c, clip in zip(self.tt_cores, self.tt_clips)]
+
+    def _matrix(self) -> np.ndarray | None:
+        """The rotation as a matrix where it has no fast form (orthogonal), else None."""
+        return random_orthogonal(self.dim, self.seed) if self.rotation == "orthogonal" else None
+
+    def _undo_rows(self, values: np.ndarray, matrix: np.ndarray | None) -> np.ndarray:
+        """Merge the splits and rotate back a block of rows (row by row independent)."""
         if self.splits:
-            from embstab.recipes.ocs import OCSSplit, ocs_merge
-
-            values = ocs_merge(OCSSplit(values, self.splits, rule="half", axis=1))
-        if self.rotation is not None:
-            from embstab.recipes.rotation import random_hadamard, random_orthogonal
-
-            make = random_hadamard if self.rotation == "hadamard" else random_orthogonal
-            values = values @ make(self.dim, self.seed).T
+            values = merge_half_splits(values, self.splits)
+        if self.rotation == "hadamard":
+            values = hadamard_rotate(values, self.seed, transpose=True)
+        elif matrix is not None:
+            values = values @ matrix.T
         return values
 
 
@@ -297,24 +334,46 @@ class CompressedData:
         """The float32 matrix the codes stand for (table values times the block scales, with any
         transform undone in float64 first).
 
+        Rows are decoded a block at a time, so the temporaries stay near 8 MB whatever the table's
+        size: a Hadamard rotation is undone by a fast Walsh-Hadamard transform, a tensor train
+        gives only the rows that exist.
+
         Returns
         -------
         numpy.ndarray
             float32 ``(n_words, dim)`` matrix.
         """
-        if self.bits == 32:
-            vals = self.codes.astype(np.float64)
-        elif self.codes.shape[1] == 0:
-            vals = np.zeros(self.codes.shape, np.float64)
-        else:
-            vals = np.asarray(self.table, np.float64)[self.codes.astype(np.int64)]
+        n, t = len(self.words), self.transform
+        out = np.empty((n, self.dim), np.float32)
+        if not n:
+            return out
+        if t is not None and t.is_tt:
+            cores = t.tt_values(self.bits)
+            step = _tt_step([c.shape for c in cores])
+            for s in range(0, n, step):
+                out[s:s + step] = tt_rows(cores, s, min(n, s + step))
+            return out
+        matrix = t._matrix() if t is not None else None
+        table = None if self.bits == 32 else np.asarray(self.table, np.float64)
+        blocks = None
         if self.scale_exponents is not None:
-            bs = self.block_size or self.dim
-            scale = np.repeat(np.ldexp(1.0, self.scale_exponents.astype(np.int64)), bs, axis=1)[:, : self.dim]
-            vals = vals * scale
-        if self.transform is not None:
-            vals = self.transform.undo(vals, len(self.words), self.bits)
-        return vals.astype(np.float32)
+            # block j covers columns j * block_size onward: each column's block, instead of repeating the scales
+            blocks = np.arange(self.codes.shape[1]) // (self.block_size or self.dim or 1)
+        step = _row_step(self.codes.shape[1], self.dim)
+        for s in range(0, n, step):
+            codes = self.codes[s:s + step]
+            if self.bits == 32:
+                vals = codes.astype(np.float64)
+            elif codes.shape[1] == 0:
+                vals = np.zeros(codes.shape, np.float64)
+            else:
+                vals = table[codes.astype(np.int64)]
+            if blocks is not None:
+                vals = vals * np.ldexp(1.0, self.scale_exponents[s:s + step].astype(np.int64))[:, blocks]
+            if t is not None:
+                vals = t._undo_rows(vals, matrix)
+            out[s:s + step] = vals
+        return out
 
     def to_embedding(self, source: str | None = None) -> Embedding:
         # codes=self lets save(..., format="embstab") write the exact codes again
@@ -346,6 +405,18 @@ class CompressedData:
         n = self.codes.size + _core_count(self.transform)
         scales = 0 if self.scale_exponents is None else self.scale_exponents.size * 2
         return (n * self.bits + 7) // 8 + scales
+
+
+def _row_step(code_dim: int, dim: int) -> int:
+    """Rows per decoding block: the float64 temporaries of a row (codes, scales, merged and
+    rotated copies, the transform's scratch) times the rows stay within ``_ROW_BLOCK``."""
+    return max(1, _ROW_BLOCK // (8 * (3 * code_dim + 6 * dim + 1)))
+
+
+def _tt_step(shapes: list[tuple[int, ...]]) -> int:
+    """Rows of a tensor train computed per block (their temporaries within ``_ROW_BLOCK``)."""
+    one_block, _ = tt_rows_cost(shapes, 1)
+    return max(1, _ROW_BLOCK // max(1, 2 * one_block))
 
 
 def _core_count(t: StoredTransform | None) -> int:
@@ -411,7 +482,7 @@ def unpack_bits(buf: bytes | memoryview, bits: int, count: int) -> np.ndarray:
     raw = np.frombuffer(buf, np.uint8)
     out = np.empty(count, np.uint8 if bits <= 8 else np.uint16)
     weights = (1 << np.arange(bits)).astype(np.uint32)
-    step = _CHUNK - _CHUNK % 8  # a multiple of 8 codes is a whole number of bytes
+    step = _UNPACK_CHUNK - _UNPACK_CHUNK % 8  # a multiple of 8 codes is a whole number of bytes
     for s in range(0, count, step):
         n = min(step, count - s)
         b0 = s * bits // 8
@@ -522,8 +593,7 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
         If the file is not a compressed embedding, is truncated, or fails its checksum.
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        blob = f.read()
+    blob = read_regular_file(path, "compressed embedding file", error=EmbeddingFormatError)
     if not blob.startswith(MAGIC):
         raise EmbeddingFormatError(path, "not an embstab compressed file (bad magic bytes)")
     pos = len(MAGIC)
@@ -557,6 +627,9 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
         raise EmbeddingFormatError(path, f"corrupt header ({type(exc).__name__}: {exc})") from None
     if min(n, dim, words_bytes, table_len, n_blocks) < 0 or not (1 <= bits <= 16 or bits == 32):
         raise EmbeddingFormatError(path, "corrupt header: negative sizes or bits outside 1-16 and 32")
+    block_size = h.get("block_size")
+    if block_size is not None and not (is_integer(block_size) and block_size >= 0):
+        raise EmbeddingFormatError(path, f"corrupt header: block_size must be a whole number of columns, got {block_size!r}")
     transform, core_shapes = _transform_header(path, h.get("transform") if version >= 3 else None, n, dim)
     core_count = sum(int(np.prod(sh, dtype=object)) for sh in core_shapes)
     body = memoryview(blob)[pos:]
@@ -569,6 +642,10 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
     if declared != body_bytes:
         raise EmbeddingFormatError(path, f"corrupt header: its sections add up to {declared} bytes, "
                                    f"the body holds {body_bytes}")
+    # what decoding will take, from the declared sizes alone: refused here, before any array exists
+    nbytes, ops, key, what = _read_cost(len(blob), n, dim, bits, words_bytes, table_len, n_blocks, has_counts,
+                                        transform, core_shapes)
+    check_read_cost(path, key, len(blob), nbytes, ops, what, error=EmbeddingFormatError)
     if zlib.crc32(body) != crc:
         raise EmbeddingFormatError(path, "checksum mismatch: the file is corrupted")
     off = 0
@@ -606,10 +683,62 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
             transform = StoredTransform(transform["dim"], transform.get("rotation"), transform.get("seed"),
                                         transform.get("splits") or [], cores,
                                         transform["tt"]["clips"] if cores is not None else None)
-        return CompressedData(words, codes, bits, table, scales, h.get("block_size"), counts, h.get("name"),
+        return CompressedData(words, codes, bits, table, scales, block_size, counts, h.get("name"),
                               dict(h.get("metadata") or {}), transform)
     except (ValueError, TypeError, KeyError) as exc:
         raise EmbeddingFormatError(path, f"inconsistent contents: {exc}") from None
+
+
+def _read_cost(file_size: int, n: int, dim: int, bits: int, words_bytes: int, table_len: int, n_blocks: int,
+               has_counts: bool, t: dict | None, core_shapes: list[tuple[int, ...]]) -> tuple[int, int, str, str]:
+    """Peak bytes and operations of reading and decoding a file with this header, and the header key
+    (with a description) of the largest part.
+
+    The parts: the file itself; the vocabulary (:data:`_WORD_BYTES` a word plus its characters
+    twice); the unpacked codes with the table, scales and counts; the decoded float32 table, the
+    embedding's finiteness check of it and per-column index arrays; one block of rows' float64
+    temporaries; and the transform: a fast Hadamard transform (``n d log d`` operations), a
+    random orthogonal matrix (five ``d x d`` float64 arrays while it is built, ``2 d^3 + n d^2``
+    operations), merged splits, or tensor-train cores with the blocks of rows computed from them.
+    """
+    parts: list[tuple[str, int, int, str]] = []  # (key, bytes, operations, what)
+    out_dim = int(t["dim"]) if t is not None else dim
+    itemsize = 1 if bits <= 8 else 2 if bits <= 16 else 4
+    core_count = sum(math.prod(sh) for sh in core_shapes)
+    parts.append(("n_words", _WORD_BYTES * n + 2 * words_bytes, 64 * n + words_bytes, f"a vocabulary of {n} words"))
+    unpack = 5 * bits * _UNPACK_CHUNK if bits not in (8, 16, 32) else 0
+    parts.append(("dim", itemsize * (n * dim + core_count) + unpack + 8 * table_len + 2 * n * n_blocks
+                  + (8 * n if has_counts else 0), 8 * (n * dim + core_count), f"{n} x {dim} codes"))
+    out_key = "transform.dim" if t is not None else "dim"
+    parts.append((out_key, 5 * n * out_dim + 16 * (dim + out_dim), 8 * n * out_dim,
+                  f"a decoded table of {n} x {out_dim} float32 values"))
+    if n and (t is None or t.get("tt") is None):
+        step = _row_step(dim, out_dim)
+        parts.append(("dim", 8 * min(n, step) * (3 * dim + 6 * out_dim + 1), 0, f"{n} x {dim} codes"))
+    if t is not None and n:
+        splits = t.get("splits") or []
+        if splits:
+            parts.append(("transform.splits", 0, n * len(splits), f"{len(splits)} split merges of {n} rows"))
+        rotation = t.get("rotation")
+        if rotation == "hadamard":
+            parts.append(("transform.rotation", 0, 3 * n * out_dim * max(1, out_dim.bit_length()),
+                          f"a {out_dim}-d Hadamard rotation of {n} rows"))
+        elif rotation == "orthogonal":
+            parts.append(("transform.rotation", 40 * out_dim * out_dim, 2 * out_dim ** 3 + n * out_dim * out_dim,
+                          f"a {out_dim}-d random orthogonal rotation of {n} rows"))
+        if core_shapes:
+            step = _tt_step(core_shapes)
+            block_bytes, block_ops = tt_rows_cost(core_shapes, min(n, step))
+            blocks = -(-n // step)
+            parts.append(("transform.tt.core_shapes", 16 * core_count + block_bytes, 4 * core_count + blocks * block_ops,
+                          f"a tensor train with cores {[list(sh) for sh in core_shapes]} for {n} rows"))
+    nbytes = file_size + sum(p[1] for p in parts)
+    ops = sum(p[2] for p in parts)
+    # name the part that decides: the largest share of the budget that is most overrun
+    mem_cap, ops_cap = read_budget(file_size)
+    over_memory = nbytes / mem_cap >= ops / ops_cap
+    key, _, _, what = max(parts, key=lambda p: p[1] if over_memory else p[2])
+    return nbytes, ops, key, what
 
 
 def _transform_header(path: str, t: Any, n: int, dim: int) -> tuple[dict | None, list[tuple[int, ...]]]:

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from embstab.errors import ConfigError, ShapeError, lookup
+from embstab.io import regenerate
 from embstab.lowprec import UniformFormat, quantize
 from embstab.recipes.registry import CheckResult, register_recipe
 
@@ -32,10 +33,16 @@ ROTATIONS = {
 RotationError = ConfigError
 
 
-def _gen(generator: torch.Generator | int | None) -> np.random.Generator:
+def _seed(generator: torch.Generator | int | None) -> int:
+    """The integer seed of the generators in :mod:`embstab.io.regenerate`: a torch generator draws one."""
     if isinstance(generator, torch.Generator):
-        return np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
-    return np.random.default_rng(0 if generator is None else int(generator))
+        return int(torch.randint(0, 2**62, (1,), generator=generator))
+    return 0 if generator is None else int(generator)
+
+
+def _check_dim(d: Any) -> None:
+    if not (isinstance(d, (int, np.integer)) and d >= 1):
+        raise RotationError(f"rotation dimension must be a positive integer, got {d!r}")
 
 
 def hadamard(m: int) -> np.ndarray:
@@ -56,23 +63,22 @@ def hadamard(m: int) -> np.ndarray:
     RotationError
         ``m`` is not a positive power of two.
     """
-    if not (isinstance(m, (int, np.integer)) and m >= 1 and (m & (m - 1)) == 0):
-        raise RotationError(f"a Sylvester Hadamard matrix needs a power-of-two order, got {m!r}")
-    H = np.ones((1, 1))
-    while H.shape[0] < m:
-        H = np.block([[H, H], [H, -H]])
-    return H
+    return regenerate.hadamard(m)
 
 
 def random_hadamard(d: int, generator: torch.Generator | int | None = None, mode: str = "blocks") -> np.ndarray:
     """A randomized Hadamard rotation ``H diag(s) / sqrt(m)`` for dimension ``d``.
+
+    The matrix of :func:`embstab.io.regenerate.random_hadamard` (a compressed file regenerates it
+    from the same seed); :func:`embstab.io.regenerate.hadamard_rotate` applies it to rows without
+    building it.
 
     Parameters
     ----------
     d : int
         Dimension (any positive int).
     generator : torch.Generator or int, optional
-        Seed of the random signs.
+        Seed of the random signs (a torch generator draws an integer seed first).
     mode : {"blocks", "pad"}
         For ``d`` not a power of two: ``"blocks"`` is block-diagonal over the binary
         decomposition of ``d`` (e.g. 100 = 64 + 32 + 4; square, orthogonal); ``"pad"`` zero-pads to
@@ -89,28 +95,16 @@ def random_hadamard(d: int, generator: torch.Generator | int | None = None, mode
     RotationError
         ``d`` is not a positive integer, or an unknown mode.
     """
-    if not (isinstance(d, (int, np.integer)) and d >= 1):
-        raise RotationError(f"rotation dimension must be a positive integer, got {d!r}")
+    _check_dim(d)
     if mode not in ("blocks", "pad"):
         raise RotationError(f"mode must be 'blocks' or 'pad', got {mode!r}")
-    rng = _gen(generator)
-    if mode == "pad":
-        D = 1 << (int(d) - 1).bit_length()
-        s = rng.choice([-1.0, 1.0], size=D)
-        return (hadamard(D) * s[None, :] / np.sqrt(D))[:d]
-    R = np.zeros((d, d))
-    start = 0
-    for bit in reversed(range(int(d).bit_length())):
-        m = 1 << bit
-        if d & m:
-            s = rng.choice([-1.0, 1.0], size=m)
-            R[start:start + m, start:start + m] = hadamard(m) * s[None, :] / np.sqrt(m)
-            start += m
-    return R
+    return regenerate.random_hadamard(int(d), _seed(generator), mode)
 
 
 def random_orthogonal(d: int, generator: torch.Generator | int | None = None) -> np.ndarray:
     """A Haar-random ``d x d`` orthogonal matrix (QR of a Gaussian matrix, signs fixed), float64.
+
+    The matrix of :func:`embstab.io.regenerate.random_orthogonal` for the same seed.
 
     Parameters
     ----------
@@ -129,10 +123,8 @@ def random_orthogonal(d: int, generator: torch.Generator | int | None = None) ->
     RotationError
         ``d`` is not a positive integer.
     """
-    if not (isinstance(d, (int, np.integer)) and d >= 1):
-        raise RotationError(f"rotation dimension must be a positive integer, got {d!r}")
-    Q, Rr = np.linalg.qr(_gen(generator).standard_normal((d, d)))
-    return Q * np.sign(np.diag(Rr))[None, :]
+    _check_dim(d)
+    return regenerate.random_orthogonal(int(d), _seed(generator))
 
 
 def rotate_quantize(X: Any, fmt: Any, rotation: str | np.ndarray | None = "hadamard", rotate_back: bool = True,

@@ -26,6 +26,7 @@ from torch import nn
 
 from embstab.embedding import Embedding
 from embstab.errors import ConfigError, ShapeError, lookup
+from embstab.io.regenerate import tt_rows, tt_rows_cost
 from embstab.recipes.registry import CheckResult, register_recipe
 
 __all__ = ["TTShape", "TTCores", "TTEmbedding", "TTConfigError", "TT_INITS", "suggest_tt_shape",
@@ -454,18 +455,26 @@ def tt_full(cores: TTCores | list[Any], n: int | None = None, d: int | None = No
     Returns
     -------
     numpy.ndarray, shape (n, d)
+
+    Notes
+    -----
+    Only the rows asked for are computed (:func:`embstab.io.regenerate.tt_rows`, a block of rows
+    at a time), never the padding rows of the grid.
     """
     cs = cores.cores if isinstance(cores, TTCores) else cores
     g = [np.asarray(c.detach().cpu() if isinstance(c, torch.Tensor) else c, dtype=np.float64) for c in cs]
-    if len(g) != 3:
-        raise TTConfigError(f"tt_full expects 3 cores, got {len(g)}")
-    p = [c.shape[1] for c in g]
-    q = [c.shape[2] for c in g]
-    t = np.einsum("aikb,bjlc,cmoe->ijmklo", g[0], g[1], g[2], optimize=True)
-    full = t.reshape(math.prod(p), math.prod(q))
-    if d is not None and full.shape[1] != d:
-        raise TTConfigError(f"cores give dimension {full.shape[1]}, expected {d}")
-    return full[: (n if n is not None else full.shape[0])]
+    if len(g) != 3 or any(c.ndim != 4 for c in g):
+        raise TTConfigError(f"tt_full expects 3 cores of 4 dimensions, got shapes {[c.shape for c in g]}")
+    rows, dim = math.prod(c.shape[1] for c in g), math.prod(c.shape[2] for c in g)
+    if d is not None and dim != d:
+        raise TTConfigError(f"cores give dimension {dim}, expected {d}")
+    stop = len(range(rows)[:n])  # the rows full[:n] would keep, without the padded grid
+    out = np.empty((stop, dim))
+    one_row, _ = tt_rows_cost([c.shape for c in g], 1)
+    step = max(1, (8 << 20) // max(1, 2 * one_row))  # temporaries of a block of rows near 8 MB
+    for s in range(0, stop, step):
+        out[s:s + step] = tt_rows(g, s, min(stop, s + step))
+    return out
 
 
 def tt_compress_embedding(emb: Embedding, ranks: int | tuple[int, int] = 8,
