@@ -10,10 +10,19 @@ The analyses of a study's results table (one row per embedding pair and task, se
   budget, against the oracle and the highest-/lowest-precision baselines;
 - :func:`recommendation_gap`: the measured disagreement of what :func:`recommend` ships under a
   budget against the best configuration under the same budget;
-- :func:`fit_trend`: the linear-log stability–memory trend.
+- :func:`fit_trend`: the linear-log stability–memory trend;
+- :func:`fit_predictor`: a calibrated prediction of the disagreement (with an interval) from a
+  pair's measures, dimension and bit width, per algorithm and task; :func:`validate_predictor`
+  checks it on seeds or dimensions it never saw, :func:`predict_pair` applies it to two
+  embeddings, and :func:`prediction_gap` scores choosing by it under a budget.
+
+:func:`recommend` ranks the configurations that fit a budget by their downstream disagreement
+(measured, else predicted), never by raw measure values, which are not comparable across
+dimensions or algorithms.
 
 :func:`from_published_csv` imports the published results CSVs; :func:`read_results` reads either
-format from CSV or Parquet; :func:`wide` lays a tidy table out as measure × task.
+format from CSV or Parquet, and a study's ``results.sqlite``; :func:`wide` lays a tidy table out
+as measure × task.
 
 Every analysis reads its table through :func:`as_results`, which leaves out the rows whose
 downstream model is within :data:`NEAR_CHANCE_MARGIN` points of its task's chance level (their
@@ -30,7 +39,8 @@ from __future__ import annotations
 
 from embstab.selection.correlation import best_measures, bootstrap_interval, spearman_table, with_intervals
 from embstab.selection.errors import BudgetError, ResultsError
-from embstab.selection.oracle import BASELINES, oracle_decisions, oracle_gap, recommendation_gap, recommendation_gap_of
+from embstab.selection.oracle import (BASELINES, oracle_decisions, oracle_gap, prediction_gap, recommendation_gap,
+                                     recommendation_gap_of)
 from embstab.selection.pairwise import pairwise_votes, selection_error
 from embstab.selection.results import (
     KIND_LABELS,
@@ -49,6 +59,8 @@ from embstab.selection.results import (
     wide,
 )
 from embstab.selection.trend import TrendFit, fit_trend
+from embstab.selection.predict import (DisagreementPredictor, GroupCalibration, PairPrediction, PredictorValidation,
+                                       fit_predictor, load_predictor, predict_pair, validate_predictor)
 from embstab.selection.recommend import Recommendation, recommend
 from embstab.selection.signal import FALLBACK_ORDER, signal_summary, signal_table, without_signal
 
@@ -77,6 +89,15 @@ __all__ = [
     "measure_distance",
     "oracle_decisions",
     "oracle_gap",
+    "prediction_gap",
+    "DisagreementPredictor",
+    "GroupCalibration",
+    "PairPrediction",
+    "PredictorValidation",
+    "fit_predictor",
+    "load_predictor",
+    "predict_pair",
+    "validate_predictor",
     "recommendation_gap",
     "recommendation_gap_of",
     "pairwise_votes",

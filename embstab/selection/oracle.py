@@ -3,7 +3,9 @@
 :func:`oracle_gap` scores each measure as a selector among the configurations of *exactly* one
 memory; :func:`recommendation_gap` scores what :func:`~embstab.selection.recommend` ships under a
 budget (every configuration of memory up to the budget) against the configuration that measured
-the least disagreement under the same budget.
+the least disagreement under the same budget; :func:`prediction_gap` scores choosing by the
+calibrated predictions (:func:`~embstab.selection.fit_predictor`) on a seed the fit never saw,
+against choosing by the raw measure and at random.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from embstab.selection._common import groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import as_results, ordered_tasks
 
-__all__ = ["BASELINES", "oracle_decisions", "oracle_gap", "recommendation_gap", "recommendation_gap_of"]
+__all__ = ["BASELINES", "oracle_decisions", "oracle_gap", "prediction_gap", "recommendation_gap",
+           "recommendation_gap_of"]
 
 #: Baseline selectors that ignore the measures: always the highest bit width (so the smallest
 #: dimension) or always the lowest bit width (the largest dimension) that fits the budget.
@@ -165,9 +168,9 @@ def recommendation_gap_of(rec, results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def recommendation_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None, measure: str = "eis", *,
+def recommendation_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None, measure: str | None = None, *,
                        kind: str | None = None, algo: str | None = None,
-                       threshold: float | None = 1000) -> pd.DataFrame:
+                       threshold: float | None = None) -> pd.DataFrame:
     """The oracle gap of :func:`~embstab.selection.recommend` at each budget, per task.
 
     Parameters
@@ -177,12 +180,13 @@ def recommendation_gap(results: pd.DataFrame, budgets: Sequence[float] | None = 
         ``as_results(..., keep_near_chance=True)``).
     budgets : sequence of float, optional
         Memory budgets; default every memory value of the results. A budget nothing fits is skipped.
-    measure : str, default "eis"
-        The measure the recommender ranks by.
+    measure : str, optional
+        Passed to :func:`~embstab.selection.recommend` (the measure its predictions read; it does not
+        change a pick among measured configurations).
     kind, algo : str, optional
         Passed to :func:`~embstab.selection.recommend`.
-    threshold : float or None, default 1000
-        Passed to :func:`~embstab.selection.recommend` (its memory trend; it does not change the pick).
+    threshold : float or None, optional
+        No effect (kept so that existing calls work).
 
     Returns
     -------
@@ -201,10 +205,107 @@ def recommendation_gap(results: pd.DataFrame, budgets: Sequence[float] | None = 
     parts = []
     for budget in sorted(set(df["memory"])) if budgets is None else list(budgets):
         try:
-            rec = recommend(df, budget, measure, kind=kind, algo=algo, threshold=threshold)
+            rec = recommend(df, budget, measure, kind=kind, algo=algo)
         except BudgetError:
             continue
         parts.append(recommendation_gap_of(rec, df))
     if not parts:
         raise ResultsError("no budget has a recommendation to compare with the oracle")
     return pd.concat(parts, ignore_index=True)
+
+
+#: The selectors of :func:`prediction_gap` beside the raw measure.
+PREDICTION_SELECTORS: tuple[str, ...] = ("predicted", "predicted, ties to the cheaper", "random")
+
+
+def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None, *, measure: str = "eis",
+                   measures: Sequence[str] | None = None, level: float = 0.9, seed: int = 0) -> pd.DataFrame:
+    """The oracle gap of choosing by calibrated predictions on a seed the calibration never saw.
+
+    For every algorithm and every seed in turn, :func:`~embstab.selection.fit_predictor` is fitted on
+    the other seeds' rows and predicts the held-out seed's disagreement from its measures alone.
+    Then, per task and budget, among the held-out seed's configurations with memory ≤ the budget
+    (those inside the calibration), each selector picks one and its *measured* disagreement is
+    compared with the least measured among them:
+
+    - ``predicted``: the least predicted disagreement (equal predictions: the cheaper);
+    - ``predicted, ties to the cheaper``: the cheapest configuration whose interval overlaps that of
+      the least predicted one (what :func:`~embstab.selection.recommend` does with predictions);
+    - ``measure`` (e.g. ``eis``): the best raw value of that measure, pooled over dimensions;
+    - ``random``: a pick at random, on average (the mean over the candidates).
+
+    Parameters
+    ----------
+    results : pandas.DataFrame, str or os.PathLike
+        A results table with two or more seeds per algorithm.
+    budgets : sequence of float, optional
+        Memory budgets; default every memory value of the algorithm's configurations.
+    measure : str, default "eis"
+        The raw measure to compare with.
+    measures : sequence of str, optional
+        Passed to :func:`~embstab.selection.fit_predictor`.
+    level : float, default 0.9
+        Interval level of the predictions.
+    seed : int, default 0
+        Passed to :func:`~embstab.selection.fit_predictor`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per decision: ``algo, task, budget, held_out_seed, selector, dim, bitrate, memory,
+        disagreement, oracle_disagreement, gap, n_candidates, n_outside`` (candidates left out as
+        outside the calibration); the random pick has no configuration.
+
+    Raises
+    ------
+    ResultsError
+        If no algorithm has two seeds, or no budget has two candidates to choose between.
+    """
+    from embstab.selection.predict import fit_predictor  # noqa: PLC0415 - predict builds on this layer
+    from embstab.selection.results import measure_distance  # noqa: PLC0415
+
+    df = as_results(results)
+    resolve_measures(df, [measure])
+    rows = []
+    for algo, sub in df.groupby("algo", sort=False):
+        seeds = sorted(sub["seed"].unique())
+        if len(seeds) < 2:
+            continue
+        memories = sorted(set(sub["memory"])) if budgets is None else list(budgets)
+        for held in seeds:
+            train, test = sub[sub["seed"] != held], sub[sub["seed"] == held]
+            try:
+                fitted = fit_predictor(train, measures=measures, level=level, seed=seed)
+            except ResultsError:
+                continue
+            answer = fitted.predict(test.drop(columns=["disagreement"]))
+            test = test.assign(predicted=answer["predicted"], lower=answer["lower"], upper=answer["upper"],
+                               inside=answer["in_calibration"], distance=measure_distance(test[measure], measure))
+            for task in ordered_tasks(test["task"]):
+                part = test[test["task"] == task]
+                for budget in memories:
+                    fit = part[part["memory"] <= budget]
+                    cands = fit[fit["inside"] & fit["distance"].notna()].reset_index(drop=True)
+                    if len(cands) < 2:
+                        continue
+                    di = cands["disagreement"].to_numpy(dtype=np.float64)
+                    order = cands.sort_values(["predicted", "memory"], kind="stable").index
+                    best = cands.loc[order[0]]
+                    ties = cands[(cands["lower"] <= best["upper"]) & (cands["upper"] >= best["lower"])]
+                    cheap = ties.sort_values(["memory", "predicted"], kind="stable").index[0]
+                    picks = {"predicted": order[0], "predicted, ties to the cheaper": cheap,
+                             measure: int(cands.sort_values(["distance", "memory"], kind="stable").index[0])}
+                    base = {"algo": algo, "task": task, "budget": budget, "held_out_seed": int(held),
+                            "oracle_disagreement": float(di.min()), "n_candidates": len(cands),
+                            "n_outside": int(len(fit) - len(cands))}
+                    for selector, k in picks.items():
+                        rows.append({**base, "selector": selector, "dim": int(cands.at[k, "dim"]),
+                                     "bitrate": int(cands.at[k, "bitrate"]), "memory": int(cands.at[k, "memory"]),
+                                     "disagreement": float(di[k]), "gap": float(di[k] - di.min())})
+                    rows.append({**base, "selector": "random", "dim": np.nan, "bitrate": np.nan, "memory": np.nan,
+                                 "disagreement": float(di.mean()), "gap": float(di.mean() - di.min())})
+    if not rows:
+        raise ResultsError("no algorithm has two seeds and a budget with two configurations to choose between")
+    cols = ["algo", "task", "budget", "held_out_seed", "selector", "dim", "bitrate", "memory", "disagreement",
+            "oracle_disagreement", "gap", "n_candidates", "n_outside"]
+    return pd.DataFrame(rows)[cols]
