@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import embstab.study.steps as S
+from embstab.study.calibrate import assemble_unmeasured_row, choose_measured
 from embstab.study.kinds import PLAN_VERSION, REFERENCE_RECIPE
 from embstab.study.schema import DownstreamSpec, StudySpec
 from embstab.study.store import ArtifactStore, config_hash
@@ -69,12 +70,16 @@ class StudyPlan:
     all_rows : dict
         Row id → row metadata (algo, recipe, seed, dim, bitrate, transform, task, model) for every
         row of the study.
+    unmeasured : set of str
+        The rows of ``rows`` whose downstream models do not run (a calibrated study's rows outside
+        its share): their task assembles the measures alone.
     """
 
     spec: StudySpec
     nodes: dict[str, Node] = field(default_factory=dict)
     rows: dict[str, str] = field(default_factory=dict)
     all_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unmeasured: set[str] = field(default_factory=set)
 
     def stage_counts(self) -> dict[str, int]:
         """How many tasks of each stage the plan holds.
@@ -231,6 +236,11 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
     its measures, its downstream runs and rows. Anchor-first means the measures of every pair can
     start as soon as the pair exists.
 
+    A calibrated study (``spec.calibrate``) runs the downstream models only for the rows
+    :func:`embstab.study.calibrate.choose_measured` picks; the others' tasks assemble their
+    measures alone (:attr:`StudyPlan.unmeasured`), and are planned on every run, as they are never
+    stored as finished.
+
     Parameters
     ----------
     spec : StudySpec
@@ -263,7 +273,11 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
 
     measure_steps = kind.measure_steps(steps)
     corpus_cfg = _corpus_cfg(spec)
-    for row_id, meta, cfg in row_configs(spec):
+    rows = list(row_configs(spec))
+    # the choice is made on the whole grid, whatever is stored: the same rows on every run
+    measured = (None if spec.calibrate is None
+                else choose_measured({row_id: meta for row_id, meta, _ in rows}, spec.calibrate))
+    for row_id, meta, cfg in rows:
         plan.all_rows[row_id] = meta
         if row_id in done:
             continue
@@ -285,6 +299,12 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
         mcfg = cfg["measures"]
         measures_key = add("measures", mcfg, S.run_measures, store, measure_steps, config_hash(mcfg), mcfg,
                            Ref(pair_key), Ref(anchor_key), Ref(new_key))
+        if measured is not None and row_id not in measured:
+            # a task of its own name: never the measured row's, whose output holds a disagreement
+            ucfg = {"v": PLAN_VERSION, "stage": "unmeasured_row", "label": meta["task"], "measures": mcfg}
+            plan.rows[row_id] = add("row", ucfg, assemble_unmeasured_row, meta, Ref(measures_key))
+            plan.unmeasured.add(row_id)
+            continue
         dcfg = cfg["downstream"]
         downstream_key = add("downstream", dcfg, kind.run_downstream, store, steps, config_hash(dcfg), dcfg,
                              Ref(pair_key))

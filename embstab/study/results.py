@@ -55,7 +55,15 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE TABLE IF NOT EXISTS failures (
     row_id TEXT PRIMARY KEY, stage TEXT, error TEXT NOT NULL, traceback TEXT, attempts INTEGER NOT NULL,
     failed REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS predictions (
+    row_id TEXT PRIMARY KEY, algo TEXT, seed INTEGER, dim INTEGER, bitrate INTEGER, memory REAL,
+    task TEXT, model TEXT, disagreement REAL, quality REAL, quality_old REAL, chance REAL, recipe TEXT,
+    transform TEXT, kind TEXT, measures TEXT NOT NULL, nulls TEXT, extra TEXT NOT NULL, finished REAL NOT NULL,
+    lower REAL, upper REAL, in_calibration INTEGER, note TEXT, fingerprint TEXT);
 """
+#: Columns of a predicted row beside a result row's: its interval, whether it lies inside the
+#: calibration (and why not), and the study definition whose calibration predicted it.
+_PREDICTION_COLUMNS = ("lower", "upper", "in_calibration", "note", "fingerprint")
 
 
 class ResultDB:
@@ -245,7 +253,95 @@ class ResultDB:
                         values)
             inserted = cur.rowcount == 1
             cur.execute("DELETE FROM failures WHERE row_id = ?", (row_id,))
+            # measured now: a prediction made for it earlier is no longer the row's value
+            cur.execute("DELETE FROM predictions WHERE row_id = ?", (row_id,))
         return inserted
+
+    def add_unmeasured(self, row_id: str, row: Mapping[str, Any], fingerprint: str) -> None:
+        """Keep a row whose downstream models did not run (a calibrated study) apart from the results.
+
+        It goes into the ``predictions`` table, never into ``results``: :meth:`finished_ids` does not
+        list it, so a study that measures every row runs its downstream models. Its disagreement
+        is set by :meth:`set_predictions`; a measured row of the same id (:meth:`add_result`)
+        removes it. A row already there is replaced (its prediction cleared).
+
+        Parameters
+        ----------
+        row_id : str
+            The row's id.
+        row : mapping
+            The row as for :meth:`add_result`, its ``disagreement`` and qualities None.
+        fingerprint : str
+            The fingerprint of the study definition that left the row unmeasured.
+        """
+        defaults = {name: default for name, _, default in _ADDED_COLUMNS}
+        columns = ["row_id", *ROW_COLUMNS, "measures", "nulls", "extra", "finished", "fingerprint"]
+        values = [row_id, *[_plain(row.get(c, defaults.get(c))) for c in ROW_COLUMNS],
+                  json.dumps({k: _plain(v) for k, v in dict(row.get("measures", {})).items()}, sort_keys=True),
+                  _nulls_json(row.get("nulls")), json.dumps(row.get("extra", {}), sort_keys=True, default=str),
+                  time.time(), fingerprint]
+        values[1 + ROW_COLUMNS.index("disagreement")] = None  # never a measured value
+        with self._tx() as cur:
+            cur.execute(f"INSERT OR REPLACE INTO predictions ({', '.join(columns)}) "
+                        f"VALUES ({', '.join('?' * len(values))})", values)
+            cur.execute("DELETE FROM failures WHERE row_id = ?", (row_id,))
+
+    def set_predictions(self, predictions: pd.DataFrame) -> int:
+        """Record the predicted disagreement of rows kept by :meth:`add_unmeasured`.
+
+        Parameters
+        ----------
+        predictions : pandas.DataFrame
+            ``row_id``, ``predicted``, ``lower``, ``upper`` (percent; NaN outside the calibration),
+            ``in_calibration`` and ``calibration_note``.
+
+        Returns
+        -------
+        int
+            How many stored rows were updated (a row id not kept is skipped).
+        """
+        updates = [(_real_or_none(r.predicted), _real_or_none(r.lower), _real_or_none(r.upper),
+                    int(bool(r.in_calibration)), str(r.calibration_note or ""), r.row_id)
+                   for r in predictions.itertuples(index=False)]
+        updated = 0
+        with self._tx() as cur:
+            for update in updates:
+                cur.execute("UPDATE predictions SET disagreement = ?, lower = ?, upper = ?, in_calibration = ?, "
+                            "note = ? WHERE row_id = ?", update)
+                updated += cur.rowcount
+        return updated
+
+    def predictions(self, row_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """Rows kept by :meth:`add_unmeasured`, in the convention of :meth:`results`.
+
+        Parameters
+        ----------
+        row_ids : iterable of str, optional
+            Restrict to these rows; all kept rows when omitted.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The columns of :meth:`results` (``disagreement`` the predicted value, NaN where none
+            was made; qualities and chance NaN) plus ``disagreement_low``, ``disagreement_high``,
+            ``in_calibration`` (bool) and ``calibration_note``. Empty for a database without
+            predictions.
+        """
+        have = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        raw = (pd.read_sql_query("SELECT * FROM predictions", self._conn) if "predictions" in have
+               else pd.DataFrame(columns=["row_id", *ROW_COLUMNS, "measures", "nulls", "extra", "finished",
+                                          *_PREDICTION_COLUMNS]))
+        if row_ids is not None:
+            raw = raw[raw["row_id"].isin(set(row_ids))]
+        df = self._frame(raw)
+        for col in ("disagreement", "quality", "quality_old"):  # all NULL until predicted: objects
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+        extra = raw.set_index("row_id").reindex(df["row_id"])
+        df["disagreement_low"] = pd.to_numeric(extra["lower"], errors="coerce").astype("float64").to_numpy()
+        df["disagreement_high"] = pd.to_numeric(extra["upper"], errors="coerce").astype("float64").to_numpy()
+        df["in_calibration"] = extra["in_calibration"].fillna(0).astype(bool).to_numpy()
+        df["calibration_note"] = extra["note"].fillna("").astype(str).to_numpy()
+        return df
 
     def missing_nulls(self, row_ids: Iterable[str] | None = None) -> list[str]:
         """Ids of stored rows that carry no nulls (stored before embstab computed them).
@@ -346,6 +442,12 @@ class ResultDB:
         raw = pd.read_sql_query("SELECT * FROM results", self._conn)
         if row_ids is not None:
             raw = raw[raw["row_id"].isin(set(row_ids))]
+        return self._frame(raw)
+
+    @staticmethod
+    def _frame(raw: pd.DataFrame) -> pd.DataFrame:
+        """Stored rows (``results`` or ``predictions`` table) as the tidy frame :meth:`results` returns."""
+        raw = raw.copy()
         for name, _, default in _ADDED_COLUMNS:
             # an older database opened read-only was not migrated: its rows hold the defaults
             if name not in raw.columns:
@@ -435,3 +537,12 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         return value.item()
     return value
+
+
+def _real_or_none(value: Any) -> float | None:
+    """A finite number as a Python float; NaN, inf and None as NULL."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None

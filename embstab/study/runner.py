@@ -17,6 +17,7 @@ from embstab._fs import atomic_write, to_json
 from embstab._resources import check_local_workers
 from embstab.errors import EmbstabError
 import embstab.study.steps as S
+from embstab.study.calibrate import analysable, mark_sources, predict_unmeasured
 from embstab.study.executors import TaskTiming, check_scheduler, make_client, run_distributed, run_synchronous
 from embstab.study.plan import StudyPlan, measure_inputs, plan_study
 from embstab.study.results import ResultDB
@@ -62,7 +63,19 @@ class StudyRun:
         resumed. :meth:`stage_times` sums it per stage.
     phases : dict of str to float
         Seconds of the runner's own phases: ``plan`` (planning, opening the database), ``execute``
-        (starting the cluster and running every task, elapsed) and ``export``.
+        (starting the cluster and running every task, elapsed) and ``export`` (with a calibrated
+        study, fitting the predictor too).
+    n_predicted : int
+        Rows of a calibrated study whose disagreement is predicted (``disagreement_source`` is
+        ``predicted`` in ``results``).
+    n_uncalibrated : int
+        Rows of a calibrated study whose downstream models did not run and that lie outside the
+        calibration: in ``results`` without a disagreement (``disagreement_source`` ``uncalibrated``).
+    predictor : DisagreementPredictor or None
+        What predicted them (fitted on the measured rows); None for a study without ``calibrate``,
+        or when no predictor could be fitted (``calibration_note`` says why). Not saved by :meth:`save`.
+    calibration_note : str
+        Why no predictor could be fitted, else empty.
     """
 
     spec: StudySpec
@@ -78,10 +91,15 @@ class StudyRun:
     n_nulls_added: int = 0
     timings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(TIMING_COLUMNS)))
     phases: dict[str, float] = field(default_factory=dict)
+    n_predicted: int = 0
+    n_uncalibrated: int = 0
+    predictor: Any = field(default=None, repr=False, compare=False)
+    calibration_note: str = ""
 
     @property
     def complete(self) -> bool:
-        """Whether every row of the study is stored."""
+        """Whether every row of the study is stored (measured, or with a calibrated study, predicted
+        or outside the calibration)."""
         return len(self.results) == self.n_rows
 
     def stage_times(self) -> pd.DataFrame:
@@ -134,7 +152,9 @@ class StudyRun:
                 frame.to_parquet(fh, index=False)
         info = {"format": RUN_FORMAT, "n_rows": self.n_rows, "n_skipped": self.n_skipped, "n_new": self.n_new,
                 "n_failed": self.n_failed, "wall_s": self.wall_s, "db_path": self.db_path,
-                "parquet_path": self.parquet_path, "n_nulls_added": self.n_nulls_added, "phases": self.phases}
+                "parquet_path": self.parquet_path, "n_nulls_added": self.n_nulls_added, "phases": self.phases,
+                "n_predicted": self.n_predicted, "n_uncalibrated": self.n_uncalibrated,
+                "calibration_note": self.calibration_note}
         with atomic_write(out / "run.json", "w") as fh:
             fh.write(to_json(info))
         return out
@@ -176,7 +196,8 @@ class StudyRun:
                    n_skipped=int(info["n_skipped"]), n_new=int(info["n_new"]), n_failed=int(info["n_failed"]),
                    wall_s=float(info["wall_s"]), db_path=str(info["db_path"]), parquet_path=info["parquet_path"],
                    n_nulls_added=int(info.get("n_nulls_added", 0)),
-                   timings=timings, phases={str(k): float(v) for k, v in (info.get("phases") or {}).items()})
+                   n_predicted=int(info.get("n_predicted", 0)), n_uncalibrated=int(info.get("n_uncalibrated", 0)),
+                   calibration_note=str(info.get("calibration_note", "")), timings=timings, phases={str(k): float(v) for k, v in (info.get("phases") or {}).items()})
 
     def report(self, path: str | os.PathLike | None = None, **kwargs: Any) -> str:
         """The self-contained HTML report of this run's results.
@@ -196,7 +217,7 @@ class StudyRun:
         from embstab.report import build_report  # the report pulls in matplotlib: only when asked
 
         kwargs.setdefault("title", self.spec.name)
-        document = build_report(self.results, **kwargs)
+        document = build_report(analysable(self.results), **kwargs)  # rows outside a calibration have no disagreement
         if path is not None:
             with atomic_write(path, "w") as fh:
                 fh.write(document)
@@ -236,7 +257,10 @@ def run_study(
     """Run (or resume) a study and return its results.
 
     Rows already in the database are skipped, and so is every task whose artifact is already in
-    the store. A failing task is recorded (with its error and traceback) against every row that
+    the store. A calibrated study (``spec.calibrate``) runs the downstream models of a share of the
+    rows only and predicts the others' disagreement from their measures, with a predictor fitted on
+    the measured rows (:mod:`embstab.study.calibrate`); those rows are marked in ``results`` and kept
+    apart from the measured ones in the database. A failing task is recorded (with its error and traceback) against every row that
     needs it; the other rows go on. Re-running retries failed rows. Rows stored before embstab
     computed nulls get them, in this process, from the pairs still in the store (nothing is
     trained again; a row whose pair is gone keeps none).
@@ -284,22 +308,36 @@ def run_study(
         rdb.register_study(spec.name, spec.fingerprint(), spec.to_dict(), plan.all_rows)
         n_skipped = len(plan.all_rows) - len(plan.rows)
         executing = time.perf_counter()
-        n_new, n_failed = _execute(plan, rdb, scheduler, workers, progress, timings)
+        n_new, n_failed = _execute(plan, rdb, scheduler, workers, progress, timings, spec.fingerprint())
         n_nulls = _add_missing_nulls(spec, store, steps, rdb, plan.all_rows, progress)
         exporting = time.perf_counter()
         results = rdb.results(plan.all_rows)
+        calibration = None
+        if spec.calibrate is not None:
+            unmeasured = rdb.predictions(plan.unmeasured)
+            calibration = predict_unmeasured(results, unmeasured, spec.calibrate)
+            rdb.set_predictions(calibration.predictions)
+            results = mark_sources(results, unmeasured, calibration.predictions)
         failures = rdb.failures(set(plan.all_rows) - set(results["row_id"]))
         parquet_path = None
         if export:
             parquet_path = os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.parquet")
-            rdb.export_parquet(parquet_path, plan.all_rows)
+            if calibration is None:
+                rdb.export_parquet(parquet_path, plan.all_rows)
+            else:  # the measured rows and the predicted ones, marked
+                with atomic_write(parquet_path) as fh:
+                    results.drop(columns=["row_id"]).to_parquet(fh, index=False)
     end = time.perf_counter()
     phases = {"plan": executing - start, "execute": exporting - executing, "export": end - exporting}
     timing_frame = pd.DataFrame([asdict(t) for t in timings], columns=list(TIMING_COLUMNS))
     return StudyRun(spec=spec, results=results.drop(columns=["row_id"]), failures=failures,
                     n_rows=len(plan.all_rows), n_skipped=n_skipped, n_new=n_new, n_failed=n_failed,
                     wall_s=end - start, db_path=db_path, parquet_path=parquet_path, timings=timing_frame,
-                    phases=phases, n_nulls_added=n_nulls)
+                    phases=phases, n_nulls_added=n_nulls,
+                    n_predicted=0 if calibration is None else calibration.n_predicted,
+                    n_uncalibrated=0 if calibration is None else calibration.n_uncalibrated,
+                    predictor=None if calibration is None else calibration.predictor,
+                    calibration_note="" if calibration is None else calibration.note)
 
 
 def _add_missing_nulls(spec: StudySpec, store: ArtifactStore, steps: Steps, rdb: ResultDB, row_ids: Iterable[str],
@@ -339,7 +377,7 @@ def _check_store_reachable(store: ArtifactStore, scheduler: Any) -> None:
 
 
 def _execute(plan: StudyPlan, rdb: ResultDB, scheduler: Any, workers: int | None, progress: bool,
-             timings: list[TaskTiming]) -> tuple[int, int]:
+             timings: list[TaskTiming], fingerprint: str) -> tuple[int, int]:
     if not plan.rows:
         return 0, 0
     client = cluster = None
@@ -354,7 +392,10 @@ def _execute(plan: StudyPlan, rdb: ResultDB, scheduler: Any, workers: int | None
     bar = tqdm(total=len(plan.rows), desc=f"study {plan.spec.name}", unit="row", disable=not progress)
     try:
         for outcome in outcomes:
-            if outcome.error is None:
+            if outcome.error is None and outcome.row_id in plan.unmeasured:
+                # no downstream model ran: kept apart, so that it never counts as a finished row
+                rdb.add_unmeasured(outcome.row_id, outcome.value, fingerprint)
+            elif outcome.error is None:
                 rdb.add_result(outcome.row_id, outcome.value)
                 n_new += 1
             else:

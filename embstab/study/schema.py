@@ -27,6 +27,7 @@ __all__ = [
     "CompressionSpec",
     "MeasureSpec",
     "DownstreamSpec",
+    "CalibrationSpec",
     "StudySpec",
     "parse_study",
     "load_study",
@@ -140,6 +141,19 @@ class DownstreamSpec:
 
 
 @dataclass(frozen=True)
+class CalibrationSpec:
+    """Run the downstream models on a seeded share of the rows only and predict the others'
+    disagreement from their measures (see :mod:`embstab.study.calibrate`)."""
+
+    #: Share of each (algorithm, task)'s rows whose downstream models run, in (0, 1].
+    share: float
+    #: Seed of the choice of those rows.
+    seed: int = 0
+    #: Nominal coverage of the predicted rows' intervals.
+    level: float = 0.9
+
+
+@dataclass(frozen=True)
 class StudySpec:
     """A validated study definition (see :func:`parse_study` for the YAML layout)."""
 
@@ -155,6 +169,8 @@ class StudySpec:
     source: str | None = field(default=None, compare=False)
     #: The study kind (a key of :data:`embstab.study.kinds.KINDS`).
     kind: str = "word"
+    #: Downstream models on a share of the rows only, the others predicted (None: every row measured).
+    calibrate: CalibrationSpec | None = None
 
     @property
     def study_kind(self) -> StudyKind:
@@ -182,6 +198,8 @@ class StudySpec:
         out[self.study_kind.source_key] = out.pop("source_spec")
         if self.kind == "word":
             out.pop("kind")
+        if self.calibrate is None:  # absent: the definition and its fingerprint read as before the option
+            out.pop("calibrate")
         t = self.training
         out["training"] = {"algorithms": list(t.algorithms), "dimensions": list(t.dimensions),
                            "seeds": list(t.seeds), **t.params_dict()}
@@ -454,6 +472,8 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
                     eis: {alpha: 3.0}}}   (params: any parameter of a measure, overriding its default)
         downstream*: [{task*: rt_sentiment, model: linear, label: rt_sentiment, options: {...}}]
         budgets: [100, 400]             # memory budgets (bits per word) to recommend for
+        calibrate: {share*: 0.34, seed: 0, level: 0.9}   # downstream models on a seeded share of the
+                                        # rows only; the others' disagreement is predicted
 
     ``kind: kg`` and ``kind: contextual`` (default ``word``) change the source and the trainer::
 
@@ -495,7 +515,7 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
     kind = _study_kind(v, data)
     top = v.mapping(data, "", {"name": True, "description": False, "kind": False, kind.source_key: True,
                                "training": True, "compression": True, "measures": True, "downstream": True,
-                               "budgets": False})
+                               "budgets": False, "calibrate": False})
     name = v.string(top["name"], "name")
     if any(c in name for c in "/\\\0"):
         raise v.fail("name", f"must not contain path separators, got {name!r}")
@@ -557,11 +577,22 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
                                           f"bits = {smallest}); nothing fits")
     spec = StudySpec(name=name, description=description, source_spec=source_spec, training=training,
                      compression=compression, measures=measures, downstream=tuple(downstream),
-                     budgets=budgets, source=source, kind=kind.name)
+                     budgets=budgets, source=source, kind=kind.name, calibrate=_calibrate(v, top.get("calibrate")))
     spec.check_size()
     if kind.check is not None:
         kind.check(v, spec)
     return spec
+
+
+def _calibrate(v: _Validator, value: Any) -> CalibrationSpec | None:
+    """``calibrate``: the share of rows whose downstream models run, its seed and the intervals' level."""
+    if value is None:  # null is no calibration, as an absent key
+        return None
+    c = v.mapping(value, "calibrate", {"share": True, "seed": False, "level": False})
+    share = v.number(c["share"], "calibrate.share", 0.0, 1.0, open_low=True)
+    seed = v.integer(c.get("seed", 0), "calibrate.seed", 0, 2**32 - 1)
+    level = v.number(c.get("level", 0.9), "calibrate.level", 0.0, 1.0, open_low=True, open_high=True)
+    return CalibrationSpec(share=share, seed=seed, level=level)
 
 
 def _study_kind(v: _Validator, data: Any) -> StudyKind:
