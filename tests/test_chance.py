@@ -44,11 +44,15 @@ def _tagging(tags, train_y, test_y, outside=None):
     return TaggingData("toy", tags, x(train_y), arr(train_y), [], [], x(test_y), arr(test_y), outside)
 
 
-def test_classification_chance_is_the_training_majority_on_test():
-    # label 0 is the training majority; it is 1 of the 4 test labels
+def test_classification_chance_is_the_best_constant_prediction_on_test():
+    # label 0 is the training majority but 1 of the 4 test labels: the best constant answer is 1 (75 %),
+    # not the training majority (25 %)
     data = _classification([0, 0, 1], [0, 1, 1, 1], 2)
-    assert chance_level(data) == 25.0
+    assert chance_level(data) == 75.0
+    assert data.majority_rate() == 75.0
     assert chance_level(_classification([2, 2, 0, 1, 2], [2, 2, 0, 1, 2, 2, 1, 2], 3)) == 62.5
+    # a balanced binary test split is at 50 % whatever the training labels
+    assert chance_level(_classification([1, 1, 1], [0, 1, 0, 1], 2)) == 50.0
 
 
 def test_tagging_chance_in_the_tagging_metric():

@@ -15,7 +15,7 @@ from embstab.data.registry import DATASETS
 from embstab.data.sources import SOURCES, source_path
 from embstab.data.tasks import ClassificationData, TaggingData
 from embstab.downstream import MODELS, TASKS, DisagreementResult, disagreement, seed_baseline, train_and_predict, TrainResult
-from embstab.downstream.api import token_coverage
+from embstab.downstream.api import default_folds, token_coverage
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
 from embstab.downstream.models import CRF
 from embstab.errors import ConfigError, EmbstabError, ShapeError
@@ -254,13 +254,20 @@ def test_task_by_name_gives_what_its_loaded_data_gives():
     a = Embedding(words[::2], rng.normal(size=(len(words[::2]), 8)).astype(np.float32))
     b = Embedding(words[::2], rng.normal(size=(len(words[::2]), 8)).astype(np.float32))
     opts = dict(seed=3, limit=400, epochs=5, lr=0.03, batch_size=4096, min_coverage=0.0)
-    by_name = [disagreement(a, b, "rt_subjectivity", "linear", **opts) for _ in range(2)]
-    by_data = disagreement(a, b, load_task("rt_subjectivity", 0, 400), "linear",
-                           **{k: v for k, v in opts.items() if k != "limit"})
-    for res in by_name:
-        assert (res.disagreement, res.quality_old, res.quality_new) == (by_data.disagreement, by_data.quality_old,
-                                                                    by_data.quality_new)
-        assert res.settings["token_coverage_old"] == by_data.settings["token_coverage_old"]
+    # by name the task is evaluated k-fold by default; its data, given by the caller, keeps its own
+    # split unless told the same folds
+    folds = default_folds("rt_subjectivity")
+    assert folds > 1 and default_folds(load_task("rt_subjectivity", 0, 400)) == 1
+    for by_name_folds, by_data_folds in ((None, folds), (1, None)):
+        by_name = [disagreement(a, b, "rt_subjectivity", "linear", folds=by_name_folds, **opts) for _ in range(2)]
+        by_data = disagreement(a, b, load_task("rt_subjectivity", 0, 400), "linear", folds=by_data_folds,
+                               **{k: v for k, v in opts.items() if k != "limit"})
+        for res in by_name:
+            assert (res.disagreement, res.quality_old, res.quality_new) == (by_data.disagreement,
+                                                                            by_data.quality_old, by_data.quality_new)
+            assert res.settings["token_coverage_old"] == by_data.settings["token_coverage_old"]
+            assert res.settings["folds"] == by_data.settings["folds"] == (by_name_folds or folds)
+            assert res.n_test == (400 if res.settings["folds"] > 1 else 40)
 
 
 @pytest.mark.parametrize("n", [5, 20, 60])

@@ -87,7 +87,7 @@ def _classification(name: str, texts: list[str], labels: list[int], label_names:
     tokens = [tokenize(t) for t in texts]
     keep = [i for i, t in enumerate(tokens) if t]
     tokens, y = [tokens[i] for i in keep], np.asarray([labels[i] for i in keep], dtype=np.int64)
-    tr, dv, te = split_indices(len(tokens), seed=split_seed)
+    tr, dv, te = split_indices(len(tokens), seed=split_seed, labels=y)
     pick = lambda idx: [tokens[i] for i in idx]  # noqa: E731
     return ClassificationData(name, label_names, pick(tr), y[tr], pick(dv), y[dv], pick(te), y[te],
                               info={"split_seed": split_seed, "n": len(tokens), "source": "standard"})

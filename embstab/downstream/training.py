@@ -16,11 +16,37 @@ from embstab._threads import torch_threads
 from embstab.downstream.models import BiLSTMTagger, KimCNN, LinearBoW, LSTMClassifier, MeanMLP
 from embstab.recipes.training import IterateAverage, TrainingRecipe, training_recipe
 
-__all__ = ["FitResult", "NETWORKS", "fit_classifier", "fit_tagger", "pad_batch"]
+__all__ = ["FitResult", "NETWORKS", "MEAN_MODELS", "fit_classifier", "fit_tagger", "mean_features", "pad_batch"]
 
 #: The network behind each model name (its constructor takes the model's options).
 NETWORKS = {"linear": LinearBoW, "mlp": MeanMLP, "cnn": KimCNN, "lstm": LSTMClassifier, "bilstm": BiLSTMTagger,
             "bilstm_crf": BiLSTMTagger}
+
+
+#: Models that read one mean vector per text (their features can be computed once and shared).
+MEAN_MODELS = ("linear", "mlp")
+
+
+def mean_features(table: torch.Tensor, seqs: Sequence[np.ndarray]) -> torch.Tensor:
+    """The mean of each text's rows of ``table`` (padding row 0 left out): what the mean-vector models read.
+
+    Parameters
+    ----------
+    table : torch.Tensor
+        Frozen ``(vocabulary, dim)`` lookup table, row 0 padding.
+    seqs : sequence of numpy.ndarray
+        Int64 index arrays of the texts.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(len(seqs), dim)``; an empty text gets the zero vector.
+    """
+    bag = nn.EmbeddingBag.from_pretrained(table, freeze=True, mode="mean", padding_idx=0)
+    flat = torch.as_tensor(np.concatenate(seqs) if len(seqs) else np.zeros(0, np.int64))
+    offsets = torch.as_tensor(np.concatenate([[0], np.cumsum([len(s) for s in seqs])[:-1]]).astype(np.int64))
+    with torch.no_grad():
+        return bag(flat, offsets)
 
 
 @dataclass
@@ -165,8 +191,10 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
         Number of classes.
     train, dev : tuple of (list of numpy.ndarray, numpy.ndarray)
         Index arrays of the sentences and their int labels; the dev accuracy selects the epoch.
+        For ``"linear"`` and ``"mlp"`` the sentences may instead be a ``(n, dim)`` tensor of their
+        :func:`mean_features` (computed once when several models read the same texts).
     test : list of numpy.ndarray
-        Index arrays of the test sentences.
+        Index arrays of the test sentences (or their mean features, as above).
 
     seed : int
         Seeds initialisation, dropout, the batch order and the recipe's rounding.
@@ -198,15 +226,9 @@ def fit_classifier(model_name: str, table: torch.Tensor, n_classes: int,
     with torch.random.fork_rng(devices=[]), torch_threads(threads):
         torch.manual_seed(int(seed))
         y_train = torch.as_tensor(train[1])
-        if model_name in ("linear", "mlp"):
-            bag = nn.EmbeddingBag.from_pretrained(table, freeze=True, mode="mean", padding_idx=0)
-
-            def features(seqs: list[np.ndarray]) -> torch.Tensor:
-                # Empty texts get the zero vector (EmbeddingBag's mean of nothing).
-                flat = torch.as_tensor(np.concatenate(seqs) if seqs else np.zeros(0, np.int64))
-                offsets = torch.as_tensor(np.concatenate([[0], np.cumsum([len(s) for s in seqs])[:-1]]))
-                with torch.no_grad():
-                    return bag(flat, offsets)
+        if model_name in MEAN_MODELS:
+            def features(seqs: list[np.ndarray] | torch.Tensor) -> torch.Tensor:
+                return seqs if isinstance(seqs, torch.Tensor) else mean_features(table, seqs)
 
             x_train, x_dev, x_test = features(train[0]), features(dev[0]), features(test)
             model: nn.Module = NETWORKS[model_name](table.shape[1], n_classes, **model_kwargs)
