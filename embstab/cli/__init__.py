@@ -23,7 +23,7 @@ __all__ = ["Parser", "build_parser", "main", "COMMAND_MODULES"]
 #: Sub-command modules, each with ``register(subparsers) -> None``; the handler they set as
 #: ``func`` receives the parsed namespace and returns an exit code.
 COMMAND_MODULES: tuple[str, ...] = ("study", "compare", "compress", "data", "train", "downstream",
-                                     "recommend", "report", "hyperbolic", "recipes", "contextual", "kg")
+                                     "recommend", "predict", "report", "hyperbolic", "recipes", "contextual", "kg")
 
 DESCRIPTION = """\
 embstab measures how unstable a pair of embeddings is (e.g. last week's and this week's), which

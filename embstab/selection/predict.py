@@ -331,6 +331,16 @@ class GroupCalibration:
                    ranges={str(m): (float(r[0]), float(r[1])) for m, r in dict(data["ranges"]).items()})
 
 
+def _records(frame: pd.DataFrame) -> list[dict]:
+    """A frame's rows as plain-Python dicts at full precision (NaN as None, numpy scalars as Python)."""
+    def plain(v):
+        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+            v = v.item()
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    return [{str(k): plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
 def _num(value) -> str:
     return f"{value:g}" if is_real(value) and math.isfinite(value) else repr(value)
 
@@ -548,9 +558,7 @@ class DisagreementPredictor:
             dict per group, see :meth:`GroupCalibration.to_dict`), ``skipped`` and ``validation``
             (records, or None).
         """
-        validation = None
-        if self.validation is not None:
-            validation = json.loads(self.validation.to_json(orient="records"))
+        validation = None if self.validation is None else _records(self.validation)
         return {"format": FILE_FORMAT, "version": FILE_VERSION, "level": self.level, "source": self.source,
                 "requested_measures": list(self.requested_measures),
                 "groups": [g.to_dict() for g in self.groups.values()],
@@ -826,7 +834,7 @@ class PredictorValidation:
 
         return {"by": self.by, "level": self.level, "coverage": plain(self.coverage), "mae": plain(self.mae),
                 "reference_mae": plain(self.reference_mae), "ratio": plain(self.ratio), "notes": list(self.notes),
-                "tasks": json.loads(self.table.to_json(orient="records"))}
+                "tasks": _records(self.table)}
 
     def _reference_name(self) -> str:
         return ("the seed-noise floor (the configuration's mean over the other seeds)" if self.by == "seed"
@@ -1078,8 +1086,8 @@ def _load_embedding(spec):
     return spec
 
 
-def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | str | os.PathLike, *, algo: str,
-                 bits: int = 32, task: str | None = None, kind: str = "word", anchors="self",
+def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | str | os.PathLike, *,
+                 algo: str | None = None, bits: int = 32, task: str | None = None, kind: str = "word", anchors="self",
                  top_n: int | None = None, level: float = 0.9, device: str | None = None) -> PairPrediction:
     """Predict how many downstream predictions flip between two embeddings, per task, with intervals.
 
@@ -1095,17 +1103,18 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
         A fitted predictor, a saved predictor (``.json``), or results to fit one on (a CSV,
         Parquet, a study's ``results.sqlite`` or a published table); results are also validated by
         seed (by dimension with one seed), so the held-out coverage and error come with the answer.
-    algo : str
-        The algorithm that trained the pair (whose calibration applies).
+    algo : str, optional
+        The algorithm that trained the pair (whose calibration applies); may be left out when the
+        calibration holds a single algorithm of ``kind``.
     bits : int, default 32
         Bits per entry of the pair (32 = full precision).
     task : str, optional
         Only this task; default every task calibrated for ``algo``.
     kind : str, default "word"
         Kind of embedding.
-    anchors : "self" or (Embedding, Embedding), default "self"
-        EIS anchors, as for :func:`embstab.compare`; a study's measures use the largest
-        full-precision pair of each side, so give those anchors for a calibration from a study.
+    anchors : "self" or (Embedding or str, Embedding or str), default "self"
+        EIS anchors, as for :func:`embstab.compare` (files are loaded); a study's measures use the
+        largest full-precision pair of each side, so give those anchors for a calibration from a study.
     top_n : int, optional
         Words compared (default: 10,000 or all shared, as :func:`embstab.compare`).
     level : float, default 0.9
@@ -1127,6 +1136,13 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
     if not is_integer(bits) or not 1 <= bits <= 64:
         raise ConfigError(f"bits must be an integer from 1 to 64, got {bits!r}")
     predictor = _as_predictor(calibration, level)
+    if algo is None:
+        algos = list(dict.fromkeys(k[1] for k in predictor.groups if k[0] == kind))
+        if not algos:
+            raise ConfigError(f"the pair is outside the calibration: {predictor._unknown((kind, '?', '?'))}")
+        if len(algos) > 1:
+            raise ConfigError(f"name the pair's algorithm (--algo); the calibration has: {', '.join(algos)}")
+        algo = algos[0]
     tasks = predictor.tasks(str(algo), kind)
     if not tasks:
         raise ConfigError(f"the pair is outside the calibration: {predictor._unknown((kind, str(algo), '?'))}")
@@ -1135,6 +1151,8 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
             raise ConfigError(f"the pair is outside the calibration: {predictor._unknown((kind, str(algo), task))}")
         tasks = [task]
     a, b = _load_embedding(old), _load_embedding(new)
+    if anchors != "self" and anchors is not None:
+        anchors = (_load_embedding(anchors[0]), _load_embedding(anchors[1]))
     if a.dim != b.dim:
         raise ConfigError(f"the pair's dimensions differ (old {a.dim}, new {b.dim}); a calibration is per dimension")
     needed = list(dict.fromkeys(m for t in tasks for m in predictor.groups[(kind, str(algo), t)].measures))
