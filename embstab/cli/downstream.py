@@ -36,6 +36,14 @@ the old one first.
 --seed-baseline trains two models on OLD alone with seeds S and S+1000: the disagreement that seeds
 alone cause, to read a pair's number against.
 
+The small tasks (rt_subjectivity, bbc_topic: about 2,200 texts each) are evaluated 5-fold, so that
+every text is a test text once and the disagreement rests on all of them rather than on a 10 % test
+split of about 220 (--folds 1: the fixed 80/10/10 split; --folds K: K folds for any task). Each
+disagreement is printed with its 95 % interval over the test items (exact binomial): how far it
+could move on another draw of as many test items. The chance level is the quality of the best
+prediction that ignores the input (the most frequent test label; for tagging, the most frequent
+training tag on every token).
+
 An embedding that knows less than --min-coverage of the task's tokens (default 50%) is refused:
 most inputs would be random vectors, and "0% of predictions differ" would mean nothing.
 
@@ -55,7 +63,8 @@ examples:
 
 #: Options of the word-embedding path that a knowledge-graph task has no use for.
 _WORD_ONLY = (("model", "--model"), ("seed_baseline", "--seed-baseline"), ("limit", "--limit"),
-              ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"), ("recipe", "--recipe"))
+              ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"), ("recipe", "--recipe"),
+              ("folds", "--folds"))
 
 
 def task_spec(text: str) -> str:
@@ -108,6 +117,9 @@ def register(subparsers) -> None:
                    help="model seed for both models; KG triple classification: seed of the negatives (default 0)")
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on OLD only")
     p.add_argument("--limit", type=positive_int, help="use at most N examples (tagging: sentences)")
+    p.add_argument("--folds", type=positive_int, metavar="K",
+                   help="evaluate K-fold, every item a test item once (1: the fixed 80/10/10 split; default 5 for "
+                        "rt_subjectivity and bbc_topic, 1 for the others)")
     p.add_argument("--epochs", type=positive_int, help="maximum epochs (default per model)")
     p.add_argument("--lr", type=learning_rate, help="Adam learning rate, 1e-8 to 10 (default per model)")
     p.add_argument("--batch-size", type=positive_int,
@@ -199,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         raise EmbstabError("give two embeddings OLD NEW, or one with --seed-baseline")
     model = args.model or ("bilstm" if TASKS[args.task][0] == "tagging" else "linear")
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
-                                ("recipe", args.recipe)) if v is not None}
+                                ("recipe", args.recipe), ("folds", args.folds)) if v is not None}
     kwargs["min_coverage"] = MIN_COVERAGE if args.min_coverage is None else args.min_coverage
     a = load_embedding(args.old, args.trust_pickle)
     if args.seed_baseline:
@@ -212,17 +224,30 @@ def run(args: argparse.Namespace) -> int:
         print()
         return 0
     s = res.settings
-    unit = "tokens" if TASKS[args.task][0] == "tagging" else "test examples"
-    print(f"task {res.task}, model {res.model}, seeds {res.seed}/{s['seed_b']}, {res.n_test} {unit}"
+    tagging = TASKS[args.task][0] == "tagging"
+    unit = "test tokens" if tagging else "test examples"
+    folds = int(s.get("folds", 1))
+    how = f"{folds}-fold: every item tested once" if folds > 1 else "the fixed 80/10/10 split"
+    print(f"task {res.task}, model {res.model}, seeds {res.seed}/{s['seed_b']}, {res.n_test} {unit} ({how})"
           + (f", recipe {s['recipe']}" if s.get("recipe", "fp32") != "fp32" else ""))
-    print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
+    print(f"disagreement: {res.disagreement:.2f}% of predictions differ   "
+          + _interval_text(res.disagreement_interval, s.get("interval_level", 0.95), unit))
+    chance = s.get("chance")
     print(f"quality old: {res.quality_old:.2f}%   quality new: {res.quality_new:.2f}%"
-          + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
+          + (f"   (chance: {chance:.2f}%, "
+             f"{'the most frequent training tag on every token' if tagging else 'the majority class of the test items'})"
+             if chance is not None else ""))
     _warn_near_chance(res.quality_old, res.quality_new, s.get("chance"))
     print(f"token coverage old: {s['token_coverage_old']:.1%}   new: {s['token_coverage_new']:.1%};  "
           f"vocabulary coverage old: {s['coverage_old']:.1%}   new: {s['coverage_new']:.1%};  "
           f"training time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s")
     return 0
+
+
+def _interval_text(interval, level: float, unit: str) -> str:
+    """``[low, high] (95% interval over the test examples)``, for a disagreement's line."""
+    low, high = interval
+    return f"[{low:.2f}, {high:.2f}] ({100 * level:g}% interval over the {unit})"
 
 
 def _warn_near_chance(quality_old: float, quality_new: float, chance: float | None) -> None:
@@ -281,8 +306,9 @@ def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None =
     bits_note = f", quantized to {bits} bits" if bits is not None else ""
     if task == "link_prediction":
         print(f"graph {graph.name}, {res.n_queries} test queries{bits_note}")
-        print(f"disagreement: {res.disagreement:.2f}% of filtered top-1 answers differ; "
-              f"top-{res.k} overlap {res.top_k_overlap:.3f}")
+        print(f"disagreement: {res.disagreement:.2f}% of filtered top-1 answers differ   "
+              + _interval_text(res.disagreement_interval, s.get("interval_level", 0.95), "test queries")
+              + f";  top-{res.k} overlap {res.top_k_overlap:.3f}")
         for tag, m in (("old", res.metrics_old), ("new", res.metrics_new)):
             print(f"model {tag}: MRR {m.mrr:.4f}  Hits@1 {m.hits_at_1:.4f}  Hits@10 {m.hits_at_10:.4f}")
         chance = s.get("chance_mrr")
@@ -290,7 +316,8 @@ def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None =
             print(f"random ranking: MRR {chance:.4f}")
     else:
         print(f"graph {graph.name}, {res.n_test} test decisions{bits_note}")
-        print(f"disagreement: {res.disagreement:.2f}% of decisions differ")
+        print(f"disagreement: {res.disagreement:.2f}% of decisions differ   "
+              + _interval_text(res.disagreement_interval, s.get("interval_level", 0.95), "test decisions"))
         pos, neg = s["n_positives"], s["n_negatives"]
         print(f"accuracy old: {res.accuracy_old:.2f}%   accuracy new: {res.accuracy_new:.2f}%   (majority class: "
               f"{100.0 * max(pos, neg) / (pos + neg):.2f}%: {pos} true and {neg} corrupted test triples)")

@@ -12,6 +12,12 @@ or tail (a fair coin) with a uniformly drawn entity that forms no known triple. 
 maximise accuracy (relations without validation triples use one threshold fitted on all of
 validation). Disagreement is the percentage of test decisions (positives and the same negatives
 for both models) that differ.
+
+**Intervals.** Either disagreement carries its sampling interval over the test queries or
+decisions (``disagreement_interval``: exact Clopper–Pearson at 95 %, the one function
+:func:`embstab.downstream.intervals.disagreement_interval` every disagreement uses). The head and
+tail queries of one triple are not independent, so the interval of link prediction is a little
+narrow.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from embstab._threads import torch_threads
+from embstab.downstream.intervals import INTERVAL_LEVEL, disagreement_interval
 from embstab.errors import ConfigError, EmbstabError, lookup
 from embstab.kg import KG_TASKS
 from embstab.kg.graph import KnowledgeGraph
@@ -55,6 +62,9 @@ class LinkPredictionDisagreement:
         ranking of each query's candidates (:func:`random_ranking_mrr` of the candidate counts).
     answers_old, answers_new : numpy.ndarray, optional
         Each query's top-1 answer (tail queries first, then head queries), when kept.
+    disagreement_interval : tuple of (float, float)
+        The disagreement's 95 % sampling interval over the queries, ``(low, high)`` in percent
+        (exact Clopper–Pearson); left out, it is computed from ``disagreement`` and ``n_queries``.
     """
 
     disagreement: float
@@ -68,6 +78,11 @@ class LinkPredictionDisagreement:
     settings: dict[str, Any] = field(default_factory=dict)
     answers_old: np.ndarray | None = field(default=None, repr=False)
     answers_new: np.ndarray | None = field(default=None, repr=False)
+    disagreement_interval: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.disagreement_interval is None:
+            self.disagreement_interval = _interval_of(self.disagreement, self.n_queries)
 
     def to_dict(self) -> dict[str, Any]:
         """A flat dict (metrics suffixed ``_old``/``_new``, answers left out) for a DataFrame row.
@@ -75,10 +90,13 @@ class LinkPredictionDisagreement:
         Returns
         -------
         dict
-            The task, disagreement, overlap and query counts, each model's metrics, then the settings
-            (a setting never overrides a field).
+            The task, disagreement and its interval (``disagreement_low``, ``disagreement_high``),
+            overlap and query counts, each model's metrics, then the settings (a setting never
+            overrides a field).
         """
+        low, high = self.disagreement_interval  # type: ignore[misc]
         out: dict[str, Any] = {"task": "link_prediction", "disagreement": self.disagreement,
+                               "disagreement_low": float(low), "disagreement_high": float(high),
                                "top_k_overlap": self.top_k_overlap, "k": self.k, "n_queries": self.n_queries,
                                "graph": self.graph, "split": self.split}
         for tag, m in (("old", self.metrics_old), ("new", self.metrics_new)):
@@ -106,6 +124,9 @@ class TripleClassificationDisagreement:
         Negative seed, numbers of positives and negatives, validation accuracies.
     decisions_old, decisions_new : numpy.ndarray, optional
         Each model's test decisions (positives first, then negatives), when kept.
+    disagreement_interval : tuple of (float, float)
+        The disagreement's 95 % sampling interval over the test decisions, ``(low, high)`` in
+        percent (exact Clopper–Pearson); left out, it is computed from ``disagreement`` and ``n_test``.
     """
 
     disagreement: float
@@ -116,6 +137,11 @@ class TripleClassificationDisagreement:
     settings: dict[str, Any] = field(default_factory=dict)
     decisions_old: np.ndarray | None = field(default=None, repr=False)
     decisions_new: np.ndarray | None = field(default=None, repr=False)
+    disagreement_interval: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.disagreement_interval is None:
+            self.disagreement_interval = _interval_of(self.disagreement, self.n_test)
 
     def to_dict(self) -> dict[str, Any]:
         """A flat dict (decisions left out) for a DataFrame row.
@@ -123,13 +149,31 @@ class TripleClassificationDisagreement:
         Returns
         -------
         dict
-            The task and fields, then the settings (a setting never overrides a field).
+            The task and fields (the interval as ``disagreement_low`` and ``disagreement_high``, after
+            ``disagreement``), then the settings (a setting never overrides a field).
         """
-        out = {"task": "triple_classification",
-               **{k: v for k, v in asdict(self).items() if k not in ("settings", "decisions_old", "decisions_new")}}
+        low, high = self.disagreement_interval  # type: ignore[misc]
+        out: dict[str, Any] = {"task": "triple_classification"}
+        for k, v in asdict(self).items():
+            if k in ("settings", "decisions_old", "decisions_new", "disagreement_interval"):
+                continue
+            out[k] = v
+            if k == "disagreement":
+                out["disagreement_low"], out["disagreement_high"] = float(low), float(high)
         for k, v in self.settings.items():
             out.setdefault(k, v)
         return out
+
+
+def _share(flipped: int, n: int) -> float:
+    """``flipped`` of ``n`` items in percent (NaN without items)."""
+    return float(100.0 * flipped / n) if n else float("nan")
+
+
+def _interval_of(share: float, n: int) -> tuple[float, float]:
+    """The 95 % interval of a disagreement of ``share`` percent of ``n`` items (NaN without items)."""
+    n = int(n)
+    return disagreement_interval(int(round(share * n / 100.0)), n) if n > 0 else (float("nan"), float("nan"))
 
 
 def query_answers(model: Any, graph: KnowledgeGraph, triples: np.ndarray, side: str, k: int,
@@ -240,10 +284,12 @@ def link_prediction_disagreement(old: Any, new: Any = MISSING, graph: KnowledgeG
             d = int(depth[i])
             overlaps.append(np.array(len(set(ta[i, :d].tolist()) & set(tb[i, :d].tolist())) / d))
     a, b = np.concatenate(top1["a"]), np.concatenate(top1["b"])
+    flipped = int(np.sum(a != b))
     return LinkPredictionDisagreement(
-        float(100.0 * np.mean(a != b)), float(np.mean(overlaps)), int(k), evaluate(ma, graph, split, batch_size),
+        _share(flipped, len(a)), float(np.mean(overlaps)), int(k), evaluate(ma, graph, split, batch_size),
         evaluate(mb, graph, split, batch_size), int(len(a)), graph.name, split,
-        {"batch_size": batch_size, "chance_mrr": random_ranking_mrr(np.concatenate(candidates))},
+        {"batch_size": batch_size, "chance_mrr": random_ranking_mrr(np.concatenate(candidates)),
+         "interval_level": INTERVAL_LEVEL},
         a if keep_answers else None, b if keep_answers else None)
 
 
@@ -389,8 +435,9 @@ def triple_classification_disagreement(old: Any, new: Any = MISSING, graph: Know
         v_accs.append(float(100.0 * np.mean(_decide(m, valid, th) == v_lab)))
     da, db = decisions
     settings = {"negative_seed": seed, "n_positives": int(len(graph.test)), "n_negatives": int(len(t_neg)),
-                "valid_accuracy_old": v_accs[0], "valid_accuracy_new": v_accs[1]}
-    return TripleClassificationDisagreement(float(100.0 * np.mean(da != db)), accs[0], accs[1], int(len(test)),
+                "valid_accuracy_old": v_accs[0], "valid_accuracy_new": v_accs[1], "interval_level": INTERVAL_LEVEL}
+    flipped = int(np.sum(da != db))
+    return TripleClassificationDisagreement(_share(flipped, len(test)), accs[0], accs[1], int(len(test)),
                                             graph.name, settings, da if keep_decisions else None,
                                             db if keep_decisions else None)
 

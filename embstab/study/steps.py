@@ -23,6 +23,7 @@ from typing import Any
 from embstab.compress import compress_pair, memory_bits
 from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
+from embstab.downstream.intervals import disagreement_interval
 from embstab.embedding import Embedding, shared_vocabulary
 from embstab.errors import EmbstabError, RunError
 from embstab.measures import REGISTRY
@@ -389,8 +390,9 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
         ``quality``, ``quality_old``, ``chance`` (the task's chance level in the unit of the qualities;
         None when the downstream output, e.g. one stored by an older embstab, does not state it),
         ``measures`` (the measure values), ``nulls`` (measure name → its null level and ``signal``;
-        empty when the measures carry none) and ``extra`` (``n_words``, ``n_test`` and the task's
-        details).
+        empty when the measures carry none) and ``extra`` (``n_words``, ``n_test``,
+        ``disagreement_low`` and ``disagreement_high``: the disagreement's 95 % sampling interval
+        over the ``n_test`` items, when the disagreement is a share of them; and the task's details).
 
     Raises
     ------
@@ -406,4 +408,35 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
             "quality_old": downstream["quality_b"], "chance": downstream.get("chance"), "measures": measure_values,
             "nulls": dict(measures.get("nulls") or {}),
             "extra": {"n_words": int(measures.get("n_words", 0)), "n_test": downstream.get("n_test", 0),
-                      **dict(downstream.get("details") or {})}}
+                      **_disagreement_interval_columns(downstream), **dict(downstream.get("details") or {})}}
+
+
+def _disagreement_interval_columns(downstream: Mapping[str, Any]) -> dict[str, float]:
+    """A row's ``disagreement_low`` / ``disagreement_high``: the sampling interval of its disagreement.
+
+    Every kind's disagreement is a share of its ``n_test`` items (texts, tokens, queries, nodes), so
+    the interval is :func:`embstab.downstream.intervals.disagreement_interval` of that share; a
+    downstream output that states the interval itself is taken as it is.
+
+    Parameters
+    ----------
+    downstream : mapping
+        The output of a kind's downstream task (``disagreement`` in percent, ``n_test``).
+
+    Returns
+    -------
+    dict of str to float
+        Both ends in percent; empty when the output has no test items or its disagreement is no
+        whole number of them (then there is no binomial interval to give).
+    """
+    if "disagreement_low" in downstream and "disagreement_high" in downstream:
+        return {"disagreement_low": float(downstream["disagreement_low"]),
+                "disagreement_high": float(downstream["disagreement_high"])}
+    n, share = int(downstream.get("n_test") or 0), downstream.get("disagreement")
+    if n <= 0 or share is None or not 0.0 <= float(share) <= 100.0:
+        return {}
+    flipped = int(round(float(share) * n / 100.0))
+    if abs(100.0 * flipped / n - float(share)) > 1e-6:
+        return {}
+    low, high = disagreement_interval(flipped, n)
+    return {"disagreement_low": low, "disagreement_high": high}

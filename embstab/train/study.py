@@ -36,10 +36,10 @@ __all__ = ["CorpusSpec", "PAIR_KINDS", "TRAINING", "TORCH_ALGORITHMS", "COMMON_T
 PAIR_KINDS = ("leave_out", "extend")
 #: Trainers that take a training recipe (gensim's C loops update float32 tables with no hook).
 TORCH_ALGORITHMS = ("glove", "mc")
-#: Options of a downstream entry that every model takes: the data (limit, split_seed), the second
-#: model's seed, the coverage floor and the training settings.
-COMMON_TASK_OPTIONS = ("limit", "split_seed", "seed_b", "min_coverage", "lr", "epochs", "batch_size", "patience",
-                       "max_len", "threads")
+#: Options of a downstream entry that every model takes: the data (limit, split_seed, folds: 1 for the
+#: fixed split, k for k-fold), the second model's seed, the coverage floor and the training settings.
+COMMON_TASK_OPTIONS = ("limit", "split_seed", "folds", "seed_b", "min_coverage", "lr", "epochs", "batch_size",
+                       "patience", "max_len", "threads")
 
 #: ``training`` settings of a word study (passed to :func:`embstab.train.train_embedding`).
 TRAINING = {
