@@ -1,4 +1,4 @@
-"""``embstab kg train|downstream|graphs|fetch``: knowledge-graph embeddings on PyKEEN."""
+"""``embstab kg train|downstream|graphs|fetch|convert``: knowledge-graph embeddings on PyKEEN."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from embstab.cli.options import (add_progress, bits, learning_rate, open_fractio
                                  unit_fraction, worker_threads)
 from embstab.errors import EmbstabError
 
-__all__ = ["register", "run_train", "run_downstream", "run_graphs", "run_fetch"]
+__all__ = ["register", "run_train", "run_downstream", "run_graphs", "run_fetch", "run_convert"]
 
 HELP = "knowledge-graph embeddings: train on a graph (version), measure link-prediction disagreement"
 DESCRIPTION = """\
@@ -126,6 +126,15 @@ def register(subparsers) -> None:
     fe.add_argument("--force", action="store_true", help="download again even if cached")
     add_progress(fe)
     fe.set_defaults(func=run_fetch)
+    cv = sub.add_parser("convert", help="convert an older embstab's model folder from model.pt to model.safetensors",
+                        description="Convert a KG model folder written by an older embstab, whose weights are\n"
+                                    "the pickle model.pt, to model.safetensors in place (model.pt is removed).\n"
+                                    "The pickle is read once with torch's restricted loader (tensors only);\n"
+                                    "convert only folders you trust.",
+                        epilog="example:\n  embstab kg convert umls_old",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cv.add_argument("folder", metavar="FOLDER", help="the model folder holding model.pt")
+    cv.set_defaults(func=run_convert)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
@@ -283,4 +292,23 @@ def run_fetch(args: argparse.Namespace) -> int:
     from embstab.kg import download_graph
 
     print(download_graph(args.name, url=args.url, sha256=args.sha256, force=args.force, progress=show_progress(args)))
+    return 0
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Handler of ``embstab kg convert``: rewrite an older model folder's ``model.pt`` as ``model.safetensors``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``kg convert``.
+
+    Returns
+    -------
+    int
+        The exit code, 0.
+    """
+    from embstab.kg import convert_legacy_model
+
+    print(convert_legacy_model(args.folder))
     return 0

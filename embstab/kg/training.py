@@ -20,6 +20,7 @@ import math
 import os
 import random
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,18 +29,19 @@ from typing import Any
 import numpy as np
 
 from embstab._fs import atomic_write
+from embstab._limits import check_learning_rate, check_threads
 from embstab._numbers import is_integer, is_real
 from embstab._resources import check_memory
-from embstab._textfiles import loads_json, read_utf8
-from embstab._limits import check_learning_rate, check_threads
+from embstab._shell import command, quote
 from embstab._threads import torch_threads
 from embstab.embedding import Embedding
 from embstab.errors import ConfigError, EmbstabError, ShapeError, UnknownNameError
+from embstab.io.modelfolder import component, read_header, read_json_file
 from embstab.kg._pykeen import quiet, require_pykeen
 from embstab.kg.graph import KnowledgeGraph
 
 __all__ = ["EarlyStopping", "KGTrainResult", "LinkPredictionMetrics", "train", "evaluate", "export_embeddings",
-           "load_kg_model", "model_names", "check_model_fits", "check_training_fits"]
+           "load_kg_model", "convert_legacy_model", "model_names", "check_model_fits", "check_training_fits"]
 
 
 @dataclass(frozen=True)
@@ -653,6 +655,81 @@ def _stopping_summary(kge: Any, stopper: Any, stopping: EarlyStopping, epochs_tr
             **stopping.to_dict()}
 
 
+def _model_folder(folder: str | os.PathLike) -> Path:
+    """``folder`` if it holds the four files of a model folder, else one line saying what it lacks.
+
+    A folder of an older embstab, whose weights are the pickle ``model.pt``, is refused with the
+    command that converts it, quoted for the shell whatever characters the folder's name holds.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise EmbstabError(f"{folder} is not a KG model folder (written by `embstab kg train` / "
+                           f"KGTrainResult.save): {'it is a file' if folder.exists() else 'no such folder'}")
+    missing = [f for f in ("config.json", "entities.npz", "relations.npz", WEIGHTS)
+               if not os.path.lexists(folder / f)]
+    if missing == [WEIGHTS] and os.path.lexists(folder / LEGACY_WEIGHTS):
+        raise EmbstabError(f"{quote(folder)} was written by an older embstab: its weights are {LEGACY_WEIGHTS} (a "
+                           f"pickle, which is no longer read); if you trust the folder, convert it once with: "
+                           f"{command('embstab', 'kg', 'convert', folder)} (or retrain with `embstab kg train`)")
+    if missing:
+        raise EmbstabError(f"{folder} is not a KG model folder (written by `embstab kg train`): "
+                           f"it lacks {', '.join(missing)}")
+    return folder
+
+
+def convert_legacy_model(folder: str | os.PathLike) -> Path:
+    """Convert a model folder of an older embstab from ``model.pt`` to ``model.safetensors``, in place.
+
+    The pickle is read with torch's restricted loader (``weights_only=True``: tensors and plain
+    containers only, never arbitrary objects), once, because the user asked for it; every later read
+    of the folder uses the safetensors file. ``model.pt`` is removed after the new file is written.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        A KG model folder holding ``config.json``, ``entities.npz``, ``relations.npz`` and ``model.pt``.
+
+    Returns
+    -------
+    pathlib.Path
+        The written ``model.safetensors``.
+
+    Raises
+    ------
+    EmbstabError
+        If ``folder`` is not such a folder, already holds ``model.safetensors``, or ``model.pt`` does
+        not hold a mapping of names to tensors.
+    UnsafeWeightsError
+        If ``model.pt`` leads outside the folder.
+    """
+    import torch
+    from safetensors.torch import save
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = "it is a file" if folder.exists() else "no such folder"
+        raise EmbstabError(f"{folder} is not a KG model folder: {what}")
+    if os.path.lexists(folder / WEIGHTS):
+        raise EmbstabError(f"{folder} already holds {WEIGHTS}: nothing to convert")
+    if not os.path.lexists(folder / LEGACY_WEIGHTS):
+        raise EmbstabError(f"{folder} holds no {LEGACY_WEIGHTS} to convert")
+    legacy = component(folder, LEGACY_WEIGHTS, "legacy weight file")
+    try:
+        with warnings.catch_warnings():  # torch's notes on pickle protocols are not the user's business
+            warnings.simplefilter("ignore")
+            state = torch.load(legacy, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a bad or refused pickle
+        raise EmbstabError(f"{folder / LEGACY_WEIGHTS} is not a weights file torch reads with weights_only=True "
+                           f"({type(exc).__name__})") from None
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in state.items()):
+        raise EmbstabError(f"{folder / LEGACY_WEIGHTS} does not hold a mapping of names to tensors (a state dict)")
+    with atomic_write(folder / WEIGHTS) as fh:
+        fh.write(save({k: v.detach().contiguous().clone() for k, v in state.items()}))
+    (folder / LEGACY_WEIGHTS).unlink()
+    return folder / WEIGHTS
+
+
 def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainResult:
     """Rebuild a model saved by :meth:`KGTrainResult.save` on ``graph`` (same vocabulary).
 
@@ -681,27 +758,9 @@ def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainRe
     """
     from embstab.io import load
 
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise EmbstabError(f"{folder} is not a KG model folder (written by `embstab kg train` / "
-                           f"KGTrainResult.save): {'it is a file' if folder.exists() else 'no such folder'}")
-    missing = [f for f in ("config.json", "entities.npz", "relations.npz", WEIGHTS) if not (folder / f).is_file()]
-    if missing == [WEIGHTS] and (folder / LEGACY_WEIGHTS).is_file():
-        legacy = folder / LEGACY_WEIGHTS
-        raise EmbstabError(
-            f"{folder} was written by an older embstab: its weights are {LEGACY_WEIGHTS} (a pickle, which can run "
-            f"code when read and is no longer read); if you trust it, convert it once with: python -c \"import "
-            f"torch, safetensors.torch as s; s.save_file({{k: v.contiguous() for k, v in torch.load({str(legacy)!r}, "
-            f"weights_only=True).items()}}, {str(folder / WEIGHTS)!r})\" (or retrain with `embstab kg train`)")
-    if missing:
-        raise EmbstabError(f"{folder} is not a KG model folder (written by `embstab kg train`): "
-                           f"it lacks {', '.join(missing)}")
-    config_path = folder / "config.json"
-    text = read_utf8(config_path)  # a DataFormatError naming the byte offset when it is not UTF-8
-    try:
-        config = loads_json(text)
-    except ValueError as exc:  # not JSON, or nested too deeply
-        raise EmbstabError(f"{config_path} is not valid JSON: {exc}") from None
+    folder = _model_folder(folder)
+    config_path = component(folder, "config.json", "model configuration")
+    config = read_json_file(config_path, "model configuration")
     if not isinstance(config, dict) or "model" not in config or "dim" not in config:
         raise EmbstabError(f"{config_path} does not describe a KG model (no 'model'/'dim' keys)")
     name, dim, model_kwargs, losses, metrics, seconds = _config_fields(config, config_path)
@@ -709,14 +768,14 @@ def load_kg_model(folder: str | os.PathLike, graph: KnowledgeGraph) -> KGTrainRe
                  f"loading the {name} model of {folder} (config.json: dim={dim}) for graph {graph.name!r} "
                  f"({graph.n_entities} entities, {graph.n_relations} relations)",
                  "is config.json the one `embstab kg train` wrote?")
-    entities = load(folder / "entities.npz")
-    relations = load(folder / "relations.npz")
+    entities = load(component(folder, "entities.npz", "entity table"))
+    relations = load(component(folder, "relations.npz", "relation table"))
     if entities.words != list(graph.entities) or relations.words != list(graph.relations):
         raise ShapeError(f"{folder} holds a model of graph {config.get('graph')!r} whose entities/relations "
                          f"({len(entities)}/{len(relations)}) are not those of graph {graph.name!r} "
                          f"({graph.n_entities}/{graph.n_relations})")
     kge = _build(name, graph, dim, model_kwargs)
-    _load_weights(kge, folder / WEIGHTS, name, dim)
+    _load_weights(kge, component(folder, WEIGHTS, "weight file"), name, dim)
     kge.eval()
     settings = {k: config[k] for k in ("model", "dim", "seed", "epochs", "lr", "batch_size", "negatives",
                                        "model_kwargs", "early_stopping") if k in config}
@@ -761,8 +820,6 @@ def _load_weights(kge: Any, path: Path, name: str, dim: int) -> None:
     """Load ``model.safetensors`` into ``kge``, naming any disagreement between the weights and config.json."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
-
-    from embstab.contextual.weights import read_header
 
     # the header is checked against the file's size first, so a tampered header cannot make the
     # reader allocate or read past the data; shapes are compared before any tensor is read
