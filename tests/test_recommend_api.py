@@ -1,4 +1,4 @@
-"""embstab.recommend: the configuration to ship under a memory budget."""
+"""embstab.recommend: the configuration to ship under a memory budget, ranked on one scale (flips)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from embstab.errors import UnknownNameError
 import pytest
+from scipy import stats
 
+from embstab.errors import UnknownNameError
+from embstab.selection import BudgetError, ResultsError, fit_predictor, from_published_csv
 from embstab.selection.recommend import Recommendation, recommend
-from embstab.selection import BudgetError, ResultsError, fit_trend, from_published_csv
 
 PUBLISHED = Path(__file__).resolve().parent / "data" / "w2v_cbow_published.csv"
+TASKS = ["sst", "mr", "subj", "mpqa", "ner"]
 
 
 @pytest.fixture(scope="module")
@@ -22,56 +24,160 @@ def cbow() -> pd.DataFrame:
     return from_published_csv(PUBLISHED)
 
 
-def _best_by_hand(df: pd.DataFrame, budget: float, measure: str, larger: bool):
-    pairs = df[df["task"] == df["task"].iloc[0]]
-    mean = pairs.groupby(["dim", "bitrate"])[measure].mean()
-    mean = mean[[d * b <= budget for d, b in mean.index]]
-    return mean.idxmax() if larger else mean.idxmin()
+def _pick_by_hand(df: pd.DataFrame, budget: float, level: float = 0.9):
+    """The rule written out: per seed the mean over tasks; per configuration its mean over seeds with
+    Student's t interval, the standard deviation pooled over every configuration; the best is the
+    least; those whose interval overlaps the best one's tie; the cheapest of the tie is shipped."""
+    scores = df.groupby(["dim", "bitrate", "seed"])["disagreement"].mean()
+    by_config = scores.groupby(level=[0, 1])
+    mean, n = by_config.mean(), by_config.size()
+    resid = scores - scores.groupby(level=[0, 1]).transform("mean")
+    dof = int((n - 1).sum())
+    half = stats.t.ppf((1 + level) / 2, dof) * math.sqrt(float((resid ** 2).sum()) / dof) / np.sqrt(n)
+    fits = [k for k in mean.index if k[0] * k[1] <= budget]
+    best = min(fits, key=lambda k: (mean[k], k[0] * k[1]))
+    ties = [k for k in fits if mean[k] - half[k] <= mean[best] + half[best]]
+    pick = min(ties, key=lambda k: (k[0] * k[1], mean[k]))
+    return best, pick, ties, mean
 
 
 @pytest.mark.parametrize("budget", [50, 400, 800, 3000])
-def test_recommend_picks_the_best_eis_under_the_budget(cbow, budget):
+def test_ranks_by_measured_disagreement_and_ships_the_cheapest_of_the_tie(cbow, budget):
     rec = recommend(cbow, budget)
     assert isinstance(rec, Recommendation)
-    assert (rec.dim, rec.bitrate) == _best_by_hand(cbow, budget, "eis", larger=False)
+    best, pick, ties, mean = _pick_by_hand(cbow, budget)
+    assert (rec.dim, rec.bitrate) == pick
     assert rec.memory == rec.dim * rec.bitrate <= budget
     assert rec.n_candidates == sum(d * b <= budget for d in (25, 50, 100, 200, 400, 800)
                                    for b in (1, 2, 4, 8, 16, 32))
-    assert list(rec.predicted_disagreement) == ["sst", "mr", "subj", "mpqa", "ner"]
+    first = rec.candidates.iloc[0]
+    assert (first["dim"], first["bitrate"]) == best and first["disagreement"] == pytest.approx(mean[best])
+    assert rec.candidates["disagreement"].is_monotonic_increasing
+    assert rec.n_ties == len(ties)
+    assert (rec.candidates["source"] == "measured").all()
+    if len(ties) > 1:
+        assert "tie with the best" in rec.tie_note and "intervals overlap" in rec.tie_note
+        assert rec.tie_note in str(rec)
+    assert list(rec.predicted_disagreement) == TASKS
 
 
-def test_recommend_knn_uses_the_larger_is_better_direction(cbow):
-    rec = recommend(cbow, 400, measure="knn")
-    assert (rec.dim, rec.bitrate) == _best_by_hand(cbow, 400, "knn", larger=True)
-    assert rec.candidates["knn"].iloc[0] == rec.candidates["knn"].max()
+def test_the_pick_is_never_chosen_by_raw_eis_across_dimensions(cbow):
+    # raw EIS prefers the large tables; the measured disagreement and the tie rule do not care
+    raw = cbow.drop_duplicates(["seed", "dim", "bitrate"]).groupby(["dim", "bitrate"])["eis"].mean()
+    rec = recommend(cbow, 25600)
+    assert raw.idxmin()[0] == 800 and rec.dim != 800
+    assert rec.memory < 1600
 
 
-def test_predicted_and_observed_disagreement(cbow):
+def test_predicted_flips_come_from_the_calibrated_predictor(cbow):
     rec = recommend(cbow, 400)
-    trend = fit_trend(cbow)
-    c = dict(zip(trend.intercepts["task"], trend.intercepts["intercept"]))
-    for task, value in rec.predicted_disagreement.items():
-        assert value == pytest.approx(trend.slope * math.log2(rec.memory) + c[task])
+    predictor = fit_predictor(cbow)
     chosen = cbow[(cbow["dim"] == rec.dim) & (cbow["bitrate"] == rec.bitrate)]
+    pairs = chosen.drop_duplicates(["seed", "dim", "bitrate"])
+    query = pd.DataFrame([{"algo": "w2v_cbow", "dim": rec.dim, "bitrate": rec.bitrate, "task": t,
+                           **pairs[["eis", "knn", "semantic_displacement", "eigenspace_overlap"]].mean()}
+                          for t in TASKS])
+    expected = predictor.predict(query).set_index("task")
+    for task in TASKS:
+        assert rec.predicted_disagreement[task] == pytest.approx(expected.at[task, "predicted"])
+        assert rec.predicted_interval[task] == pytest.approx((expected.at[task, "lower"], expected.at[task, "upper"]))
+        lo, hi = rec.predicted_interval[task]
+        assert lo <= rec.predicted_disagreement[task] <= hi
     observed = chosen.groupby("task")["disagreement"].mean()
     assert rec.observed_disagreement == pytest.approx(observed.to_dict())
-    assert rec.trend_slope == pytest.approx(trend.slope)
-    assert not rec.extrapolated
-    assert rec.mean_predicted_disagreement == pytest.approx(
-        np.mean(list(rec.predicted_disagreement.values())))
+    assert all(lo <= rec.observed_disagreement[t] <= hi for t, (lo, hi) in rec.observed_interval.items())
+    assert set(rec.models) == set(TASKS) and rec.measure == "eis" and not rec.extrapolated
+    assert rec.mean_predicted_disagreement == pytest.approx(np.mean(list(rec.predicted_disagreement.values())))
+    assert rec.trend_note == rec.prediction_note == ""
 
 
-def test_beyond_the_fitted_range_is_flagged_and_never_negative(cbow):
-    rec = recommend(cbow, 25600)
-    assert rec.extrapolated
-    assert all(0 <= v <= 100 for v in rec.predicted_disagreement.values())
-    assert min(rec.predicted_disagreement.values()) == 0.0  # subj's line crosses zero here
+def _two_algorithms(noise: float = 0.05) -> pd.DataFrame:
+    """Algorithm B's EIS is tiny everywhere, A's large, but A flips fewer predictions: only the
+    disagreement scale can rank across them."""
+    rows = []
+    for algo, scale, eis_scale in (("A", 1.0, 0.5), ("B", 3.0, 0.01)):
+        for dim in (8, 16, 32):
+            for bits in (1, 4, 32):
+                for seed in (0, 1, 2):
+                    memory = dim * bits
+                    base = scale * (50 - 4 * math.log2(memory))
+                    rows.append({"algo": algo, "seed": seed, "dim": dim, "bitrate": bits, "task": "t",
+                                 "disagreement": base + noise * (seed - 1),
+                                 "eis": eis_scale * base / 50 + 1e-4 * seed})
+    return pd.DataFrame(rows)
+
+
+def test_ranks_across_algorithms_on_one_scale():
+    df = _two_algorithms()
+    rec = recommend(df, 1024)
+    assert rec.algo == "A" and (rec.dim, rec.bitrate) == (32, 32)
+    raw = df.groupby(["algo", "dim", "bitrate"])["eis"].mean()
+    assert raw.idxmin()[0] == "B"  # raw EIS would have shipped algorithm B
+    assert set(rec.candidates["algo"]) == {"A", "B"} and rec.tie_note == ""
+
+
+def test_ties_go_to_the_cheaper_configuration():
+    def table(gap: float) -> pd.DataFrame:
+        rows = []
+        for (dim, bits), value in {(16, 4): 5.0 + gap, (32, 4): 5.0, (64, 4): 12.0}.items():
+            for seed, shift in enumerate((-0.5, 0.0, 0.5)):
+                rows.append({"algo": "a", "seed": seed, "dim": dim, "bitrate": bits, "task": "t",
+                             "disagreement": value + shift, "eis": 0.1 / dim})
+        return pd.DataFrame(rows)
+
+    close = recommend(table(0.2), 1000)
+    # (32, 4) measured least, (16, 4) within its interval: a tie, and the cheaper one ships
+    assert (close.dim, close.bitrate) == (16, 4) and close.candidates.iloc[0]["dim"] == 32
+    assert close.n_ties == 2
+    assert close.tie_note.startswith("1 configuration(s) tie with the best, a dim=32 4-bit (128 bits per word)")
+    assert "the cheapest, a dim=16 4-bit (64 bits per word)" in close.tie_note and "is shipped" in close.tie_note
+    far = recommend(table(3.0), 1000)
+    assert (far.dim, far.bitrate) == (32, 4) and far.n_ties == 1 and far.tie_note == ""
+
+
+def test_a_configuration_without_a_measured_task_is_placed_by_its_prediction(cbow):
+    df = cbow[~((cbow["dim"] == 50) & (cbow["bitrate"] == 8) & (cbow["task"] == "mr"))]
+    rec = recommend(df, 400)
+    cell = rec.per_task[(rec.per_task["dim"] == 50) & (rec.per_task["bitrate"] == 8) & (rec.per_task["task"] == "mr")]
+    assert cell["source"].tolist() == ["predicted"] and cell["disagreement"].notna().all()
+    predictor = fit_predictor(df)
+    pairs = df[(df["dim"] == 50) & (df["bitrate"] == 8)].drop_duplicates(["seed"])
+    query = pd.DataFrame([{"algo": "w2v_cbow", "dim": 50, "bitrate": 8, "task": "mr",
+                           **pairs[["eis", "knn", "semantic_displacement", "eigenspace_overlap"]].mean()}])
+    assert cell["disagreement"].iloc[0] == pytest.approx(predictor.predict(query)["predicted"].iloc[0])
+    row = rec.candidates[(rec.candidates["dim"] == 50) & (rec.candidates["bitrate"] == 8)].iloc[0]
+    assert row["source"] == "mixed" and row["ranked"]
+
+
+def test_the_rows_own_intervals_are_used_when_present(cbow):
+    df = cbow.assign(disagreement_low=cbow["disagreement"] - 1.0, disagreement_high=cbow["disagreement"] + 2.0)
+    rec = recommend(df, 400, task="sst")
+    measured = rec.observed_disagreement["sst"]
+    assert rec.observed_interval["sst"] == pytest.approx((measured - 1.0, measured + 2.0))
+    first = rec.candidates.iloc[0]
+    assert first["upper"] - first["lower"] == pytest.approx(3.0)
+
+
+def test_one_seed_gives_the_measured_value_without_an_interval(cbow):
+    rec = recommend(cbow[cbow["seed"] == 1234], 400, task="ner")
+    lo, hi = rec.observed_interval["ner"]
+    assert lo == hi == pytest.approx(rec.observed_disagreement["ner"])
+    assert rec.n_ties == 1  # nothing overlaps a point, bar an equal value
+
+
+def test_measure_restricts_what_the_predictions_read(cbow):
+    rec = recommend(cbow, 400, measure="knn")
+    assert rec.measure == rec.requested_measure == "knn"
+    default = recommend(cbow, 400)
+    assert (rec.dim, rec.bitrate) == (default.dim, default.bitrate)  # the measured values rank, not the measure
+    assert rec.predicted_disagreement != pytest.approx(default.predicted_disagreement)
 
 
 def test_task_and_algo_filters(cbow):
     rec = recommend(cbow, 400, task="ner", algo="w2v_cbow")
     assert list(rec.predicted_disagreement) == ["ner"]
     assert list(rec.observed_disagreement) == ["ner"]
+    assert set(rec.per_task["task"]) == {"ner"}
     with pytest.raises(ResultsError, match="no results for task 'pos'"):
         recommend(cbow, 400, task="pos")
     with pytest.raises(ResultsError, match="no results for algo 'glove'; the results have: w2v_cbow"):
@@ -96,60 +202,26 @@ def test_measure_errors(cbow):
         recommend(cbow, 400, measure="linear_cka")
 
 
-def test_ties_prefer_the_cheaper_configuration():
-    rows = []
-    for seed in (1, 2):
-        for d, b in [(10, 1), (10, 2), (20, 1), (20, 2), (40, 1)]:
-            rows.append({"algo": "a", "seed": seed, "dim": d, "bitrate": b, "task": "t",
-                         "disagreement": 10.0 - math.log2(d * b) + seed,
-                         "eis": 0.01 if d * b >= 20 else 0.5})
-    rec = recommend(pd.DataFrame(rows), 40)
-    # Four configs tie on eis; the cheapest memory (20) wins, and of the two at 20 bits the one
-    # listed first in the results.
-    assert (rec.memory, rec.dim, rec.bitrate) == (20, 10, 2)
-    assert rec.candidates["n_seeds"].eq(2).all()
-
-
 def test_accepts_a_path_and_serialises(cbow, tmp_path):
     path = tmp_path / "results.parquet"
     cbow.to_parquet(path, index=False)
     rec = recommend(path, 800)
     assert rec == recommend(PUBLISHED, 800)
     data = json.loads(json.dumps(rec.to_dict()))
-    assert data["dim"] == rec.dim and "candidates" not in data
+    assert data["dim"] == rec.dim and "candidates" not in data and "per_task" not in data
+    assert data["predicted_interval"]["sst"] == pytest.approx(list(rec.predicted_interval["sst"]))
     text = str(rec)
     assert f"dim={rec.dim}" in text and f"{rec.bitrate}-bit" in text and "ner" in text
+    assert "predicted" in text and "measured" in text
+    page = rec._repr_html_()
+    assert f"dim={rec.dim}" in page and "<table" in page
+    assert f"dim={rec.dim}" in repr(rec)
 
 
-def _one_dimension_results(bit_widths, dim: int = 384) -> pd.DataFrame:
-    """A contextual-like table: one dimension, several bit widths, disagreement falling with memory."""
-    rows = []
-    for b in bit_widths:
-        for seed in range(2):
-            rows.append({"algo": "bert", "dim": dim, "bitrate": b, "seed": seed, "task": "rt_sentiment",
-                         "eis": 0.01 / b + 0.001 * seed, "disagreement": 12.0 - 2.0 * math.log2(b) + seed})
-    return pd.DataFrame(rows)
-
-
-def test_trend_falls_back_to_every_row_when_the_threshold_leaves_one_memory():
-    # 384 x 2 bits is the only memory below 1000 bits: the slope is fitted on every row instead
-    df = _one_dimension_results([2, 3, 4, 8, 32])
-    rec = recommend(df, 1536)
-    assert (rec.dim, rec.bitrate) == (384, 4)
-    assert "fitted on every row" in rec.trend_note and "fitted on every row" in str(rec)
-    assert rec.trend_slope == pytest.approx(fit_trend(df, threshold=None).slope)
-    assert rec.trend_slope == pytest.approx(-2.0)
-    assert rec.predicted_disagreement["rt_sentiment"] == pytest.approx(12.0 - 2.0 * math.log2(4) + 0.5)
-    # the word regime keeps its threshold and says nothing
-    assert recommend(_one_dimension_results([1, 2, 4, 8, 32], dim=25), 100).trend_note == ""
-
-
-def test_recommendation_without_any_trend_shows_the_measured_disagreement():
-    df = _one_dimension_results([4])
-    rec = recommend(df, 4000)
-    assert rec.predicted_disagreement == {} and math.isnan(rec.trend_slope) and not rec.extrapolated
-    assert math.isnan(rec.mean_predicted_disagreement)
-    assert "No memory trend" in rec.trend_note
-    text = str(rec)
-    assert "no memory trend to predict from" in text and "rt_sentiment" in text
-    assert rec.observed_disagreement["rt_sentiment"] == pytest.approx(8.5)
+def test_tiny_results_still_rank_by_what_was_measured():
+    # two rows per configuration: too few to calibrate a predictor, enough to rank
+    rows = [{"algo": "a", "seed": s, "dim": d, "bitrate": 4, "task": "t", "disagreement": 10.0 - d / 8 + 0.1 * s,
+             "eis": 0.1} for d in (8, 16) for s in (0, 1)]
+    rec = recommend(pd.DataFrame(rows), 100)
+    assert rec.dim == 16 and rec.predicted_disagreement == {} and rec.extrapolated
+    assert "no calibration" in rec.prediction_note and rec.prediction_note in str(rec)

@@ -10,7 +10,7 @@ import pytest
 
 import embstab.cli as cli
 from embstab.cli import recommend as recommend_cli
-from embstab.selection import BudgetError
+from embstab.selection import BudgetError, recommend
 
 PUBLISHED = Path(__file__).resolve().parent / "data" / "w2v_cbow_published.csv"
 
@@ -25,10 +25,15 @@ def test_text_output(capsys):
     args = parse(["recommend", str(PUBLISHED), "--budget", "400"])
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert "ship w2v_cbow with dim=100 at 4-bit precision (400 bits per word)" in out
-    assert "Best 5 of 15 configurations by eis" in out
+    rec = recommend(PUBLISHED, 400)
+    assert f"ship w2v_cbow with dim={rec.dim} at {rec.bitrate}-bit precision ({rec.memory} bits per word)" in out
+    assert rec.tie_note and rec.tie_note in out  # several configurations tie with the best at 400 bits
+    assert "Best 5 of 15 configurations by disagreement" in out
     for task in ("sst", "mr", "subj", "mpqa", "ner"):
-        assert f"\n  {task}" in out
+        lo, hi = rec.predicted_interval[task]
+        assert f"\n  {task:<12} predicted {rec.predicted_disagreement[task]:6.2f} % [{lo:.2f}, {hi:.2f}]" in out
+    # the candidates list shows each one's interval and whether it ties with the best
+    assert " tie " in out and "measured" in out
 
 
 def test_json_output(capsys):
@@ -38,6 +43,8 @@ def test_json_output(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["measure"] == "knn" and data["memory"] <= 400
     assert list(data["predicted_disagreement"]) == ["sst"]
+    low, high = data["predicted_interval"]["sst"]
+    assert low <= data["predicted_disagreement"]["sst"] <= high
 
 
 def test_bad_budget_raises_an_embstab_error():
@@ -58,5 +65,6 @@ def test_main_turns_errors_into_one_line_and_exit_2(monkeypatch, capsys, tmp_pat
     assert len(err) == 1 and err[0].startswith("embstab recommend: error: no configuration fits")
     assert cli.main(["recommend", str(tmp_path / "none.csv"), "--budget", "400"]) == 2
     assert "none.csv" in capsys.readouterr().err
-    assert cli.main(["recommend", str(PUBLISHED), "--budget", "800"]) == 0
-    assert "dim=200" in capsys.readouterr().out
+    assert cli.main(["recommend", str(PUBLISHED), "--budget", "800", "--threshold", "1000"]) == 0
+    rec = recommend(PUBLISHED, 800)
+    assert f"dim={rec.dim} at {rec.bitrate}-bit" in capsys.readouterr().out

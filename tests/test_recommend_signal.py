@@ -1,5 +1,5 @@
-"""recommend never ranks configurations by a measure that sits at its null on them: it turns to the
-next measure with signal and says so, or says that no measure can decide."""
+"""recommend's predictions never read a measure that sits at its null: it turns to the next measure
+with signal and says so, or says that its pick has no signal (the measured disagreement still ranks)."""
 
 from __future__ import annotations
 
@@ -43,44 +43,48 @@ def _table(eis_signal, knn_signal=True, with_nulls=True) -> pd.DataFrame:
 
 
 def test_eis_at_its_null_everywhere_switches_to_knn_and_says_so():
-    rec = recommend(_table(eis_signal=False), 1024)
+    rec = recommend(_table(eis_signal=False), 1024, measure="eis")
     assert rec.requested_measure == "eis" and rec.measure == "knn"
-    # EIS alone would pick a 16-d table (its value is smallest there only because its null is)
-    assert recommend(_table(eis_signal=False, with_nulls=False), 1024).dim == 16
+    # the pick comes from the measured disagreement: the most memory that fits here
     assert (rec.dim, rec.bitrate) == (256, 4)
+    # raw EIS would pick a 16-d table (its value is smallest there only because its null is); without
+    # nulls the measured disagreement still decides, not the raw value
+    assert recommend(_table(eis_signal=False, with_nulls=False), 1024, measure="eis").dim == 256
     assert rec.signal_checked and rec.n_ranked == rec.n_candidates == 7
     assert rec.measure_null == pytest.approx(5 / 4964)
     assert "\n" not in rec.signal_note
-    assert "eis shows no signal on 7 of the 7 configurations that fit" in rec.signal_note
-    assert "ranked by knn instead" in rec.signal_note and "order: eis, knn" in rec.signal_note
+    assert rec.signal_note.startswith("eis shows no signal on the configurations that fit")
+    assert "the predictions read knn instead" in rec.signal_note and "order: eis, knn" in rec.signal_note
     text = str(rec)
     assert text.splitlines()[0] == rec.signal_note
-    assert "Chosen by knn" in text
+    assert "leaning on knn" in text
     assert rec.to_dict()["measure"] == "knn" and rec.to_dict()["requested_measure"] == "eis"
+    # by default the predictor may read every measure with signal: here knn alone
+    from embstab.selection import fit_predictor
+
+    groups = fit_predictor(_table(eis_signal=False)).groups.values()
+    assert [g.measures for g in groups] == [("knn",)]
+    assert [g.measures for g in fit_predictor(_table(eis_signal=True)).groups.values()] == [("eis", "knn")]
 
 
-def test_no_measure_with_signal_cannot_decide():
-    with pytest.raises(BudgetError, match=r"cannot decide under a budget of 1024 bits per word: no measure shows "
-                                          r"signal on half of the 7 configurations that fit \(eis on 0 of 7, "
-                                          r"knn on 0 of 7\)") as err:
-        recommend(_table(eis_signal=False, knn_signal=False), 1024)
-    assert "\n" not in str(err.value)
+def test_a_pick_without_signal_says_so():
+    rec = recommend(_table(eis_signal=False, knn_signal=False), 1024)
+    assert (rec.dim, rec.bitrate) == (256, 4) and rec.measure == ""
+    assert "a pick without signal" in rec.signal_note and "\n" not in rec.signal_note
+    assert "dimension and bits alone" in str(rec)
+    assert rec.predicted_disagreement  # predicted from dimension and bit width
+    assert all(m in ("memory", "linear", "loglinear") for m in rec.models.values())
 
 
 def test_no_fallback_fails_instead_of_switching():
     with pytest.raises(BudgetError, match="fallback to other measures is off"):
-        recommend(_table(eis_signal=False), 1024, fallback=False)
+        recommend(_table(eis_signal=False), 1024, measure="eis", fallback=False)
 
 
-def test_configurations_at_the_null_are_not_ranked():
-    # EIS has signal except on the 16-d tables, whose raw values are the smallest of all
-    table = _table(eis_signal=lambda dim, bits: dim > 16)
-    rec = recommend(table, 1024)
-    assert rec.measure == "eis" and rec.dim != 16
-    assert rec.n_candidates == 7 and rec.n_ranked == 4
-    assert "eis shows no signal on 3 of the 7 configurations that fit: they are not ranked." == rec.signal_note
-    unranked = rec.candidates[~rec.candidates["ranked"]]
-    assert set(unranked["dim"]) == {16} and list(rec.candidates["ranked"]) == [True] * 4 + [False] * 3
+def test_a_measure_with_signal_on_most_configurations_is_read():
+    # EIS has signal except on the 16-d tables
+    rec = recommend(_table(eis_signal=lambda dim, bits: dim > 16), 1024, measure="eis")
+    assert rec.measure == "eis" and rec.signal_note == "" and rec.n_ranked == rec.n_candidates == 7
 
 
 def test_signal_on_a_configuration_is_the_majority_of_its_seeds():
@@ -93,15 +97,16 @@ def test_signal_on_a_configuration_is_the_majority_of_its_seeds():
     assert verdict.at[(256, 1), "signal"]
 
 
-def test_results_without_nulls_are_ranked_as_before_with_a_note():
-    rec = recommend(_table(eis_signal=False, with_nulls=False), 1024)
+def test_results_without_nulls_say_the_signal_was_not_checked():
+    rec = recommend(_table(eis_signal=False, with_nulls=False), 1024, measure="eis")
     assert rec.measure == "eis" and not rec.signal_checked and rec.measure_null is None
     assert "record no null for eis" in rec.signal_note
+    assert "record no null for their measures" in recommend(_table(eis_signal=False, with_nulls=False), 1024).signal_note
 
 
 def test_a_single_configuration_needs_no_ranking():
     rec = recommend(_table(eis_signal=False, knn_signal=False), 16)
-    assert (rec.dim, rec.bitrate) == (16, 1) and "Only one configuration fits" in rec.signal_note
+    assert (rec.dim, rec.bitrate) == (16, 1) and rec.n_candidates == 1 and rec.tie_note == ""
 
 
 def test_signal_table_and_measures_without_signal():
@@ -114,18 +119,20 @@ def test_signal_table_and_measures_without_signal():
     assert without_signal(_table(eis_signal=False, with_nulls=False)) == []
 
 
-def test_cli_switches_and_cannot_decide_in_one_line(tmp_path, capsys):
+def test_cli_switches_and_says_when_nothing_has_signal(tmp_path, capsys):
     path = tmp_path / "results.csv"
     _table(eis_signal=False).to_csv(path, index=False)  # the CSV round trip reads the flags back
-    assert main(["recommend", str(path), "--budget", "1024"]) == 0
+    assert main(["recommend", str(path), "--budget", "1024", "--measure", "eis"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith("eis shows no signal on 7 of the 7 configurations")
-    assert "Best 5 of 7 configurations by knn" in out
+    assert out.splitlines()[0].startswith("eis shows no signal on the configurations that fit")
+    assert "Best 5 of 7 configurations by disagreement" in out
     path_none = tmp_path / "none.csv"
     _table(eis_signal=False, knn_signal=False).to_csv(path_none, index=False)
-    assert main(["recommend", str(path_none), "--budget", "1024"]) != 0
+    assert main(["recommend", str(path_none), "--budget", "1024"]) == 0
+    assert "a pick without signal" in capsys.readouterr().out
+    assert main(["recommend", str(path), "--budget", "1024", "--measure", "eis", "--no-fallback"]) != 0
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "cannot decide" in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and "fallback to other measures is off" in err and "Traceback" not in err
 
 
 def test_fallback_order_leaves_out_the_scale_dependent_measures():
@@ -139,8 +146,8 @@ def test_report_shows_each_measure_against_its_null():
     switched = build_report(_table(eis_signal=False), progress=False)
     assert 'id="nulls"' in switched and "Pairs with signal: eis 0/18; knn 18/18." in switched
     assert "No signal: eis sits at the level of unrelated tables" in switched
-    assert "ranked by knn instead" in switched
+    assert "the predictions read knn instead" in switched
     undecided = build_report(_table(eis_signal=False, knn_signal=False), progress=False)
-    assert "no recommendation: cannot decide under a budget of 1024 bits per word" in undecided
+    assert "a pick without signal" in undecided
     unchecked = build_report(_table(eis_signal=False, with_nulls=False), progress=False)
     assert 'id="nulls"' not in unchecked and "No signal" not in unchecked
