@@ -23,7 +23,8 @@ from embstab.errors import DataFormatError, EmbstabError, InsufficientMemoryErro
 
 __all__ = ["usable_cores", "idle_cores", "available_memory", "format_bytes", "check_memory", "WORKER_MEMORY",
            "max_local_workers", "check_local_workers", "READ_BYTES_PER_BYTE", "READ_OPS_PER_BYTE",
-           "READ_BYTES_ALLOWANCE", "READ_OPS_ALLOWANCE", "read_budget", "check_read_cost", "read_regular_file"]
+           "READ_BYTES_ALLOWANCE", "READ_OPS_ALLOWANCE", "read_budget", "check_read_cost", "regular_file_size",
+           "read_regular_file"]
 
 #: Memory one local study worker process holds before it computes anything (Python, numpy,
 #: torch, gensim and Dask imported: about 250 MB measured), with room for a small row's data.
@@ -300,6 +301,54 @@ _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")
           (stat.S_ISSOCK, "a socket"))
 
 
+def _open_regular(path: str | os.PathLike, what: str, error: type[DataFormatError]):
+    """Open ``path`` for reading without blocking; refuse what is not a regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "a special file")
+            raise error(path, f"is {kind}, not a regular {what}: embstab reads only files whose size bounds the read")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb"), st.st_size
+
+
+def regular_file_size(path: str | os.PathLike, what: str = "file", *,
+                      error: type[DataFormatError] = DataFormatError) -> int:
+    """The size of a regular file; devices, pipes and sockets are refused without reading a byte.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    what : str, default "file"
+        What the file should hold, for the message (``"triples file"``).
+    error : type, default DataFormatError
+        The :class:`~embstab.errors.DataFormatError` subclass to raise.
+
+    Returns
+    -------
+    int
+        Bytes.
+
+    Raises
+    ------
+    DataFormatError
+        (or ``error``) In one line naming the file, if it is not a regular file.
+    IsADirectoryError
+        If it is a directory.
+    OSError
+        If it cannot be opened (``FileNotFoundError`` when it does not exist).
+    """
+    fh, size = _open_regular(path, what, error)
+    fh.close()
+    return size
+
+
 def read_regular_file(path: str | os.PathLike, what: str = "file", *,
                       error: type[DataFormatError] = DataFormatError) -> bytes:
     """The bytes of a regular file, read up to the size it had when opened.
@@ -313,7 +362,7 @@ def read_regular_file(path: str | os.PathLike, what: str = "file", *,
     path : str or os.PathLike
         The file.
     what : str, default "file"
-        What the file should hold, for the message (``"triples file"``).
+        What the file should hold, for the message (``"compressed embedding file"``).
     error : type, default DataFormatError
         The :class:`~embstab.errors.DataFormatError` subclass to raise.
 
@@ -331,12 +380,6 @@ def read_regular_file(path: str | os.PathLike, what: str = "file", *,
     OSError
         If it cannot be opened (``FileNotFoundError`` when it does not exist).
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _KINDS if test(st.st_mode)), "a special file")
-            raise error(path, f"is {kind}, not a regular {what}: embstab reads only files whose size bounds the read")
-        return fh.read(st.st_size)
+    fh, size = _open_regular(path, what, error)
+    with fh:
+        return fh.read(size)

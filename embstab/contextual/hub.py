@@ -123,7 +123,8 @@ def _record(folder: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     meta = info.get("metadata", {}) if isinstance(info, dict) else {}
-    return meta if meta.get("source") == "hub" else None
+    # a record edited into another shape is no record of a download: the folder is fetched again
+    return meta if isinstance(meta, dict) and meta.get("source") == "hub" else None
 
 
 def _complete(folder: Path, model: HubModel) -> bool:

@@ -300,9 +300,15 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
     _check_config(settings, config_path, weights)
     info = {}
     if os.path.lexists(folder / "embstab.json"):
-        info = read_json_file(component(folder, "embstab.json", "embstab model record"), "embstab model record")
+        record = component(folder, "embstab.json", "embstab model record")
+        info = read_json_file(record, "embstab model record")
         if not isinstance(info, dict):
             info = {}
+        # the record is written by save(); one edited by hand must not end in a traceback below
+        for key, kind, what in (("metadata", dict, "a JSON object"), ("name", str, "a string")):
+            if info.get(key) is not None and not isinstance(info[key], kind):
+                raise DataFormatError(record, f"key {key!r} must be {what}, got {type(info[key]).__name__} "
+                                              f"{json.dumps(info[key])[:60]}")
     tf = _transformers()
     verbosity = tf.logging.get_verbosity()
     tf.logging.set_verbosity_error()  # library chatter about the configuration is not news to the user
@@ -320,7 +326,7 @@ def load_model_dir(path: str | os.PathLike, name: str | None = None) -> Contextu
     network.load_state_dict(load_tensors(weights, names), strict=False)
     network.tie_weights()
     network.eval()
-    metadata = dict(info.get("metadata", {}), path=str(folder))
+    metadata = dict(info.get("metadata") or {}, path=str(folder))
     pipeline = read_sentence_pipeline(folder)  # a sentence-transformers folder's own modules win
     if pipeline is not None:
         metadata["sentence_pipeline"] = pipeline.to_dict()

@@ -577,6 +577,12 @@ def write_compressed(data: CompressedData | Embedding, path: str | os.PathLike, 
 def read_compressed_data(path: str | os.PathLike) -> CompressedData:
     """Read a compressed file into :class:`CompressedData` (codes, table, scales, vocabulary).
 
+    Reading and then decoding the file (:meth:`CompressedData.decode`) costs at most
+    ``READ_BYTES_PER_BYTE`` (1024) bytes of memory and ``READ_OPS_PER_BYTE`` (16384) operations per
+    byte of the file, plus 64 MiB and 2**31 operations (:func:`embstab._resources.read_budget`):
+    the header's sizes are weighed before any array is allocated, and a header that implies more
+    (a small file naming a huge rotation or tensor train) is refused.
+
     Parameters
     ----------
     path : str or os.PathLike
@@ -590,7 +596,11 @@ def read_compressed_data(path: str | os.PathLike) -> CompressedData:
     Raises
     ------
     EmbeddingFormatError
-        If the file is not a compressed embedding, is truncated, or fails its checksum.
+        If the file is not a regular file (a device or a pipe), is not a compressed embedding, is
+        truncated, fails its checksum, or has a header whose implied work exceeds the budget (the
+        message names the file and the header key).
+    InsufficientMemoryError
+        If the file fits its budget but not the memory available now.
     """
     path = os.fspath(path)
     blob = read_regular_file(path, "compressed embedding file", error=EmbeddingFormatError)
@@ -774,6 +784,10 @@ def _transform_header(path: str, t: Any, n: int, dim: int) -> tuple[dict | None,
 def read_compressed(path: str | os.PathLike) -> Embedding:
     """Load a compressed file as an :class:`Embedding` of float32 values (codes kept on the embedding).
 
+    Memory and time are bounded by the file's size: at most ``READ_BYTES_PER_BYTE`` (1024) bytes
+    and ``READ_OPS_PER_BYTE`` (16384) operations per byte of the file, plus 64 MiB and 2**31
+    operations, the decoded table included (see :func:`read_compressed_data`).
+
     Parameters
     ----------
     path : str or os.PathLike
@@ -787,6 +801,9 @@ def read_compressed(path: str | os.PathLike) -> Embedding:
     Raises
     ------
     EmbeddingFormatError
-        If the file is not a compressed embedding, is truncated, or fails its checksum.
+        If the file is not a regular file, is not a compressed embedding, is truncated, fails its
+        checksum, or has a header whose implied work exceeds the budget (naming the header key).
+    InsufficientMemoryError
+        If the file fits its budget but not the memory available now.
     """
     return read_compressed_data(path).to_embedding(source=os.fspath(path))

@@ -7,11 +7,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from embstab._resources import check_memory, regular_file_size
 from embstab._textfiles import read_utf8, split_lines
 from embstab.data.errors import DataFormatError
 from embstab.kg.graph import KnowledgeGraph, control_character
 
-__all__ = ["read_triples", "parse_triples", "load_triples_graph"]
+__all__ = ["PARSE_BYTES_PER_BYTE", "read_triples", "parse_triples", "load_triples_graph"]
+
+#: Memory parsing a triples file takes per byte of it: the text, its lines and a tuple of three
+#: label strings per line (a 30-byte line holds some 600 bytes of Python objects).
+PARSE_BYTES_PER_BYTE = 32
 
 
 def parse_triples(text: str, source: str | os.PathLike) -> list[tuple[str, str, str]]:
@@ -74,11 +79,22 @@ def read_triples(path: str | os.PathLike) -> list[tuple[str, str, str]]:
     Raises
     ------
     DataFormatError
-        For a file that is not UTF-8 (naming the byte offset), a line without exactly 3 columns, an
+        For a device, pipe or other file that is not a regular file (``/dev/zero`` would never end),
+        a file that is not UTF-8 (naming the byte offset), a line without exactly 3 columns, an
         empty field, a control character, or a file without triples.
+    InsufficientMemoryError
+        If parsing the file would take more memory than is available.
     FileNotFoundError
         If the file does not exist.
+
+    Notes
+    -----
+    The read is bounded by the file's size: parsing costs about :data:`PARSE_BYTES_PER_BYTE` bytes
+    of memory per byte of the file (the text, the lines and three label strings per triple), which
+    is checked against the available memory before the file is read.
     """
+    size = regular_file_size(path, "triples file")
+    check_memory(PARSE_BYTES_PER_BYTE * size, f"parsing the triples file {os.fspath(path)} ({size:,} bytes)")
     return parse_triples(read_utf8(path), path)
 
 
