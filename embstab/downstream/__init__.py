@@ -1,6 +1,8 @@
 """Downstream instability: train a task model on each embedding of a pair and count flipped predictions.
 
-:func:`disagreement` is the entry point; :data:`TASKS` and :data:`MODELS` list what exists.
+:func:`disagreement` is the entry point; :data:`TASKS` and :data:`MODELS` list what exists,
+:data:`FOLDS` which tasks are evaluated k-fold (every item a test item once). Every disagreement
+carries its sampling interval over the test items (:func:`disagreement_interval`).
 Models run on CPU with frozen embeddings; each is seeded so that two models of a pair differ only
 in their embedding.
 """
@@ -9,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from embstab.downstream.catalog import MODELS, TASKS
+from embstab.downstream.catalog import FOLDS, MODELS, TASKS
+from embstab.downstream.intervals import INTERVAL_LEVEL, disagreement_interval
 
-__all__ = ["MODELS", "TASKS", "DisagreementResult", "chance_level", "disagreement", "load_task", "seed_baseline",
-           "train_and_predict", "TrainResult"]
+__all__ = ["MODELS", "TASKS", "FOLDS", "INTERVAL_LEVEL", "DisagreementResult", "chance_level", "default_folds",
+           "disagreement", "disagreement_interval", "load_task", "seed_baseline", "train_and_predict", "TrainResult"]
 
-_LAZY = {"DisagreementResult", "TrainResult", "chance_level", "disagreement", "load_task", "seed_baseline",
-         "train_and_predict"}
+_LAZY = {"DisagreementResult", "TrainResult", "chance_level", "default_folds", "disagreement", "load_task",
+         "seed_baseline", "train_and_predict"}
 
 
 def __getattr__(name: str) -> Any:
