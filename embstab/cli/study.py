@@ -214,6 +214,8 @@ def handle(args: argparse.Namespace) -> int:
           f"{run.n_failed} failed) in {run.wall_s:.1f} s; table: {run.parquet_path}")
     if run.n_nulls_added:
         print(f"{run.n_nulls_added} resumed row(s) stored before nulls existed got their nulls from the stored pairs")
+    if spec.calibrate is not None:
+        _calibration(run)
     if run.n_failed or not run.complete:
         print(f"{run.n_rows - len(run.results)} row(s) missing; see `embstab study status --store {store_url}` "
               "and re-run this command to retry (with --recompute if an error names a corrupt artifact)",
@@ -223,7 +225,9 @@ def handle(args: argparse.Namespace) -> int:
             _timings(run, {}, started)
         return 1
     summary: dict[str, tuple[float, float]] = {}
-    results = run.results
+    from embstab.study.calibrate import analysable, measured_rows  # noqa: PLC0415
+
+    results = analysable(run.results)  # rows outside a calibration have no disagreement to analyse
     if args.keep_near_chance:  # the analyses follow the decision recorded in the table
         from embstab.selection.results import as_results  # noqa: PLC0415
 
@@ -231,13 +235,31 @@ def handle(args: argparse.Namespace) -> int:
     with _clock(summary, "report"):
         if report_path is not None:
             _report(results, report_path)
+    measured = measured_rows(results)  # a predicted disagreement is no evidence for the tables that follow
     with _clock(summary, "summary"):
-        _qualities(results)
-        _correlations(results)
-        _recommend(results, spec.budgets)
+        _qualities(measured)
+        _correlations(measured)
+        _recommend(measured, spec.budgets)
     if args.timings:
         _timings(run, summary, started)
     return 0 if run.complete else 1
+
+
+def _calibration(run: Any) -> None:
+    """Print where a calibrated study's disagreements come from: measured, predicted or neither."""
+    from embstab.study.calibrate import MEASURED, SOURCE_COLUMN  # noqa: PLC0415
+
+    c = run.spec.calibrate
+    measured = int((run.results[SOURCE_COLUMN] == MEASURED).sum()) if SOURCE_COLUMN in run.results.columns else 0
+    print(f"calibrate (share {c.share:g}, seed {c.seed}): downstream models ran for {measured} of {run.n_rows} rows; "
+          f"{run.n_predicted} row(s) predicted from their measures ({c.level:.0%} intervals; '{SOURCE_COLUMN}' is "
+          f"'predicted' in the table and the report), {run.n_uncalibrated} outside the calibration (no disagreement)")
+    if run.calibration_note:
+        print(run.calibration_note, file=sys.stderr)
+    if run.predictor is not None:
+        print(run.predictor)
+    print("The tables and recommendations below read the measured rows only (a recommendation predicts the "
+          "configurations they lack); run the study without 'calibrate' to measure the other rows.")
 
 
 def _check_database(db_path: str, label: str) -> None:

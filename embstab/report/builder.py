@@ -93,6 +93,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         note = H.Section("No analysis", "no-analysis").add(H.paragraph(str(exc).split(": ", 1)[-1], "note"))
         return H.page(page_title, [H.table(_overview(everything, kinds_of(everything)), index=False)],
                       [s for s in (chance, note) if s is not None])
+    df, predicted = _measured_and_predicted(df)
     measures = measure_columns(df)
     if not measures:
         raise ResultsError("the results have no measure column to report on; expected one of "
@@ -137,6 +138,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         *([chance] if chance is not None else []),
         *([nulls] if nulls is not None else []),
         _recommend_section(recs, measure, threshold),
+        *([_predicted_section(predicted)] if len(predicted) else []),
         _trend_section(memory_fig, trends, threshold),
         _correlation_section(rho, without_signal(df)),
         *kind_sections,
@@ -266,6 +268,33 @@ def _overview(df: pd.DataFrame, kinds: list[str]) -> pd.DataFrame:
         described = "; ".join(f"{k}: {kind_label(k).title}, memory in {kind_label(k).unit}" for k in kinds)
         table = pd.concat([pd.DataFrame({"": ["kinds"], "values": [described]}), table], ignore_index=True)
     return table
+
+
+def _measured_and_predicted(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A calibrated study's rows split by ``disagreement_source``: the measured ones, which every
+    analysis reads (a predicted disagreement would only echo the measures it was predicted from),
+    and the predicted ones (none for other results). Without measured rows, every row is analysed."""
+    if "disagreement_source" not in df.columns:
+        return df, df.iloc[:0]
+    measured = df[df["disagreement_source"] == "measured"]
+    return (measured if len(measured) else df), df[df["disagreement_source"] == "predicted"]
+
+
+def _predicted_section(predicted: pd.DataFrame) -> H.Section:
+    """The rows whose disagreement was predicted, not measured, with their intervals."""
+    sec = H.Section(f"Predicted rows ({len(predicted)}, not measured)", "predicted")
+    sec.add(H.paragraph(
+        "This study ran the downstream models for a share of its rows only (calibrate). The disagreement of the "
+        "rows below is predicted from each pair's measures, dimension and bit width by a model fitted on the "
+        "measured rows, per algorithm and task, with its interval; no analysis above or below reads them (a "
+        "recommendation predicts the configurations that no measured row covers). Run the study without "
+        "'calibrate' to measure them."))
+    shown = predicted[["algo", "task", "seed", "dim", "bitrate"]].copy()
+    shown["source"] = "predicted"
+    shown["disagreement (%)"] = predicted["disagreement"].to_numpy()
+    shown["interval (%)"] = [f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(predicted["disagreement_low"],
+                                                                        predicted["disagreement_high"])]
+    return sec.add(H.table(shown, digits=2, index=False))
 
 
 def _summary_sentence(df: pd.DataFrame, measures: list[str]) -> str:
