@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import html
 import io
 import itertools
 import os
@@ -81,12 +82,16 @@ def test_report_sections_and_numbers(page):
     document, parsed = page
     assert parsed.h2 == ["Recommendations by memory budget", "Disagreement vs memory",
                          "Correlation with downstream disagreement",
+                         "Correlation within one dimension and within one bit width",
                          "Pairwise selection error and robustness",
                          "Choosing dimension and precision under a memory budget",
                          "Each measure vs disagreement"]
     # The spec's CBOW numbers appear in the tables (Spearman of EIS on MR, oracle gap of PIP).
     # each ρ comes with its bootstrap interval: "0.86 [low, high]"
     assert any(c.startswith("0.86 [") for c in parsed.cells) and "3.63" in parsed.cells
+    # beside each ρ, the ρ controlling for memory, and memory's own ρ
+    correlation = document.split('id="correlation"', 1)[1].split("</section>", 1)[0]
+    assert correlation.count("<th>ρ controlling for memory</th>") == 5 and "<th>memory</th>" in correlation
     slope = fit_trend(from_published_csv(PUBLISHED)).slope
     assert f"{slope:.3f}" in parsed.cells
     assert "highest_precision" in document and "lowest_precision" in document
@@ -228,8 +233,9 @@ def test_report_has_a_section_per_kind_in_its_memory_unit():
     for kind in ("word", "kg"):
         section = document.split(f'id="kind-{kind}"', 1)[1].split("</section>", 1)[0]
         # EIS ranks every row of the kind as the disagreement does; PIP ranks them backwards
-        cells = [c.strip() for c in section.split("<td>")[1:]]
-        assert cells[0].startswith("1.00 [") and float(cells[1].split(" ")[0]) < -0.9
+        rows = {r.split("</th>", 1)[0].rsplit(">", 1)[-1]: r for r in section.split('valign="top">')[1:]}
+        eis, pip = ([c.split("</td>")[0].strip() for c in rows[m].split("<td>")[1:]] for m in ("eis", "pip_loss"))
+        assert eis[0].startswith("1.00 [") and float(pip[0].split(" ")[0]) < -0.9
     assert "bits per entity row" in document and "bits per word" in document
     # recommendations per kind: the table names each row's kind
     recs = document.split('id="recommend"', 1)[1].split("</section>", 1)[0]
@@ -250,3 +256,34 @@ def test_recommend_keeps_kinds_apart():
     assert rec.memory <= 64 and rec.memory == 2 * rec.dim * rec.bitrate
     assert "64 bits per entity row" in str(rec)
     assert recommend(df, 64, algo="w2v_cbow").unit == "bits per word"
+
+
+def _two_algorithms(seeds=(1, 2)) -> pd.DataFrame:
+    """A KG-like study of two algorithms whose measures differ, each with a null."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for algo, slope in (("DistMult", 5.0), ("TransE", 3.0)):
+        for s, d, b in itertools.product(seeds, (16, 64), (1, 2, 4, 8, 32)):
+            mem = d * b
+            noise = rng.normal()
+            rows.append({"algo": algo, "seed": s, "dim": d, "bitrate": b, "task": "link_prediction", "kind": "kg",
+                         "disagreement": 60.0 - slope * np.log2(mem) + 2.0 * noise, "quality": 50.0,
+                         "eis": 1.0 / np.log2(2 + mem) + 0.01 * noise, "eis_null": 0.5, "eis_signal": True})
+    return pd.DataFrame(rows)
+
+
+def test_within_tables_show_every_algorithm_labelled_and_small_cells_say_so():
+    from embstab.selection.signal import EIS_NULL
+
+    document = build_report(_two_algorithms(), progress=False)
+    within = document.split('id="within"', 1)[1].split("</section>", 1)[0]
+    assert "Within each dimension" in within and "Within each bit width" in within
+    for part in within.split("Within each ")[1:]:
+        assert "<th>algo</th>" in part
+        assert 'valign="top">DistMult</th>' in part and 'valign="top">TransE</th>' in part
+    # 4 rows per bit width (2 dims x 2 seeds): ρ without an interval, and the reason
+    bits = within.split("Within each bit width", 1)[1]
+    assert "(too few rows)" in bits and "too few rows" in bits.split("</table>", 1)[1]
+    assert "(too few rows)" not in within.split("Within each bit width", 1)[0]  # 10 rows per dimension
+    # the null of EIS, described once
+    assert document.count(html.escape(EIS_NULL)) == 1 and "2d/n" not in document.replace(html.escape(EIS_NULL), "")

@@ -417,23 +417,21 @@ def _correlations(results: Any) -> None:
     from embstab.selection import best_measures, spearman_table, with_intervals  # noqa: PLC0415
 
     try:
-        pooled = spearman_table(results)
+        pooled = spearman_table(results, control="memory")
     except EmbstabError as exc:
         print(f"no correlation table: {exc}", file=sys.stderr)
         return
     print()
     print("Spearman ρ of each measure (as a distance) with the disagreement, [95 % bootstrap interval over "
-          "pairs] (higher is better):")
+          "pairs] (higher is better); under it the ρ controlling for memory (what the measure adds beyond "
+          "memory), and memory's own ρ:")
     print(with_intervals(pooled).to_string())
     for column, label in (("dim", "dimension"), ("bitrate", "bit width")):
         if column in results.columns and results[column].nunique() > 1:
-            inside = spearman_table(results, within=column)
+            inside = spearman_table(results, within=column, control="memory")
             print()
             print(f"within each {label} (a pooled ρ can follow the {label} instead of the instability):")
-            print(inside.assign(rho=inside.apply(lambda r: f"{r['spearman']:.2f} [{r['ci_low']:.2f}, "
-                                                          f"{r['ci_high']:.2f}]", axis=1))
-                  .pivot_table(index=["measure", column], columns="task", values="rho", aggfunc="first", sort=False)
-                  .to_string())
+            print(with_intervals(inside).to_string())  # every algorithm with its own rows
     print()
     for row in best_measures(pooled).itertuples():
         where = f"{row.task}" if results["algo"].nunique() == 1 else f"{row.algo} / {row.task}"

@@ -30,7 +30,8 @@ from embstab.selection import (
     wide,
 )
 from embstab.selection.results import NEAR_CHANCE_MARGIN, chance_table, kind_label, kinds_of, ordered_tasks
-from embstab.selection.signal import signal_summary, signal_table, without_signal
+from embstab.selection.correlation import MIN_INTERVAL_ROWS
+from embstab.selection.signal import EIS_NULL, signal_summary, signal_table, without_signal
 from embstab.selection.trend import VARIANTS
 
 __all__ = ["build_report", "write_report"]
@@ -110,7 +111,8 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
     bar = tqdm(total=len(steps), desc="report", unit="step",
                disable=(None if progress is None else not progress))
     try:
-        rho = spearman_table(df)
+        rho = spearman_table(df, control="memory")
+        inside = _within_tables(df)
         sel = _or_reason(selection_error, df)
         gap = _or_reason(oracle_gap, df)
         bar.update()
@@ -141,6 +143,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         *([_predicted_section(predicted)] if len(predicted) else []),
         _trend_section(memory_fig, trends, threshold),
         _correlation_section(rho, without_signal(df)),
+        *([_within_section(inside)] if inside else []),
         *kind_sections,
         _selection_section(sel),
         _oracle_section(gap),
@@ -416,8 +419,9 @@ def _kind_sections(df: pd.DataFrame, kinds: list[str], threshold) -> list[H.Sect
         sec.add(H.paragraph(f"{len(part)} rows of kind '{kind}'. Spearman ρ between each measure (as a "
                             "distance) and the disagreement, over the rows of each algorithm pooled (higher "
                             f"is better), and the disagreement against memory in {label.unit}."))
-        rho = spearman_table(part)
+        rho = spearman_table(part, control="memory")
         sec.add(H.table(with_intervals(rho)))
+        sec.add(_too_few_note(rho))
         # the question a reader brings: which measure ranks this kind's pairs best? Only where the
         # intervals separate is one named
         for row in best_measures(rho).itertuples():
@@ -439,7 +443,9 @@ def _correlation_section(rho: pd.DataFrame, silent: list[str] | None = None) -> 
                         "bootstrap interval over the pairs. Higher is better; a negative ρ means the "
                         "measure ranks stability backwards, and an interval that holds 0 shows no "
                         "relation at all."))
+    sec.add(H.paragraph(_BEYOND_MEMORY))
     sec.add(H.table(with_intervals(rho)))
+    sec.add(_too_few_note(rho))
     if silent:
         sec.add(H.paragraph(f"No signal: {', '.join(silent)} {'sits' if len(silent) == 1 else 'sit'} at the level of "
                             "unrelated tables on half of the pairs or more (see 'Measures against their null'), so "
@@ -447,6 +453,48 @@ def _correlation_section(rho: pd.DataFrame, silent: list[str] | None = None) -> 
                             "the dimension, not the pairs' stability.", "note"))
     for row in best_measures(rho).itertuples():
         sec.add(H.paragraph(f"{row.algo} / {row.task}: {row.note}."))
+    return sec
+
+
+#: What the rows under each ρ of a table controlled for memory say.
+_BEYOND_MEMORY = (
+    "Memory alone ranks the pairs too (fewer bits, more flips): the row 'memory' is its ρ, memory read "
+    "as a distance, and each measure's second row is its ρ controlling for memory (a partial Spearman ρ: "
+    "the ranks of the measure and of the disagreement each regressed on the ranks of memory, the "
+    "residuals correlated), what the measure adds beyond memory. A measure whose controlled ρ holds 0 "
+    "ranks the pairs no better than their memory does.")
+
+
+def _too_few_note(rho: pd.DataFrame) -> str:
+    """A note on the cells shown without an interval (empty when every cell has one)."""
+    if not (rho["n_rows"] < MIN_INTERVAL_ROWS).any():
+        return ""
+    return H.paragraph(f"'(too few rows)': a cell of fewer than {MIN_INTERVAL_ROWS} rows shows its ρ without an "
+                       "interval; resampling so few rows gives intervals that look decisive and mean nothing, "
+                       "so such a ρ ranks nothing.", "note")
+
+
+def _within_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """ρ inside each dimension and inside each bit width (only along an axis with two values or more),
+    every algorithm of the results with its own rows."""
+    out = {}
+    for column, label in (("dim", "dimension"), ("bitrate", "bit width")):
+        if df[column].nunique() > 1:
+            out[label] = spearman_table(df, within=column, control="memory")
+    return out
+
+
+def _within_section(tables: dict[str, pd.DataFrame]) -> H.Section:
+    sec = H.Section("Correlation within one dimension and within one bit width", "within")
+    sec.add(H.paragraph("A ρ pooled over dimensions can follow the dimension instead of the pairs' stability "
+                        "(the null of several measures moves with it), and one pooled over bit widths the bit "
+                        "width. The same ρ inside each dimension and inside each bit width, per algorithm; "
+                        "inside one dimension memory varies with the bit width only, inside one bit width with "
+                        "the dimension only, so 'controlling for memory' there controls for the other axis."))
+    for label, rho in tables.items():
+        sec.add(H.paragraph(f"Within each {label}:"))
+        sec.add(H.table(with_intervals(rho)))
+        sec.add(_too_few_note(rho))
     return sec
 
 
@@ -466,7 +514,9 @@ def _null_section(df: pd.DataFrame) -> H.Section | None:
         "shuffled, its anchor with them), mean over the pairs of each dimension. A pair shows signal "
         "when its value is at least twice as far from the uninformative end as the null and beyond "
         "3 standard deviations of the shuffles; a value at its null says nothing about the pair's "
-        "stability, however small (the null of EIS itself grows with the dimension, about 2d/n)."))
+        "stability, however small."))
+    if "eis" in summary:
+        sec.add(H.paragraph(EIS_NULL))
     sec.add(H.paragraph("Pairs with signal: " + "; ".join(f"{m} {hits}/{checked}" for m, (hits, checked)
                                                            in summary.items()) + "."))
     silent = [m for m, (hits, checked) in summary.items() if checked and 2 * hits <= checked]

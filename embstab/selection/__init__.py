@@ -4,7 +4,8 @@ The analyses of a study's results table (one row per embedding pair and task, se
 :mod:`embstab.selection.results`), ported from the reference scripts of Leszczynski et al.,
 "Understanding the Downstream Instability of Word Embeddings" (MLSys 2020):
 
-- :func:`spearman_table`: Spearman ρ between each measure and the disagreement;
+- :func:`spearman_table`: Spearman ρ between each measure and the disagreement, and with
+  ``control="memory"`` what each adds beyond memory (:func:`partial_spearman`);
 - :func:`selection_error`: how often a measure orders two configurations wrongly (and how badly);
 - :func:`oracle_gap`: the cost of choosing dimension and precision by a measure under a memory
   budget, against the oracle and the highest-/lowest-precision baselines;
@@ -37,7 +38,7 @@ and :func:`recommend` never ranks configurations by a measure at its null.
 
 from __future__ import annotations
 
-from embstab.selection.correlation import best_measures, bootstrap_interval, spearman_table, with_intervals
+from embstab.selection.correlation import best_measures, bootstrap_interval, partial_spearman, spearman_table, with_intervals
 from embstab.selection.errors import BudgetError, ResultsError
 from embstab.selection.oracle import (BASELINES, oracle_decisions, oracle_gap, prediction_gap, recommendation_gap,
                                      recommendation_gap_of)
@@ -106,6 +107,7 @@ __all__ = [
     "spearman_table",
     "best_measures",
     "bootstrap_interval",
+    "partial_spearman",
     "with_intervals",
     "validate_results",
     "wide",

@@ -1,4 +1,10 @@
-"""Spearman rank correlation between each stability measure and downstream disagreement."""
+"""Spearman rank correlation between each stability measure and downstream disagreement.
+
+Beside each ρ, :func:`spearman_table` can give what the measure adds beyond memory: its ρ
+controlling for memory (a partial Spearman ρ) and, as the reference, memory's own ρ. Every ρ comes
+with a seeded bootstrap interval over the rows, except in cells of fewer than
+:data:`MIN_INTERVAL_ROWS` rows, where a resampled interval looks decisive and means nothing.
+"""
 
 from __future__ import annotations
 
@@ -13,28 +19,104 @@ from embstab._numbers import is_integer, is_real
 from embstab.errors import ConfigError
 from embstab.selection._common import groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
-from embstab.selection.results import as_results, measure_distance, wide
+from embstab.selection.results import as_results, measure_distance, ordered_tasks
 
-__all__ = ["spearman_table", "bootstrap_interval", "best_measures", "with_intervals", "N_BOOT"]
+__all__ = ["spearman_table", "bootstrap_interval", "partial_spearman", "best_measures", "with_intervals", "N_BOOT",
+           "MIN_INTERVAL_ROWS", "MEMORY_ROW", "CONTROLS", "TOO_FEW_ROWS"]
 
 
 #: Bootstrap resamples behind each interval.
 N_BOOT = 2000
+#: The fewest rows a ρ gets an interval from: resampling 3 or 6 rows gives intervals such as
+#: ``[1.00, 1.00]`` that look decisive and mean nothing.
+MIN_INTERVAL_ROWS = 8
+#: What a cell with fewer rows says in place of its interval.
+TOO_FEW_ROWS = "too few rows for an interval"
+#: The ``measure`` of the reference row of a table controlled for memory: memory's own ρ.
+MEMORY_ROW = "memory"
+#: What :func:`spearman_table` can control for.
+CONTROLS = ("memory",)
 
 
 def _ranks(a: np.ndarray) -> np.ndarray:
-    # average ranks along the last axis (ties shared), as Spearman's ρ defines them
-    return stats.rankdata(a, axis=-1)
+    # average ranks along the last axis (ties shared), centred, as Spearman's ρ defines them
+    r = stats.rankdata(a, axis=-1)
+    return r - r.mean(axis=-1, keepdims=True)
 
 
-def _rho(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman ρ along the last axis (NaN where either side is constant)."""
-    rx, ry = _ranks(x), _ranks(y)
-    rx = rx - rx.mean(axis=-1, keepdims=True)
-    ry = ry - ry.mean(axis=-1, keepdims=True)
-    den = np.sqrt((rx * rx).sum(axis=-1) * (ry * ry).sum(axis=-1))
+def _pearson(a: np.ndarray, b: np.ndarray, scale_a: np.ndarray, scale_b: np.ndarray) -> np.ndarray:
+    """Correlation of centred rows along the last axis; NaN where a side is (numerically) constant
+    relative to its scale before any residualising."""
+    aa, bb = (a * a).sum(axis=-1), (b * b).sum(axis=-1)
+    ok = (aa > 1e-12 * scale_a) & (bb > 1e-12 * scale_b)  # a residual of rounding is no ranking
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (rx * ry).sum(axis=-1) / np.where(den > 0, den, 1.0), np.nan)
+        return np.where(ok, (a * b).sum(axis=-1) / np.sqrt(np.where(ok, aa * bb, 1.0)), np.nan)
+
+
+def _resampled_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Centred average ranks of ``values[idx]`` along the last axis, without sorting each resample.
+
+    A resample holds the original values only, so each one's average rank is the count of drawn
+    values below it plus half of its own draws (plus one half): counting draws per distinct value
+    replaces a sort per resample, which made the bootstrap most of a report's time.
+    """
+    distinct, dense = np.unique(values, return_inverse=True)
+    m, (b, n) = len(distinct), idx.shape
+    counts = np.bincount((np.arange(b)[:, None] * m + dense[idx]).ravel(), minlength=b * m).reshape(b, m)
+    below = np.cumsum(counts, axis=1) - counts
+    average = below + (counts + 1) / 2.0
+    return np.take_along_axis(average, dense[idx], axis=1) - (n + 1) / 2.0
+
+
+def _rho(x: np.ndarray, y: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
+    """Spearman ρ along the last axis, controlling for ``z`` when given (NaN where a side is constant)."""
+    return _rho_of_ranks(_ranks(x), _ranks(y), None if z is None else _ranks(z))
+
+
+def _rho_of_ranks(rx: np.ndarray, ry: np.ndarray, rz: np.ndarray | None) -> np.ndarray:
+    """Spearman ρ from centred ranks, controlling for ``rz`` when given.
+
+    Controlling for z: the ranks of x and of y, each minus its least-squares line in the ranks
+    of z, correlated. Where z is constant there is nothing to control for and the plain ρ remains.
+    """
+    sx, sy = (rx * rx).sum(axis=-1), (ry * ry).sum(axis=-1)
+    if rz is not None:
+        zz = (rz * rz).sum(axis=-1, keepdims=True)
+        safe = np.where(zz > 0, zz, 1.0)  # a constant z has centred ranks 0: nothing is removed
+        rx = rx - (rx * rz).sum(axis=-1, keepdims=True) / safe * rz
+        ry = ry - (ry * rz).sum(axis=-1, keepdims=True) / safe * rz
+    return _pearson(rx, ry, sx, sy)
+
+
+def partial_spearman(x: np.ndarray, y: np.ndarray, control: np.ndarray) -> float:
+    """Spearman ρ between ``x`` and ``y`` controlling for ``control`` (a partial rank correlation).
+
+    The ranks of ``x`` and of ``y`` are each regressed on the ranks of ``control``, and the
+    residuals correlated: ``(ρxy − ρxz ρyz) / √((1 − ρxz²)(1 − ρyz²))``. A monotone transform of
+    ``control`` (memory or its logarithm) gives the same value.
+
+    Parameters
+    ----------
+    x, y : array of shape (n,)
+        Paired values.
+    control : array of shape (n,)
+        The values to control for.
+
+    Returns
+    -------
+    float
+        The partial ρ; NaN when ``x`` or ``y`` is constant or wholly ranked by ``control``, the
+        plain ρ when ``control`` is constant.
+
+    Raises
+    ------
+    ConfigError
+        If the three arrays are not one-dimensional of the same length.
+    """
+    x, y, z = (np.asarray(a, dtype=float) for a in (x, y, control))
+    if not (x.ndim == y.ndim == z.ndim == 1 and len(x) == len(y) == len(z)):
+        raise ConfigError(f"x, y and control must be 1-D of one length, got shapes {x.shape}, {y.shape}, {z.shape}")
+    return float(_rho(x, y, z)) if len(x) >= 3 else np.nan
 
 
 def _check_interval(n_boot: Any, level: Any, at_least: int) -> None:
@@ -46,13 +128,16 @@ def _check_interval(n_boot: Any, level: Any, at_least: int) -> None:
 
 
 def bootstrap_interval(x: np.ndarray, y: np.ndarray, *, n_boot: int = N_BOOT, level: float = 0.95,
-                       seed: int = 0) -> tuple[float, float]:
+                       seed: int = 0, control: np.ndarray | None = None) -> tuple[float, float]:
     """Percentile bootstrap interval of Spearman's ρ, resampling rows (pairs) with replacement.
 
     Parameters
     ----------
     x, y : array of shape (n,)
         Paired values.
+    control : array of shape (n,), optional
+        Values to control for: the interval is then that of :func:`partial_spearman`, each resample
+        taking the same rows of all three (the same seed draws the same resamples as without it).
     n_boot : int
         Resamples.
     level : float
@@ -67,13 +152,15 @@ def bootstrap_interval(x: np.ndarray, y: np.ndarray, *, n_boot: int = N_BOOT, le
     """
     _check_interval(n_boot, level, at_least=1)
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    z = None if control is None else np.asarray(control, dtype=float)
     if len(x) < 3:
         return np.nan, np.nan
     rng = np.random.default_rng(seed)
     rhos = np.empty(n_boot)
     for start in range(0, n_boot, 256):  # bounded memory: 256 resamples at a time
         idx = rng.integers(0, len(x), size=(min(256, n_boot - start), len(x)))
-        rhos[start:start + len(idx)] = _rho(x[idx], y[idx])
+        rhos[start:start + len(idx)] = _rho_of_ranks(_resampled_ranks(x, idx), _resampled_ranks(y, idx),
+                                                     None if z is None else _resampled_ranks(z, idx))
     finite = rhos[np.isfinite(rhos)]
     if len(finite) < n_boot / 2:
         return np.nan, np.nan
@@ -82,7 +169,8 @@ def bootstrap_interval(x: np.ndarray, y: np.ndarray, *, n_boot: int = N_BOOT, le
 
 
 def spearman_table(df: pd.DataFrame, measures: Sequence[str] | None = None, *, within: str | None = None,
-                   n_boot: int = N_BOOT, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                   control: str | None = None, n_boot: int = N_BOOT, level: float = 0.95,
+                   seed: int = 0) -> pd.DataFrame:
     """Spearman ρ between each measure (as a distance) and the disagreement, per task, with its interval.
 
     Follows the paper's correlation table: for every (measure, task), ρ is computed over **all**
@@ -90,11 +178,27 @@ def spearman_table(df: pd.DataFrame, measures: Sequence[str] | None = None, *, w
     turned into distances (``1 - value``) so that a positive ρ always means "the measure ranks
     unstable pairs as unstable". Each ρ comes with a percentile bootstrap interval over the rows
     (seeded): a ρ whose interval holds 0 does not show that the measure predicts anything, and two
-    measures rank apart only where their intervals do not overlap.
+    measures rank apart only where their intervals do not overlap. A cell of fewer than
+    :data:`MIN_INTERVAL_ROWS` rows gets no interval.
 
     A ρ pooled over dimensions can measure the dimension rather than the instability (several
-    measures move with d/n whatever the pair); ``within="dim"`` (or ``"bits"``) gives ρ inside
+    measures move with d/n whatever the pair); ``within="dim"`` (or ``"bitrate"``) gives ρ inside
     each dimension (bit width) instead.
+
+    A ρ also says little until it says what the measure adds beyond memory, which alone ranks
+    the rows well (fewer bits, more flips). ``control="memory"`` adds, per measure, its **ρ
+    controlling for memory**: a partial Spearman ρ (:func:`partial_spearman`), the ranks of the
+    measure and of the disagreement each regressed on the ranks of memory and the residuals
+    correlated, with its bootstrap interval (the same resamples as the plain ρ); and one
+    reference row, ``measure == "memory"`` (:data:`MEMORY_ROW`), holding memory's own ρ with the
+    disagreement, memory read as a distance (less memory, less stable). Memory, not dimension and
+    bit width apart, is what is controlled for because a recommendation chooses among the
+    configurations that fit one budget (64 dims × 1 bit against 16 dims × 4 bits): controlling
+    for both would remove every difference between configurations and leave only the seeds, and
+    ρ inside each dimension × bit-width cell would rank a few seeds. Ranks make the control
+    indifferent to the scale of memory (bits or their logarithm) and to rows that lie off a
+    straight trend in log memory (1-bit tables). A measure whose partial ρ holds 0 ranks the rows
+    no better than their memory does.
 
     Parameters
     ----------
@@ -103,7 +207,9 @@ def spearman_table(df: pd.DataFrame, measures: Sequence[str] | None = None, *, w
     measures : sequence of str, optional
         Registry names to evaluate; default every measure column present.
     within : str, optional
-        A column (``"dim"``, ``"bits"``) to compute ρ inside each of its values.
+        A column (``"dim"``, ``"bitrate"``) to compute ρ inside each of its values.
+    control : {"memory"}, optional
+        Also give each measure's ρ controlling for memory, and memory's own ρ.
     n_boot : int, default 2000
         Bootstrap resamples per interval (0: no interval).
     level : float, default 0.95
@@ -115,40 +221,84 @@ def spearman_table(df: pd.DataFrame, measures: Sequence[str] | None = None, *, w
     -------
     pandas.DataFrame
         Tidy table with columns ``algo, measure, task, spearman, ci_low, ci_high, n_rows`` (and
-        the ``within`` column after ``task``); ρ is NaN when either side is constant.
+        the ``within`` column after ``task``); with ``control``, also ``partial_spearman,
+        partial_low, partial_high`` (NaN on the memory row) and the memory row after each
+        algorithm's measures. ρ is NaN when either side is constant; the interval is NaN below
+        :data:`MIN_INTERVAL_ROWS` rows.
+
+    Raises
+    ------
+    ConfigError
+        If ``control`` is not one of :data:`CONTROLS`, or the interval settings give no interval.
+    ResultsError
+        If the table has no ``within`` column.
 
     Examples
     --------
     >>> from embstab.selection import from_published_csv, spearman_table, wide
-    >>> table = spearman_table(from_published_csv("w2v_cbow_optimal_no_emb_norm_top_10000.csv"))
-    >>> wide(table, "spearman").round(2)  # doctest: +SKIP
+    >>> table = spearman_table(from_published_csv("w2v_cbow_optimal_no_emb_norm_top_10000.csv"), control="memory")
+    >>> wide(table, "partial_spearman").round(2)  # doctest: +SKIP
     """
     _check_interval(n_boot, level, at_least=0)
+    if control is not None and control not in CONTROLS:
+        raise ConfigError(f"control must be one of {', '.join(CONTROLS)} (or None), got {control!r}")
     df = as_results(df)
     names = resolve_measures(df, measures)
     keys = ["algo", "task"] + ([within] if within else [])
     if within and within not in df.columns:
         raise ResultsError(f"the results table has no column {within!r} to compute ρ within")
+
+    def interval(x, y, z=None):
+        if not n_boot or len(x) < MIN_INTERVAL_ROWS:
+            return np.nan, np.nan
+        return bootstrap_interval(x, y, n_boot=n_boot, level=level, seed=seed, control=z)
+
     rows = []
     for key, part in groups(df, keys):
-        di = part["disagreement"].to_numpy()
+        di = part["disagreement"].to_numpy(dtype=float)
+        memory = np.log2(part["memory"].to_numpy(dtype=float)) if control else None
+        label = {"algo": key[0], "task": key[1], **({within: key[2]} if within else {})}
         for name in names:
             ok = part[name].notna().to_numpy()
             dist = measure_distance(part[name].to_numpy()[ok], name)
-            rho, low, high = np.nan, np.nan, np.nan
+            row = {**label, "measure": name, "spearman": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+            if control:
+                row.update(partial_spearman=np.nan, partial_low=np.nan, partial_high=np.nan)
             if ok.sum() >= 2:
-                rho = float(_rho(dist, di[ok]))
-                if n_boot:
-                    low, high = bootstrap_interval(dist, di[ok], n_boot=n_boot, level=level, seed=seed)
-            row = {"algo": key[0], "measure": name, "task": key[1]}
-            if within:
-                row[within] = key[2]
-            rows.append({**row, "spearman": rho, "ci_low": low, "ci_high": high, "n_rows": int(ok.sum())})
-    return order_by(pd.DataFrame(rows), "measure", names)
+                row["spearman"] = float(_rho(dist, di[ok]))
+                row["ci_low"], row["ci_high"] = interval(dist, di[ok])
+            if control and ok.sum() >= 3:
+                row["partial_spearman"] = float(_rho(dist, di[ok], memory[ok]))
+                row["partial_low"], row["partial_high"] = interval(dist, di[ok], memory[ok])
+            rows.append({**row, "n_rows": int(ok.sum())})
+        if control:
+            # the reference: how well memory alone (less memory, less stable) ranks the same rows
+            own = -memory
+            rho = float(_rho(own, di)) if len(di) >= 2 else np.nan
+            low, high = interval(own, di)
+            rows.append({**label, "measure": MEMORY_ROW, "spearman": rho, "ci_low": low, "ci_high": high,
+                         "partial_spearman": np.nan, "partial_low": np.nan, "partial_high": np.nan,
+                         "n_rows": len(di)})
+    columns = ["algo", "measure", "task", *([within] if within else []), "spearman", "ci_low", "ci_high",
+               *(["partial_spearman", "partial_low", "partial_high"] if control else []), "n_rows"]
+    return order_by(pd.DataFrame(rows, columns=columns), "measure", [*names, MEMORY_ROW])
+
+
+#: Columns of a :func:`spearman_table` that are not a ``within`` column.
+_TABLE_COLUMNS = ("algo", "measure", "task", "spearman", "ci_low", "ci_high", "partial_spearman", "partial_low",
+                  "partial_high", "n_rows")
+#: Labels of a measure's two rows in :func:`with_intervals` of a table controlled for memory.
+PLAIN, CONTROLLED = "ρ", "ρ controlling for memory"
 
 
 def with_intervals(table: pd.DataFrame, *, index: str = "measure", digits: int = 2) -> pd.DataFrame:
-    """:func:`~embstab.selection.wide` of a :func:`spearman_table` with each cell ``ρ [low, high]``.
+    """A :func:`spearman_table` laid out as text: each cell ``ρ [low, high]``, one column per task.
+
+    One row per measure, after the algorithm when the table holds several and the ``within``
+    value (dimension, bit width) when it has one, so that no algorithm or cell hides another's.
+    A table controlled for memory gives each measure a second row, its ρ controlling for memory,
+    and memory's own ρ as the last row of each algorithm (and ``within`` value). A cell of fewer
+    than :data:`MIN_INTERVAL_ROWS` rows shows its ρ and ``(too few rows)`` instead of an interval.
 
     Parameters
     ----------
@@ -162,17 +312,53 @@ def with_intervals(table: pd.DataFrame, *, index: str = "measure", digits: int =
     Returns
     -------
     pandas.DataFrame
-        Strings, one row per measure, one column per task.
-    """
-    def cell(row) -> str:
-        if not np.isfinite(row["spearman"]):
-            return "n/a"
-        if not np.isfinite(row["ci_low"]):
-            return f"{row['spearman']:.{digits}f}"
-        return f"{row['spearman']:.{digits}f} [{row['ci_low']:.{digits}f}, {row['ci_high']:.{digits}f}]"
+        Strings, indexed by ``[algo,] [within,] index`` (and, controlled for memory, a last level:
+        :data:`PLAIN` or :data:`CONTROLLED`), columns in task order.
 
-    shown = table.assign(shown=table.apply(cell, axis=1))
-    return wide(shown, "shown", index=index)
+    Raises
+    ------
+    ResultsError
+        If the table lacks ``index``, ``task`` or ``spearman``.
+    """
+    for col in (index, "task", "spearman"):
+        if col not in table.columns:
+            raise ResultsError(f"cannot lay out: the table has no column {col!r}")
+    controlled = "partial_spearman" in table.columns
+    within = [c for c in table.columns if c not in _TABLE_COLUMNS and c != index]
+    levels = (["algo"] if "algo" in table.columns and table["algo"].nunique() > 1 else []) + within + [index]
+
+    def cell(rho, low, high, n) -> str:
+        if not np.isfinite(rho):
+            return "n/a"
+        if np.isfinite(n) and n < MIN_INTERVAL_ROWS:
+            return f"{rho:.{digits}f} (too few rows)"
+        if not np.isfinite(low):
+            return f"{rho:.{digits}f}"
+        return f"{rho:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+    cells: dict[tuple, dict[str, str]] = {}
+    n_rows = table["n_rows"] if "n_rows" in table.columns else pd.Series(np.nan, index=table.index)
+    # rows of one algorithm and within value together, measures in the table's order
+    order = table.assign(_n=n_rows).sort_values(levels[:-1], key=_appearance, kind="stable") if levels[:-1] \
+        else table.assign(_n=n_rows)
+    for r in order.to_dict("records"):
+        key = tuple(r[c] for c in levels)
+        shown = [(PLAIN, cell(r["spearman"], r.get("ci_low", np.nan), r.get("ci_high", np.nan), r["_n"]))]
+        if controlled and r[index] != MEMORY_ROW:
+            shown.append((CONTROLLED, cell(r["partial_spearman"], r["partial_low"], r["partial_high"], r["_n"])))
+        for label, text in shown:
+            cells.setdefault(key + ((label,) if controlled else ()), {})[r["task"]] = text
+    out = pd.DataFrame.from_dict(cells, orient="index")
+    out.index = pd.MultiIndex.from_tuples(list(cells), names=levels + ([None] if controlled else [])) \
+        if len(levels) > 1 or controlled else pd.Index([k[0] for k in cells], name=index)
+    out.columns.name = "task"
+    return out[ordered_tasks(table["task"])].fillna("")
+
+
+def _appearance(column: pd.Series) -> pd.Series:
+    """Sort key: each value's position of first appearance (keeps the analysis' order, not the alphabet)."""
+    first = {v: i for i, v in enumerate(dict.fromkeys(column))}
+    return column.map(first)
 
 
 def best_measures(table: pd.DataFrame) -> pd.DataFrame:
@@ -181,7 +367,8 @@ def best_measures(table: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     table : pandas.DataFrame
-        Output of :func:`spearman_table` (pooled: one row per algo, measure and task).
+        Output of :func:`spearman_table` (pooled: one row per algo, measure and task). Memory's
+        reference row (:data:`MEMORY_ROW`) is not a measure and never named.
 
     Returns
     -------
@@ -190,7 +377,7 @@ def best_measures(table: pd.DataFrame) -> pd.DataFrame:
         (the note then says which measures cannot be told apart, or that no ρ is above 0).
     """
     rows = []
-    for (algo, task), part in groups(table, ["algo", "task"]):
+    for (algo, task), part in groups(table[table["measure"] != MEMORY_ROW], ["algo", "task"]):
         part = part[np.isfinite(part["spearman"])]
         if part.empty:
             rows.append({"algo": algo, "task": task, "best": None, "note": "no ρ could be computed"})

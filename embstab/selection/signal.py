@@ -3,9 +3,10 @@
 A study row holds, beside each measure's value, its *null* (the value for an unrelated partner:
 the other side's rows shuffled, see :mod:`embstab.measures.null`) in ``<measure>_null`` and
 whether the value is clearly apart from it in ``<measure>_signal``. A value at its null says
-nothing about the pair's stability, however small it is: at low dimensions the null of EIS is
-itself tiny (about 2d/n), so ranking such pairs by EIS ranks them by dimension. Tables without
-these columns (a published CSV, a study stored before nulls existed) are *unchecked*.
+nothing about the pair's stability, however small it is: the null of EIS moves with the dimension
+(:data:`EIS_NULL` says how), so ranking pairs at their null by EIS ranks them by dimension.
+Tables without these columns (a published CSV, a study stored before nulls existed) are
+*unchecked*.
 
 A measure shows signal on a *configuration* (algorithm, dimension, bit width) when more than half
 of its pairs (seeds) that carry a null are clearly apart from it.
@@ -17,8 +18,22 @@ import pandas as pd
 
 from embstab.selection.results import CONFIG_COLUMNS, NULL_SUFFIX, SIGNAL_SUFFIX, as_results, measure_columns
 
-__all__ = ["FALLBACK_ORDER", "null_column", "signal_column", "signal_flags", "has_nulls", "config_signal",
+__all__ = ["EIS_NULL", "FALLBACK_ORDER", "null_column", "signal_column", "signal_flags", "has_nulls", "config_signal",
            "signal_table", "signal_summary", "without_signal"]
+
+#: What the null of EIS is, in one sentence that the report prints and the README quotes. It
+#: describes the closed form of :mod:`embstab.measures.null` (checked against it in the tests):
+#: with P, P̃ the projections on the two tables' spans, Σ the anchors' weighting and Π the
+#: shuffle, the random parts average to d/n of their traces, leaving c + d/n − 2cd/n.
+EIS_NULL = (
+    "The null of EIS is its value between the old table and the new one with the new table's rows "
+    "shuffled among its words (its anchor shuffled with them), averaged exactly over all shuffles. "
+    "For n rows in d dimensions it is about c + d/n − 2cd/n, where c is the share of the anchors' "
+    "weighted spectrum that the tables' own spans hold: about 2d/n for tables whose spans have "
+    "nothing to do with their anchors (c ≈ d/n), about 1 − d/n for a pair that is its own anchor "
+    "(c = 1, at the anchors' dimension), and between the two for tables that share part of their "
+    "anchors' span, so each pair's null is computed rather than read off a formula."
+)
 
 #: The measures :func:`~embstab.selection.recommend` turns to, in this order, when the one asked for
 #: shows no signal: the two the paper finds best, then the span and shape measures. The PIP loss and
