@@ -196,9 +196,9 @@ def test_analyses_leave_near_chance_rows_out_by_default_and_keep_them_on_request
 
 def test_recommend_excludes_configurations_only_seen_near_chance():
     df = _table()
-    # make the 8-d 1-bit pair the most stable by eis, and near chance on every task
+    # make the 8-d 1-bit pair flip the fewest predictions, and near chance on every task
     best = (df["dim"] == 8) & (df["bitrate"] == 1)
-    df.loc[best, "eis"] = 0.0
+    df.loc[best, "disagreement"] = 0.0
     df.loc[best, "quality"] = 50.0
     df.loc[best & (df["task"] == "old"), "chance"] = 50.0
     n_near = int(near_chance(df).sum())
