@@ -85,6 +85,7 @@ def test_report_sections_and_numbers(page):
                          "Correlation within one dimension and within one bit width",
                          "Pairwise selection error and robustness",
                          "Choosing dimension and precision under a memory budget",
+                         "Choosing by predicted disagreement, on a seed the calibration never saw",
                          "Each measure vs disagreement"]
     # The spec's CBOW numbers appear in the tables (Spearman of EIS on MR, oracle gap of PIP).
     # each ρ comes with its bootstrap interval: "0.86 [low, high]"
@@ -95,6 +96,20 @@ def test_report_sections_and_numbers(page):
     slope = fit_trend(from_published_csv(PUBLISHED)).slope
     assert f"{slope:.3f}" in parsed.cells
     assert "highest_precision" in document and "lowest_precision" in document
+
+
+def test_report_compares_predicted_measure_and_random_picks(page):
+    from embstab.selection import prediction_gap
+
+    document, _ = page
+    section = document.split('id="predicted-gap"', 1)[1].split("</section>", 1)[0]
+    for selector in ("predicted", "predicted, ties to the cheaper", "eis", "random"):
+        assert f"<th>{selector}</th>" in section
+    # the last row: each selector's mean gap over every budget, task and held-out seed
+    gaps = prediction_gap(from_published_csv(PUBLISHED)).groupby("selector", sort=False)["gap"].mean()
+    last = section.split("<td>all budgets</td>", 1)[1].split("</tr>", 1)[0]
+    cells = [c.split("</td>")[0] for c in last.split("<td>")[1:]]
+    assert cells[1:] == [f"{gaps[s]:.2f}" for s in ("predicted", "predicted, ties to the cheaper", "eis", "random")]
 
 
 def test_write_report_is_atomic_and_cli_writes_it(tmp_path, capsys):

@@ -15,6 +15,7 @@ from embstab.measures import REGISTRY
 from embstab.selection.recommend import recommend
 import embstab.report.html as H
 from embstab.report.plots import disagreement_vs_memory, measure_vs_disagreement, to_base64_png
+from embstab.errors import OptionalDependencyError
 from embstab.selection import (
     BudgetError,
     ResultsError,
@@ -23,6 +24,7 @@ from embstab.selection import (
     fit_trend,
     measure_columns,
     oracle_gap,
+    prediction_gap,
     recommendation_gap_of,
     selection_error,
     spearman_table,
@@ -115,6 +117,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         inside = _within_tables(df)
         sel = _or_reason(selection_error, df)
         gap = _or_reason(oracle_gap, df)
+        predicted_gap = _prediction_gaps(df, measure)
         bar.update()
         trends = _trends(df, threshold)
         bar.update()
@@ -147,6 +150,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         *kind_sections,
         _selection_section(sel),
         _oracle_section(gap),
+        _prediction_section(predicted_gap, measure),
         _measures_section(measure_figs),
     ]
     variants = _variant_table(df, measures)
@@ -549,6 +553,51 @@ def _oracle_section(gap) -> H.Section:
     sec.add(H.table(wide(gap, "mean_gap", index="selector"), digits=2))
     sec.add(H.paragraph("Worst case (max over budgets and seeds):"))
     return sec.add(H.table(wide(gap, "max_gap", index="selector"), digits=2))
+
+
+def _prediction_gaps(df: pd.DataFrame, measure: str) -> pd.DataFrame | str:
+    """Mean oracle gap of each selector per kind and budget, on held-out seeds (see
+    :func:`embstab.selection.prediction_gap`), or why it cannot be computed."""
+    try:
+        gaps = prediction_gap(df, measure=measure)
+    except (ResultsError, OptionalDependencyError) as exc:
+        return str(exc)
+    kinds = kinds_of(df)
+    if len(kinds) > 1:  # memory units differ between kinds: each kind's budgets apart
+        kind_of = df.drop_duplicates("algo").set_index("algo")["kind"]
+        gaps = gaps.assign(kind=gaps["algo"].map(kind_of))
+    keys = (["kind"] if len(kinds) > 1 else []) + ["budget"]
+    selectors = list(dict.fromkeys(gaps["selector"]))
+    table = gaps.pivot_table(index=keys, columns="selector", values="gap", aggfunc="mean", sort=False)[selectors]
+    table.insert(0, "decisions", gaps[gaps["selector"] == selectors[0]].groupby(keys, sort=False).size())
+    overall = gaps.groupby((["kind"] if len(kinds) > 1 else []) + ["selector"], sort=False)["gap"].mean()
+    if len(kinds) > 1:
+        rows = [table.reset_index()]
+        for kind in kinds:
+            if kind in overall.index.get_level_values(0):
+                rows.append(pd.DataFrame([{"kind": kind, "budget": "all budgets",
+                                           "decisions": int(table.loc[kind, "decisions"].sum()),
+                                           **overall.loc[kind].to_dict()}]))
+        return pd.concat(rows, ignore_index=True)
+    total = pd.DataFrame([{"budget": "all budgets", "decisions": int(table["decisions"].sum()), **overall.to_dict()}])
+    return pd.concat([table.reset_index(), total], ignore_index=True)
+
+
+def _prediction_section(table, measure: str) -> H.Section:
+    sec = H.Section("Choosing by predicted disagreement, on a seed the calibration never saw", "predicted-gap")
+    if isinstance(table, str):
+        return sec.add(H.paragraph(f"Not computed: {table}", "note"))
+    sec.add(H.paragraph(
+        "For each algorithm and each seed in turn, the disagreement predictor is calibrated on the other "
+        "seeds' rows and predicts the held-out seed's disagreement from its measures alone; per task and "
+        "budget, each selector picks one of the held-out seed's configurations that fit (inside the "
+        "calibration), and its measured disagreement is compared with the least measured among them. "
+        "'predicted': the least predicted disagreement; 'predicted, ties to the cheaper': the cheapest "
+        "configuration whose interval overlaps the least predicted one's (what the recommendation does with "
+        f"predictions); '{measure}': the best raw value of the measure, pooled over dimensions; 'random': a "
+        "pick at random, on average. Mean gap to the best pick, in percentage points, over algorithms, tasks "
+        "and held-out seeds (lower is better); 'decisions' counts the (algorithm, task, seed) decisions."))
+    return sec.add(H.table(table, digits=2, index=False))
 
 
 def _measures_section(figs: dict[str, str]) -> H.Section:
