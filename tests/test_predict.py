@@ -218,6 +218,21 @@ def test_fit_with_validation_keeps_the_figures(cbow, tmp_path):
     assert load_predictor(tmp_path / "p.json").to_frame()["coverage"].tolist() == table["coverage"].tolist()
 
 
+def test_predicted_rows_of_a_calibrated_study_never_calibrate(cbow, predictor):
+    marked = cbow.assign(disagreement_source="measured")
+    fake = marked["dim"] == 100
+    marked.loc[fake, "disagreement_source"] = "predicted"
+    marked.loc[fake, "disagreement"] = 99.0
+    alone = fit_predictor(cbow[cbow["dim"] != 100])
+    assert fit_predictor(marked) == alone
+    from embstab.selection import recommend
+
+    rec = recommend(marked.assign(disagreement=np.where(fake, 0.0, marked["disagreement"])), 400)
+    # 100-d rows "flipping nothing" are predictions of someone else's: they are placed by this predictor
+    cells = rec.per_task[rec.per_task["dim"] == 100]
+    assert (cells["source"] == "predicted").all() and (cells["disagreement"] > 1).all()
+
+
 # --- a study's database --------------------------------------------------------------------------
 
 def test_results_read_from_a_study_database(tmp_path):

@@ -52,7 +52,7 @@ from embstab.selection.signal import FALLBACK_ORDER, has_nulls, signal_flags
 
 __all__ = ["MODELS", "MEASURE_TOLERANCE", "RIDGE_ALPHA", "GroupCalibration", "DisagreementPredictor",
            "PredictorValidation", "PairPrediction", "fit_predictor", "validate_predictor", "predict_pair",
-           "load_predictor"]
+           "load_predictor", "measured_rows"]
 
 #: The candidate models of every (kind, algorithm, task), in the order a tie in cross-validated
 #: error is broken (the simpler first).
@@ -70,6 +70,28 @@ FILE_VERSION = 1
 # the floor under a distance before its logarithm (a pair identical up to rounding)
 _LOG_FLOOR = 1e-9
 _BY = ("seed", "dim")
+#: The column of a calibrated study's table that says where a row's disagreement comes from; only
+#: rows whose value is ``measured`` (or that lack the column) calibrate anything.
+SOURCE_COLUMN = "disagreement_source"
+
+
+def measured_rows(df: pd.DataFrame) -> pd.Series:
+    """Which rows hold a measured disagreement (not one a calibration predicted).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A results table; a calibrated study's carries ``disagreement_source``.
+
+    Returns
+    -------
+    pandas.Series of bool
+        Aligned with ``df``; all True without the column.
+    """
+    if SOURCE_COLUMN not in df.columns:
+        return pd.Series(True, index=df.index)
+    source = df[SOURCE_COLUMN]
+    return (source.isna() | (source.astype(str) == "measured")).astype(bool)
 
 
 # --- the models ----------------------------------------------------------------------------------
@@ -697,7 +719,8 @@ def fit_predictor(results: pd.DataFrame | str | os.PathLike, *, measures: Sequen
                   level: float = 0.9, seed: int = 0, validate: bool = False) -> DisagreementPredictor:
     """Fit a calibrated predictor of the disagreement per (kind, algorithm, task).
 
-    Within each group, every candidate of :data:`MODELS` is cross-validated with one seed held out
+    Only measured rows calibrate (a calibrated study's rows whose ``disagreement_source`` is
+    ``predicted`` are left out). Within each group, every candidate of :data:`MODELS` is cross-validated with one seed held out
     at a time (one dimension when the group has a single seed; shuffled folds when it has one
     dimension too), the one with the least out-of-fold mean absolute error is chosen and refitted on
     every row, and the interval is the split-conformal quantile of its out-of-fold residuals.
@@ -736,6 +759,7 @@ def fit_predictor(results: pd.DataFrame | str | os.PathLike, *, measures: Sequen
         raise ConfigError(f"seed must be an integer, got {seed!r}")
     source = str(results) if isinstance(results, (str, os.PathLike)) else "results"
     df = as_results(results)
+    df = df[measured_rows(df)]  # a predicted disagreement never calibrates the predictor
     names = _candidate_measures(df, measures)
     kinds = _kind_column(df)
     groups, skipped = {}, {}
@@ -913,6 +937,7 @@ def validate_predictor(results: pd.DataFrame | str | os.PathLike, *, by: str = "
         raise ConfigError(f"by must be 'seed' or 'dim', got {by!r}")
     level = _check_level(level)
     df = as_results(results)
+    df = df[measured_rows(df)]  # only measured rows can check a prediction
     kinds = _kind_column(df)
     parts, notes = [], []
     for (kind, algo), idx in df.groupby([kinds, df["algo"]], sort=False).groups.items():

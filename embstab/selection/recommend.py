@@ -26,7 +26,7 @@ import pandas as pd
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
 from embstab.selection.errors import BudgetError, ResultsError
-from embstab.selection.predict import DisagreementPredictor, fit_predictor
+from embstab.selection.predict import DisagreementPredictor, fit_predictor, measured_rows
 from embstab.selection.results import (CONFIG_COLUMNS, NEAR_CHANCE_MARGIN, as_results, kind_label, kinds_of,
                                        near_chance_left_out, ordered_tasks)
 from embstab.selection.signal import FALLBACK_ORDER, config_signal, has_nulls, null_column
@@ -57,8 +57,8 @@ class Recommendation:
         The budget, in bits per word (per entity row, per feature vector: see ``unit``).
     measure : str
         The measure the calibrated predictions of the pick lean on first (the requested one, or
-        the next with signal when it has none); "" when no measure shows signal and the
-        predictions rest on the dimension and bit width alone.
+        the next with signal when it has none); "" when they read none: no measure shows signal,
+        or the models chosen by cross-validation predict from dimension and bit width alone.
     algo : str
         Embedding algorithm of the chosen configuration.
     dim : int
@@ -271,6 +271,9 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     measures (fitted per algorithm and task on the same results; its conformal interval). Its
     place is the mean over the tasks (of the values and of the bounds). Raw measure values never
     rank configurations: they are not comparable across dimensions or algorithms.
+
+    A calibrated study's rows whose ``disagreement_source`` is ``predicted`` count as not measured:
+    their configurations are placed by this function's own predictor, fitted on the measured rows.
 
     The best configuration is the one with the least disagreement; every configuration whose
     interval overlaps the best one's is a tie, and the cheapest of the tie (least memory, then the
@@ -491,9 +494,10 @@ def _places(df: pd.DataFrame, fits: pd.DataFrame, tasks: list[str], predictor: D
     rows, wanted = [], []
     measures = [c for c in REGISTRY if c in df.columns]
     bounds = {"disagreement_low", "disagreement_high"} <= set(df.columns)
+    measured = measured_rows(df)
     # the seed noise of each task, pooled over every configuration of the algorithm (not only those that fit)
     samples = {(a, d, b, t): g["disagreement"].to_numpy(dtype=np.float64)
-               for (a, d, b, t), g in df.groupby([*_CONFIG, "task"], sort=False)}
+               for (a, d, b, t), g in df[measured].groupby([*_CONFIG, "task"], sort=False)}
     halves = {}
     for t in tasks:
         halves.update({k: h for k, h in _pooled_halfwidths({k[:3]: v for k, v in samples.items() if k[3] == t},
@@ -502,7 +506,7 @@ def _places(df: pd.DataFrame, fits: pd.DataFrame, tasks: list[str], predictor: D
         own = df[(df["algo"] == cfg.algo) & (df["dim"] == cfg.dim) & (df["bitrate"] == cfg.bitrate)]
         pairs = own.drop_duplicates(list(CONFIG_COLUMNS))
         for t in tasks:
-            part = own[own["task"] == t]
+            part = own[(own["task"] == t) & measured[own.index]]
             base = {"algo": cfg.algo, "dim": int(cfg.dim), "bitrate": int(cfg.bitrate), "memory": cfg.memory, "task": t}
             if len(part):
                 mean = float(part["disagreement"].mean())
@@ -535,7 +539,7 @@ def _seed_intervals(df: pd.DataFrame, tasks: list[str], level: float) -> dict[tu
     the mean of the tasks' intervals), its standard deviation pooled over the algorithm's configurations."""
     if {"disagreement_low", "disagreement_high"} <= set(df.columns):
         return {}  # the rows carry their own intervals: those are used
-    part = df[df["task"].isin(tasks)]
+    part = df[df["task"].isin(tasks) & measured_rows(df)]
     wide = part.pivot_table(index=[*_CONFIG, "seed"], columns="task", values="disagreement", aggfunc="mean")
     scores = wide.reindex(columns=tasks).dropna().mean(axis=1)
     samples = {k: v.to_numpy(dtype=np.float64) for k, v in scores.groupby(level=[0, 1, 2], sort=False)}
