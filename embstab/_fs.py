@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
-from embstab.errors import ConfigError
+from embstab.errors import ConfigError, DataFormatError
 
 __all__ = ["atomic_write", "is_temp_name", "temp_path_for", "TEMP_SUFFIX", "is_special", "check_outputs",
            "check_inputs", "check_writable", "OutputClashError", "to_json", "json_safe", "publish"]
@@ -312,10 +312,9 @@ def check_inputs(inputs: Iterable[tuple[str, str | os.PathLike]]) -> None:
 
     Raises
     ------
-    embstab.data.errors.DataFormatError
+    embstab.errors.DataFormatError
         Naming the path, the flag and what the path is.
     """
-    from embstab.data.errors import DataFormatError  # noqa: PLC0415 (keep this module cheap to import)
 
     for label, p in inputs:
         if p is None:

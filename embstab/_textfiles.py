@@ -1,6 +1,6 @@
 """Reading the text files a user hands embstab: UTF-8, lines, YAML and JSON, with bounded work.
 
-Every reader here turns a hostile or broken file into a :class:`~embstab.data.errors.DataFormatError`
+Every reader here turns a hostile or broken file into a :class:`~embstab.errors.DataFormatError`
 that names the file and, where one applies, the line, instead of a traceback, a silent
 misreading or unbounded work:
 
@@ -20,7 +20,7 @@ import json
 import os
 from typing import Any
 
-from embstab.data.errors import DataFormatError
+from embstab.errors import DataFormatError
 
 __all__ = ["MAX_NESTING", "MAX_YAML_SIZE", "read_utf8", "split_lines", "load_yaml", "loads_json", "json_depth"]
 
