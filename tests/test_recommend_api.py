@@ -131,6 +131,8 @@ def test_ties_go_to_the_cheaper_configuration():
     assert close.n_ties == 2
     assert close.tie_note.startswith("1 configuration(s) tie with the best, a dim=32 4-bit (128 bits per word)")
     assert "the cheapest, a dim=16 4-bit (64 bits per word)" in close.tie_note and "is shipped" in close.tie_note
+    best = recommend(table(0.2), 1000, ties=False)
+    assert (best.dim, best.bitrate) == (32, 4) and "ties off; the cheapest is a dim=16 4-bit" in best.tie_note
     far = recommend(table(3.0), 1000)
     assert (far.dim, far.bitrate) == (32, 4) and far.n_ties == 1 and far.tie_note == ""
 

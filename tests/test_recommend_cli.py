@@ -68,3 +68,7 @@ def test_main_turns_errors_into_one_line_and_exit_2(monkeypatch, capsys, tmp_pat
     assert cli.main(["recommend", str(PUBLISHED), "--budget", "800", "--threshold", "1000"]) == 0
     rec = recommend(PUBLISHED, 800)
     assert f"dim={rec.dim} at {rec.bitrate}-bit" in capsys.readouterr().out
+    assert cli.main(["recommend", str(PUBLISHED), "--budget", "800", "--no-ties"]) == 0
+    best = rec.candidates.iloc[0]
+    assert (best["dim"], best["bitrate"]) != (rec.dim, rec.bitrate)  # 800 bits: a cheaper tie ships by default
+    assert f"dim={best['dim']} at {best['bitrate']}-bit" in capsys.readouterr().out

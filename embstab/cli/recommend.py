@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="no effect: the memory trend no longer predicts the disagreement (kept for old scripts)")
     parser.add_argument("--top", type=non_negative_int, default=5, metavar="N",
                         help="also list the N best configurations that fit (default: 5; 0 = none)")
+    parser.add_argument("--no-ties", action="store_true",
+                        help="ship the configuration with the least disagreement even when a cheaper one's interval "
+                             "overlaps it (by default the cheapest of such a tie is shipped)")
     parser.add_argument("--no-fallback", action="store_true",
                         help="do not turn to another measure when --measure shows no signal on the configurations "
                              "that fit: fail instead")
@@ -91,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
 
     results = as_results(args.results, keep_near_chance=args.keep_near_chance)
     rec = recommend(results, args.budget, measure=args.measure, task=args.task, algo=args.algo, kind=args.kind,
-                    level=args.level, fallback=not args.no_fallback)
+                    level=args.level, fallback=not args.no_fallback, ties=not args.no_ties)
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))
         return 0

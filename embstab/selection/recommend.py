@@ -262,7 +262,7 @@ class Recommendation:
 def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: float,
               measure: str | None = None, *, task: str | None = None, algo: str | None = None,
               kind: str | None = None, level: float = 0.9, threshold: float | None = None,
-              fallback: bool = True) -> Recommendation:
+              fallback: bool = True, ties: bool = True) -> Recommendation:
     """Choose the dimension and precision to ship under a memory budget, by downstream disagreement.
 
     Every configuration with memory ``dim * bitrate`` ≤ the budget is placed, per task, on one
@@ -310,6 +310,9 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
         bounded); kept so that existing calls work.
     fallback : bool, default True
         Turn to another measure when ``measure`` shows no signal; False raises :class:`BudgetError`.
+    ties : bool, default True
+        Ship the cheapest configuration that ties with the best; False ships the best itself (the
+        ties are still marked in ``candidates`` and named in ``tie_note``).
 
     Returns
     -------
@@ -380,7 +383,8 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     if ranked.empty:
         raise BudgetError(f"cannot decide under a budget of {budget:g} {unit}: none of the {len(candidates)} "
                           "configurations that fit has a measured or calibrated disagreement for every task")
-    best, pick = ranked.iloc[0], ranked[ranked["tie"]].sort_values(["memory", "disagreement"], kind="stable").iloc[0]
+    best = ranked.iloc[0]
+    pick = ranked[ranked["tie"]].sort_values(["memory", "disagreement"], kind="stable").iloc[0] if ties else best
     key = (pick["algo"], pick["dim"], pick["bitrate"])
     chosen = df[(df["algo"] == key[0]) & (df["dim"] == key[1]) & (df["bitrate"] == key[2])]
     lean = used or ("" if predictor is None else _first_used(predictor, kind, str(key[0]), tasks))
@@ -603,7 +607,10 @@ def _tie_note(ranked: pd.DataFrame, best, pick, unit: str) -> str:
     head = (f"{len(ties) - 1} configuration(s) tie with the best, {_describe(best, unit)} at "
             f"{best['disagreement']:.2f} % [{best['lower']:.2f}, {best['upper']:.2f}]: their intervals overlap")
     if (pick["algo"], pick["dim"], pick["bitrate"]) == (best["algo"], best["dim"], best["bitrate"]):
-        return head + "; it is also the cheapest of them."
+        cheapest = ties.sort_values(["memory", "disagreement"], kind="stable").iloc[0]
+        if (cheapest["algo"], cheapest["dim"], cheapest["bitrate"]) == (best["algo"], best["dim"], best["bitrate"]):
+            return head + "; it is also the cheapest of them."
+        return head + f"; the best is shipped all the same (ties off; the cheapest is {_describe(cheapest, unit)})."
     return (head + f"; the cheapest, {_describe(pick, unit)} at {pick['disagreement']:.2f} % "
             f"[{pick['lower']:.2f}, {pick['upper']:.2f}], is shipped.")
 
