@@ -35,7 +35,7 @@ from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "contextual_source_config",
            "contextual_train_config", "check_algorithms", "check_study", "corpus_vocabulary", "tasks",
-           "source_settings", "start_model", "run_source", "run_train", "run_downstream"]
+           "source_settings", "start_model", "training_bytes", "run_source", "run_train", "run_downstream"]
 
 #: The models a contextual study pretrains (a BERT masked-LM built from the study's settings).
 ALGORITHMS = ("bert",)
@@ -133,6 +133,13 @@ def check_study(v: Any, spec: Any) -> None:
         The schema's validator.
     spec : StudySpec
         The parsed study.
+
+    Raises
+    ------
+    StudyDefinitionError
+        Naming the key: a hidden size that the heads do not divide or whose model needs more memory
+        than the machine has (:func:`training_bytes`), a layer that does not exist, or a setting that
+        the starting model fixes.
     """
     p = spec.training.params_dict()
     if p.get("init"):
@@ -142,9 +149,48 @@ def check_study(v: Any, spec: Any) -> None:
         if dim % p["heads"]:
             raise v.fail(f"training.dimensions[{i}]", f"hidden size {dim} is not a multiple of the "
                                                       f"{p['heads']} attention heads (training.heads)")
+        _check_member_fits(v, f"training.dimensions[{i}]", dim, p)
     if not -(p["layers"] + 1) <= p["layer"] <= p["layers"]:
         raise v.fail("training.layer", f"layer {p['layer']} does not exist in a {p['layers']}-layer model "
                                        f"(0 = input embeddings, {p['layers']} or -1 = last)")
+
+
+def training_bytes(dim: int, p: Mapping[str, Any]) -> tuple[int, int]:
+    """Parameters of a member's BERT masked-LM, and the memory its pretraining needs, from the settings.
+
+    float32 weights, their gradients and AdamW's two moments (16 bytes per parameter), plus one
+    batch's activations (about 20 floats per position, hidden unit and layer). An estimate for
+    refusing at planning what cannot run, not a measurement.
+
+    Parameters
+    ----------
+    dim : int
+        The hidden size (the study's dimension).
+    p : mapping
+        The study's ``training`` settings (``layers``, ``intermediate_factor``, ``max_length``,
+        ``batch_size``, ``vocab_size``).
+
+    Returns
+    -------
+    (int, int)
+        Parameters, and bytes.
+    """
+    layers, inter = int(p["layers"]), int(p["intermediate_factor"]) * dim
+    params = (int(p["vocab_size"]) + int(p["max_length"]) + 2) * dim + layers * (4 * dim * dim + 2 * dim * inter) + dim * dim
+    activations = 20 * 4 * int(p["batch_size"]) * int(p["max_length"]) * dim * layers
+    return params, 16 * params + activations
+
+
+def _check_member_fits(v: Any, key: str, dim: int, p: Mapping[str, Any]) -> None:
+    """Refuse, at planning, a hidden size whose model this machine cannot train (every row would fail)."""
+    from embstab._resources import available_memory, format_bytes  # noqa: PLC0415
+
+    available = available_memory()
+    params, need = training_bytes(dim, p)
+    if available is not None and need > available:
+        raise v.fail(key, f"hidden size {dim} makes a {p['layers']}-layer BERT of about {params:.3g} parameters, "
+                          f"whose pretraining needs about {format_bytes(need)}, more than the "
+                          f"{format_bytes(available)} of memory available; use a smaller dimension")
 
 
 def _check_init(v: Any, spec: Any, p: Mapping[str, Any]) -> None:

@@ -67,6 +67,9 @@ def off_manifold(manifold: Manifold, x: np.ndarray, tolerance: float = POINT_TOL
             if not row[0] > 0:
                 return i, f"x0 = {row[0]:.17g} is not positive: not a point of the hyperboloid (x0 > 0)"
             inner = float(row[0] * row[0] - np.sum(row[1:] * row[1:]))
+            if not np.isfinite(inner):
+                return i, (f"x0 = {row[0]:.3g}: <x, x>_L overflows float64, so the row cannot be checked or used "
+                           "(too far from the origin for float64 coordinates)")
             return i, (f"<x, x>_L = {inner:.17g}, not 1 within the tolerance {tolerance:g}·max(1, x0²): not a point "
                        "of the hyperboloid")
         if manifold.name == "sphere":

@@ -142,6 +142,7 @@ def load_embedding(path: str | os.PathLike, kind: type | None = None) -> Any:
     return emb
 
 
+_INF = float("inf")
 #: A label that is an integer as embstab writes one (``str(int)``): no leading zeros, no '+', no '-0'.
 _INTEGER_LABEL = re.compile(r"0|-?[1-9][0-9]*")
 #: A label made only of what integers are made of: if it is not one as written, it is a typo.
@@ -198,10 +199,14 @@ def _read_rows(fh, path: str, width: int, number) -> tuple[list[int | str], list
                 raise EmbeddingFormatError(path, f"expected a label and {width} coordinates, got {len(parts)} fields",
                                            lineno)
             try:
-                rows.append([number(s) for s in parts[1:]])
+                row = [number(s) for s in parts[1:]]
             except ValueError:
                 bad = next(s for s in parts[1:] if not _is_number(s, number))
                 raise EmbeddingFormatError(path, f"non-numeric coordinate {bad!r}", lineno) from None
+            if not all(abs(v) < _INF for v in row):  # (NaN compares False too)
+                bad = next(s for s, v in zip(parts[1:], row) if not abs(v) < _INF)
+                raise EmbeddingFormatError(path, f"coordinate {bad!r} is not a finite number", lineno)
+            rows.append(row)
             try:
                 label = parse_label(parts[0])
             except ValueError as exc:

@@ -133,7 +133,7 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
 
 
 def check_study(v: Any, spec: Any) -> None:
-    """Cross-checks: every bit width holds at least one fraction bit.
+    """Cross-checks: every bit width holds at least one fraction bit; every dimension is at most n − 1.
 
     Parameters
     ----------
@@ -145,8 +145,16 @@ def check_study(v: Any, spec: Any) -> None:
     Raises
     ------
     StudyDefinitionError
-        For a bit width below :data:`MIN_BITS`, naming its key.
+        For a bit width below :data:`MIN_BITS`, or a dimension above n − 1 for the graph's n nodes
+        (n points span at most n − 1 dimensions, and h-MDS refuses more: every row would fail),
+        naming its key.
     """
+    n = load_graph(spec.source_spec.name).n_nodes
+    for i, dim in enumerate(spec.training.dimensions):
+        if dim > n - 1:
+            raise v.fail(f"training.dimensions[{i}]", f"dimension {dim} is more than n - 1 = {n - 1} for graph "
+                                                      f"{spec.source_spec.name!r} ({n} nodes): n points span at most "
+                                                      f"n - 1 dimensions; use at most {n - 1}")
     for i, bits in enumerate(spec.compression.bit_widths):
         if bits < MIN_BITS:
             raise v.fail(f"compression.bit_widths[{i}]", f"{bits} bit holds no fraction bit of a coordinate in "

@@ -255,7 +255,7 @@ def compare(
     ShapeError
         When there are no more compared words than dimensions and the span measures' d x d
         products would take more than :data:`DEGENERATE_PRODUCT_BYTES`; when a member is all zeros
-        on the compared words; for hyperbolic members of different nodes, or with a point off its
+        on the compared words, or has entries so large that the products overflow float64; for hyperbolic members of different nodes, or with a point off its
         manifold.
     InsufficientMemoryError
         When those products would need more memory than the machine has available.
@@ -311,6 +311,7 @@ def compare(
             raise VocabularyError(f"{_name(a)} and {_name(b)} share only {len(words)} compared words: k-NN with "
                                   f"k={k} needs at least {k + 1}; compare more words (or a smaller k)")
     x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
+    _check_magnitudes(a, b, x, y)
     zero = _check_zero_rows(a, b, x, y, words, [i.name for i in infos])
     ignored = sorted(set(params or {}) - {i.name for i in infos})
     if ignored:
@@ -322,7 +323,11 @@ def compare(
             kwargs = dict((params or {}).get(info.name, {}))
             pair = None
             if info.needs_anchors:
-                pair = anchors.factors(anchor_arrays, words, kwargs.get("alpha", info.defaults.get("alpha", 3.0)))
+                alpha = kwargs.get("alpha", info.defaults.get("alpha", 3.0))
+                try:
+                    pair = anchors.factors(anchor_arrays, words, alpha)
+                except ShapeError as exc:
+                    raise _anchor_culprit(exc, anchors, anchor_arrays, alpha, anchor_label) from None
             value = info.evaluate(x, y, anchors=pair, **kwargs)
             rows.append({"measure": info.name, "value": value, "distance": float(info.to_distance(value)),
                          "direction": info.direction, "null": math.nan, "signal": None})
@@ -342,6 +347,44 @@ def compare(
                       "anchors": anchor_label, "null_samples": null_samples, "zero_rows": zero,
                       "null_method": null_method if null_samples else None})
     return out
+
+
+def _anchor_culprit(exc: ShapeError, anchors: Anchors, arrays: tuple[Any, Any], alpha: float,
+                    label: str) -> ShapeError:
+    """The anchor error of EIS, naming the side (and the embedding) whose anchor it is."""
+    for side, emb, arr in (("old", anchors.old, arrays[0]), ("new", anchors.new, arrays[1])):
+        try:
+            _factor_set((arr,), alpha, None, False, "auto")
+        except ShapeError as one:
+            problem = str(one)
+            if "all zeros" in problem:  # all zeros in float64 arithmetic: say so when the entries are not
+                xp = array_api_compat.array_namespace(arr)
+                if bool(xp.any(arr != 0)):
+                    problem = ("its entries are so small that their squares underflow to 0 in float64; scale it "
+                               "up")
+                else:
+                    problem = "it is all zeros on the compared words"
+            whose = (f"the {side} embedding {_name(emb)}, its own anchor (no separate anchors were given)"
+                     if label == "self" else f"the anchor of the {side} side, {_name(emb)}")
+            return ShapeError(f"EIS cannot use {whose}: {problem}")
+    return exc
+
+
+def _check_magnitudes(a: Embedding, b: Embedding, x: Any, y: Any) -> None:
+    """Refuse a member whose entries are so large that the measures' products overflow float64.
+
+    Every measure sums products of entries over the rows or the dimensions (Gram and cross
+    products, norms): with entries near 1e160 they overflow, and numpy's overflow warnings were
+    followed by "Eigenvalues did not converge" or a meaningless value. Checked before any product.
+    """
+    n = max(int(x.shape[0]), int(x.shape[1]), int(y.shape[1]))
+    for side, e, arr in (("old", a, x), ("new", b, y)):
+        xp = array_api_compat.array_namespace(arr)
+        biggest = float(xp.max(xp.abs(arr))) if arr.shape[0] and arr.shape[1] else 0.0
+        if not math.isfinite(biggest * biggest * n):  # Python floats: inf on overflow, no warning
+            raise ShapeError(f"the {side} embedding {_name(e)} has entries up to {biggest:.3g}: the products the "
+                             f"measures sum over {n} terms overflow float64; scale it down (e.g. divide it by "
+                             "its largest entry)")
 
 
 def _check_zero_rows(a: Embedding, b: Embedding, x: Any, y: Any, words: Sequence[str],

@@ -311,10 +311,15 @@ def make_client(scheduler: str, workers: int | None = None) -> tuple[Any, Any]:
         import dask  # noqa: PLC0415
 
         spawn_env = {"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": str(WORKER_MMAP_THRESHOLD)}
-        with dask.config.set(spawn_env):
+        # No dashboard; the scheduler's HTTP server (health and metrics routes) still starts, and on
+        # its default port 8787 it met any other cluster there with a four-line UserWarning ("Port
+        # 8787 is already in use ..."). Port 0 lets the system pick a free one, so there is nothing
+        # to warn about; a warning of the same kind from elsewhere in Dask is silenced too.
+        with dask.config.set(spawn_env), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Port \d+ is already in use", category=UserWarning)
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=not in_process,
                                    memory_limit=0 if in_process else "auto", dashboard_address=None,
-                                   silence_logs=40)
+                                   scheduler_kwargs={"dashboard_address": ":0"}, silence_logs=40)
         return Client(cluster), cluster
     check_scheduler(scheduler)
     try:
