@@ -209,5 +209,6 @@ def run(args: argparse.Namespace) -> int:
               f"(null), so {'its value says' if one else 'their values say'} nothing about this pair's stability"] \
         if silent else []
     _emit(df, args.output, {"old": a.name, "new": b.name, "n_words": n, "anchors": "self" if anchors == "self" else
-                            [anchors[0].name, anchors[1].name], "null_samples": args.null_samples}, header, footer)
+                            [anchors[0].name, anchors[1].name], "null_samples": args.null_samples,
+                            "zero_rows": df.attrs.get("zero_rows")}, header, footer)
     return 0
