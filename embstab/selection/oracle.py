@@ -219,7 +219,8 @@ PREDICTION_SELECTORS: tuple[str, ...] = ("predicted", "predicted, ties to the ch
 
 
 def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None, *, measure: str = "eis",
-                   measures: Sequence[str] | None = None, level: float = 0.9, seed: int = 0) -> pd.DataFrame:
+                   measures: Sequence[str] | None = None, level: float = 0.9, seed: int = 0,
+                   across_algorithms: bool = False) -> pd.DataFrame:
     """The oracle gap of choosing by calibrated predictions on a seed the calibration never saw.
 
     For every algorithm and every seed in turn, :func:`~embstab.selection.fit_predictor` is fitted on
@@ -233,6 +234,10 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
       the least predicted one (what :func:`~embstab.selection.recommend` does with predictions);
     - ``measure`` (e.g. ``eis``): the best raw value of that measure, pooled over dimensions;
     - ``random``: a pick at random, on average (the mean over the candidates).
+
+    With ``across_algorithms``, one decision per kind of embedding pools the configurations of every
+    algorithm (what :func:`~embstab.selection.recommend` ranks), where raw measure values are least
+    comparable.
 
     Parameters
     ----------
@@ -248,13 +253,16 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
         Interval level of the predictions.
     seed : int, default 0
         Passed to :func:`~embstab.selection.fit_predictor`.
+    across_algorithms : bool, default False
+        Choose among the configurations of every algorithm of a kind at once, instead of per algorithm.
 
     Returns
     -------
     pandas.DataFrame
-        One row per decision: ``algo, task, budget, held_out_seed, selector, dim, bitrate, memory,
-        disagreement, oracle_disagreement, gap, n_candidates, n_outside`` (candidates left out as
-        outside the calibration); the random pick has no configuration.
+        One row per decision: ``kind, algo, task, budget, held_out_seed, selector, dim, bitrate,
+        memory, disagreement, oracle_disagreement, gap, n_candidates, n_outside`` (candidates left
+        out as outside the calibration); the random pick has no configuration. ``algo`` is the
+        decision's algorithm, or with ``across_algorithms`` the chosen one's ("" for the random pick).
 
     Raises
     ------
@@ -267,7 +275,10 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
     df = as_results(results)
     resolve_measures(df, [measure])
     rows = []
-    for algo, sub in df.groupby("algo", sort=False):
+    kinds = df["kind"].fillna("word").astype(str) if "kind" in df.columns else pd.Series("word", index=df.index)
+    scopes = df.groupby(kinds if across_algorithms else [kinds, df["algo"]], sort=False)
+    for scope, sub in scopes:
+        kind = scope if across_algorithms else scope[0]
         seeds = sorted(sub["seed"].unique())
         if len(seeds) < 2:
             continue
@@ -295,17 +306,18 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
                     cheap = ties.sort_values(["memory", "predicted"], kind="stable").index[0]
                     picks = {"predicted": order[0], "predicted, ties to the cheaper": cheap,
                              measure: int(cands.sort_values(["distance", "memory"], kind="stable").index[0])}
-                    base = {"algo": algo, "task": task, "budget": budget, "held_out_seed": int(held),
-                            "oracle_disagreement": float(di.min()), "n_candidates": len(cands),
-                            "n_outside": int(len(fit) - len(cands))}
+                    base = {"kind": kind, "algo": "" if across_algorithms else scope[1], "task": task,
+                            "budget": budget, "held_out_seed": int(held), "oracle_disagreement": float(di.min()),
+                            "n_candidates": len(cands), "n_outside": int(len(fit) - len(cands))}
                     for selector, k in picks.items():
-                        rows.append({**base, "selector": selector, "dim": int(cands.at[k, "dim"]),
+                        rows.append({**base, "selector": selector, "algo": str(cands.at[k, "algo"]),
+                                     "dim": int(cands.at[k, "dim"]),
                                      "bitrate": int(cands.at[k, "bitrate"]), "memory": int(cands.at[k, "memory"]),
                                      "disagreement": float(di[k]), "gap": float(di[k] - di.min())})
                     rows.append({**base, "selector": "random", "dim": np.nan, "bitrate": np.nan, "memory": np.nan,
                                  "disagreement": float(di.mean()), "gap": float(di.mean() - di.min())})
     if not rows:
         raise ResultsError("no algorithm has two seeds and a budget with two configurations to choose between")
-    cols = ["algo", "task", "budget", "held_out_seed", "selector", "dim", "bitrate", "memory", "disagreement",
+    cols = ["kind", "algo", "task", "budget", "held_out_seed", "selector", "dim", "bitrate", "memory", "disagreement",
             "oracle_disagreement", "gap", "n_candidates", "n_outside"]
     return pd.DataFrame(rows)[cols]

@@ -14,6 +14,8 @@ seed held out at a time; one dimension when the table has a single seed):
   log2 bits and an indicator of 1-bit entries (1-bit tables lie off the others' trend);
 - ``loglinear``: the same on the logarithms of the distances;
 - ``isotonic``: a monotone fit of the disagreement on the log distance of the first measure;
+- ``monotone``: a monotone (isotonic) function of the ``loglinear`` model's index, for the
+  saturating shapes of knowledge-graph tasks (1- and 2-bit tables far off the others' trend);
 - ``memory``: a straight line in log2 memory (the measures unused).
 
 The interval at ``level`` is split-conformal on the chosen model's out-of-fold residuals (via
@@ -56,7 +58,7 @@ __all__ = ["MODELS", "MEASURE_TOLERANCE", "RIDGE_ALPHA", "GroupCalibration", "Di
 
 #: The candidate models of every (kind, algorithm, task), in the order a tie in cross-validated
 #: error is broken (the simpler first).
-MODELS: tuple[str, ...] = ("memory", "linear", "loglinear", "isotonic")
+MODELS: tuple[str, ...] = ("memory", "linear", "loglinear", "isotonic", "monotone")
 #: A measure value counts as calibrated up to this share of the calibrated span beyond its
 #: smallest and largest value.
 MEASURE_TOLERANCE = 0.1
@@ -112,7 +114,7 @@ def _features(frame: pd.DataFrame, model: str, measures: Sequence[str]) -> tuple
     """The named feature columns ``model`` reads from ``frame`` (before dropping constant ones)."""
     names: list[str] = []
     cols: list[np.ndarray] = []
-    if model in ("linear", "loglinear"):
+    if model in ("linear", "loglinear", "monotone"):
         for m in measures:
             d = _distances(frame, m)
             names.append(m if model == "linear" else f"log {m}")
@@ -131,6 +133,14 @@ def _features(frame: pd.DataFrame, model: str, measures: Sequence[str]) -> tuple
 
 def _fit_model(model: str, frame: pd.DataFrame, measures: Sequence[str]) -> dict[str, Any]:
     """Fit one candidate on ``frame``; its parameters as plain Python (what a saved file stores)."""
+    if model == "monotone":
+        # a monotone function of the loglinear model's index: saturating shapes, the dimension adjusted
+        inner = _fit_model("loglinear", frame, measures)
+        score = _apply_model("loglinear", inner, frame, measures)
+        from sklearn.isotonic import IsotonicRegression  # noqa: PLC0415 - loaded on use
+
+        iso = IsotonicRegression(increasing=True, out_of_bounds="clip").fit(score, frame["disagreement"].to_numpy())
+        return {**inner, "x": iso.X_thresholds_.tolist(), "y": iso.y_thresholds_.tolist()}
     names, x = _features(frame, model, measures)
     y = frame["disagreement"].to_numpy(dtype=np.float64)
     if model in ("linear", "loglinear"):
@@ -154,6 +164,9 @@ def _fit_model(model: str, frame: pd.DataFrame, measures: Sequence[str]) -> dict
 
 def _apply_model(model: str, params: Mapping[str, Any], frame: pd.DataFrame, measures: Sequence[str]) -> np.ndarray:
     """Predictions of a fitted candidate for ``frame`` (unclipped)."""
+    if model == "monotone":
+        score = _apply_model("loglinear", params, frame, measures)
+        return np.interp(score, np.asarray(params["x"]), np.asarray(params["y"]))
     names, x = _features(frame, model, measures)
     if model in ("linear", "loglinear"):
         cols = [names.index(n) for n in params["features"]]
@@ -207,7 +220,8 @@ class GroupCalibration:
         The measures the candidate models read (those that show signal in the group), in order.
     params : dict
         The chosen model's fitted parameters (ridge centre, scale, coefficients and intercept;
-        isotonic knots; the memory line's slope and intercept).
+        isotonic knots, ``x`` and ``y``; both for ``monotone``, whose knots lie on the ridge's index;
+        the memory line's slope and intercept).
     halfwidth : float
         The conformal quantile of the absolute out-of-fold residuals at ``level``, points (inf
         when the group has too few rows for a finite interval).
@@ -401,7 +415,7 @@ def _fit_group(key: tuple[str, str, str], group: pd.DataFrame, measures: Sequenc
     if len(folds) < 2:
         return "a single row: nothing to cross-validate"
     y = group["disagreement"].to_numpy(dtype=np.float64)
-    candidates = [m for m in MODELS if m != "isotonic" or used]
+    candidates = [m for m in MODELS if m not in ("isotonic", "monotone") or used]
     if group["dim"].nunique() * group["bitrate"].nunique() == 1 and not used:
         candidates = ["memory"]
     oof = {}
