@@ -203,7 +203,8 @@ def test_lorentz_rows_off_the_hyperboloid_beyond_the_tolerance_are_refused(tmp_p
     off = rows.copy()
     off[2, 0] *= 1.001
     save_embedding(HyperbolicEmbedding(off, manifold="lorentz"), tmp_path / "off.hyp")
-    with pytest.raises(EmbeddingFormatError, match=r"off.hyp, line 5: node 2: <x, x>_L = .* not 1 within the tolerance"):
+    with pytest.raises(EmbeddingFormatError,
+                       match=r"off.hyp, line 5: node 2: <x, x>_L = .* not 1 within the tolerance"):
         load_embedding(tmp_path / "off.hyp")
     lower = _edit(good, tmp_path / "lower.hyp", 3, new="0\t-1.0\t0.0\t0.0")
     with pytest.raises(EmbeddingFormatError, match=r"lower.hyp, line 3: node 0: x0 = -1 is not positive"):
@@ -223,7 +224,8 @@ def test_a_product_factor_off_its_manifold_is_refused(tmp_path):
     fields[3] = "2.0"  # the circle's first coordinate
     lines[3] = "\t".join(fields)
     (tmp_path / "bad.hyp").write_text("\n".join(lines) + "\n")
-    with pytest.raises(EmbeddingFormatError, match=r"bad.hyp, line 4: node 1: factor S1: .*not a point of the unit sphere"):
+    with pytest.raises(EmbeddingFormatError,
+                       match=r"bad.hyp, line 4: node 1: factor S1: .*not a point of the unit sphere"):
         load_embedding(tmp_path / "bad.hyp")
 
 

@@ -176,7 +176,8 @@ def training_bytes(dim: int, p: Mapping[str, Any]) -> tuple[int, int]:
         Parameters, and bytes.
     """
     layers, inter = int(p["layers"]), int(p["intermediate_factor"]) * dim
-    params = (int(p["vocab_size"]) + int(p["max_length"]) + 2) * dim + layers * (4 * dim * dim + 2 * dim * inter) + dim * dim
+    embeddings = (int(p["vocab_size"]) + int(p["max_length"]) + 2) * dim
+    params = embeddings + layers * (4 * dim * dim + 2 * dim * inter) + dim * dim  # + the masked-LM head's transform
     activations = 20 * 4 * int(p["batch_size"]) * int(p["max_length"]) * dim * layers
     return params, 16 * params + activations
 

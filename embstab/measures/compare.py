@@ -255,8 +255,8 @@ def compare(
     ShapeError
         When there are no more compared words than dimensions and the span measures' d x d
         products would take more than :data:`DEGENERATE_PRODUCT_BYTES`; when a member is all zeros
-        on the compared words, or has entries so large that the products overflow float64; for hyperbolic members of different nodes, or with a point off its
-        manifold.
+        on the compared words, or has entries so large that the products overflow float64; for
+        hyperbolic members of different nodes, or with a point off its manifold.
     InsufficientMemoryError
         When those products would need more memory than the machine has available.
     ConfigError
@@ -479,7 +479,8 @@ def _compare_by_distances(a: Any, b: Any, geometry: str, measures: Iterable[str]
     for side, e in (("old", a), ("new", b)):
         bad = e.invalid_row() if callable(getattr(e, "invalid_row", None)) else None
         if bad is not None:
-            raise ShapeError(f"the {side} embedding: node {e.nodes[bad[0]:bad[0] + 1].tolist()[0]!r} (row {bad[0] + 1}): {bad[1]}")
+            node = e.nodes[bad[0]:bad[0] + 1].tolist()[0]
+            raise ShapeError(f"the {side} embedding: node {node!r} (row {bad[0] + 1}): {bad[1]}")
     b = _aligned_nodes(a, b)
     rows = []
     with shared_products():  # the measures share one row-by-row pass over the pair

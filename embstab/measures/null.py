@@ -36,8 +36,8 @@ from embstab.errors import ConfigError
 from embstab.measures._backend import basis, column_mean, cross, one_blas_thread
 from embstab.measures.registry import MeasureInfo
 
-__all__ = ["NULL_FOLD", "NULL_NOISE", "MAX_NULL_SAMPLES", "check_null_samples", "NullLevel", "permutation_null", "closed_form_null", "null_levels",
-           "CLOSED_FORM_MEASURES", "has_signal", "shuffled_rows"]
+__all__ = ["NULL_FOLD", "NULL_NOISE", "MAX_NULL_SAMPLES", "check_null_samples", "NullLevel", "permutation_null",
+           "closed_form_null", "null_levels", "CLOSED_FORM_MEASURES", "has_signal", "shuffled_rows"]
 
 #: How many times farther from the uninformative end than its null a pair must be.
 NULL_FOLD = 2.0
@@ -74,7 +74,8 @@ def check_null_samples(samples: object, what: str = "null_samples", allow_zero: 
     low = 0 if allow_zero else 1
     if not is_integer(samples) or not low <= samples <= MAX_NULL_SAMPLES:
         zero = " (0 skips the null)" if allow_zero else ""
-        raise ConfigError(f"{what + ' ' if what else ''}must be an integer from {low} to {MAX_NULL_SAMPLES}{zero}, got {samples!r}")
+        name = f"{what} " if what else ""
+        raise ConfigError(f"{name}must be an integer from {low} to {MAX_NULL_SAMPLES}{zero}, got {samples!r}")
     return int(samples)
 
 
