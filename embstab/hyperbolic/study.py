@@ -7,7 +7,8 @@ by h-MDS or Riemannian SGD at the row's dimension (SGD from the row's seed; h-MD
 held as float64 Poincaré coordinates. The combinatorial construction is not offered: it needs more
 precision than float64 on most graphs, and a member is stored in float64.
 
-Compression: at 32 bits the coordinates are rounded to float32; below, each coordinate is rounded
+Compression: at 32 bits the coordinates are rounded to float32 (a point that lands on or outside the
+unit ball is pulled back along its ray to radius ``1 - 2^-24``); below, each coordinate is rounded
 to fixed point with ``bits - 1`` fraction bits (:func:`embstab.hyperbolic.stability.quantize_coordinates`
 through :mod:`embstab.lowprec`), and a decoded point that falls on or outside the unit ball is pulled
 back along its ray to radius ``1 - 2^-(bits-1)`` (a decoding rule: nothing more is stored). Memory is
@@ -262,6 +263,17 @@ def _hyperbolic(emb: Any) -> Any:
                                nodes=list(emb.words))
 
 
+def _inside_ball(coords: np.ndarray, fraction_bits: int) -> np.ndarray:
+    """Points that rounding put on or outside the unit ball, pulled back along their ray to radius
+    ``1 - 2^-fraction_bits`` (a decoding rule: compare refuses points off the ball)."""
+    norms = np.sqrt(np.sum(coords * coords, axis=1))
+    out = norms >= 1.0
+    if np.any(out):
+        coords = coords.copy()
+        coords[out] *= ((1.0 - 2.0 ** -fraction_bits) / norms[out])[:, None]
+    return coords
+
+
 def decode_fixed_point(coords: np.ndarray, bits: int) -> np.ndarray:
     """Fixed-point coordinates as Poincaré points: a point on or outside the unit ball is pulled
     back along its ray to radius ``1 - 2^-(bits-1)``.
@@ -464,7 +476,7 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     for kind, member_key in (("pair_old", old_key), ("pair_new", new_key)):
         member = store.get_embedding("embedding", member_key)
         if bits >= 32:
-            coords = np.asarray(member.vectors, dtype=np.float32).astype(np.float64)
+            coords = _inside_ball(np.asarray(member.vectors, dtype=np.float32).astype(np.float64), 24)
         else:
             seed = int(config["seed"]) if config["rounding"].startswith("stochastic") else None
             q = quantize_coordinates(_hyperbolic(member), FixedFormat(bits, bits - 1), rounding=config["rounding"],
