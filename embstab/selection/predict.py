@@ -1095,14 +1095,15 @@ class PairPrediction:
         held = {"seed": "one seed held out", "dim": "one dimension held out"}.get(self.validated_by, "")
         lines.append("predicted flips per task" + (f" (calibration checked with {held}: coverage of its "
                                                    "intervals, mean absolute error)" if held else "") + ":")
+        width = max([12, *map(len, self.predictions["task"])])
         for r in self.predictions.itertuples():
             if not r.in_calibration:
-                lines.append(f"  {r.task:<12} outside the calibration: {r.calibration_note}")
+                lines.append(f"  {r.task:<{width}} outside the calibration: {r.calibration_note}")
                 continue
             check = ""
             if held and pd.notna(getattr(r, "coverage", np.nan)):
                 check = f"   [{r.model}; held out: coverage {r.coverage:.0%}, MAE {r.mae:.2f} points]"
-            lines.append(f"  {r.task:<12} {r.predicted:6.2f} %  [{r.lower:.2f}, {r.upper:.2f}]{check}")
+            lines.append(f"  {r.task:<{width}} {r.predicted:6.2f} %  [{r.lower:.2f}, {r.upper:.2f}]{check}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -191,8 +191,9 @@ class Recommendation:
     def _task_lines(self) -> list[str]:
         lines = []
         tasks = list(dict.fromkeys([*self.predicted_disagreement, *self.observed_disagreement]))
+        width = max([12, *map(len, tasks)])
         for task in tasks:
-            text = f"  {task:<12}"
+            text = f"  {task:<{width}}"
             if task in self.predicted_disagreement:
                 lo, hi = self.predicted_interval[task]
                 text += f" predicted {self.predicted_disagreement[task]:6.2f} % [{lo:.2f}, {hi:.2f}]"
