@@ -406,3 +406,18 @@ def test_a_local_cluster_says_nothing_when_port_8787_is_taken():
         assert not port, port
     finally:
         holder.close()
+
+
+def test_a_hyperbolic_study_keeps_float32_rounded_points_inside_the_ball():
+    from embstab.hyperbolic.study import _inside_ball
+
+    # float64 points within float32's round-off of the boundary: rounding to float32 puts one on it
+    x = np.array([[1 - 1e-9, 0.0], [0.6, 0.8 - 1e-9], [0.1, 0.2]])
+    rounded = x.astype(np.float32).astype(np.float64)
+    assert np.sqrt(np.sum(rounded * rounded, axis=1)).max() >= 1.0
+    kept = _inside_ball(rounded, 24)
+    norms = np.sqrt(np.sum(kept * kept, axis=1))
+    assert norms.max() < 1.0
+    np.testing.assert_array_equal(kept[2], rounded[2])  # points inside are left alone
+    assert HyperbolicEmbedding(kept).invalid_row() is None
+    assert HyperbolicEmbedding(rounded).invalid_row()[0] in (0, 1)
