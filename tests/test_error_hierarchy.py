@@ -54,7 +54,7 @@ def test_the_scan_sees_the_classes_it_should():
     # the scan itself must work: a broken one would pass everything below
     assert CLASSES["embstab.errors.EmbstabError"] is EmbstabError
     assert "embstab.study.schema.StudyDefinitionError" in CLASSES
-    assert "embstab.contextual.errors.UnsafeWeightsError" in CLASSES
+    assert "embstab.io.modelfolder.UnsafeWeightsError" in CLASSES
     assert len(CLASSES) > 25
 
 
