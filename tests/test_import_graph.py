@@ -131,10 +131,11 @@ def test_no_module_imports_a_private_name_from_another_subpackage():
                 dunder = alias.name.startswith("__") and alias.name.endswith("__")  # __version__ is public
                 private = (alias.name.startswith("_") and not dunder) or any(
                     p.startswith("_") for p in source.split(".")[1:])
-                # embstab._fs, _threads, _resources, _textfiles, _bits, _ckernels, _numbers and _limits are the
-                # package's shared private helpers
+                # embstab._fs, _threads, _resources, _textfiles, _bits, _ckernels, _numbers, _limits and _shell
+                # are the package's shared private helpers
                 if private and _subpackage(source) != _subpackage(mod) and _subpackage(source) not in (
                         "embstab._fs", "embstab._threads", "embstab._resources", "embstab._textfiles", "embstab._bits",
-                        "embstab._ckernels", "embstab._numbers", "embstab._limits"):
+                        "embstab._ckernels", "embstab._numbers", "embstab._limits",
+                        "embstab._shell"):
                     offenders.append(f"{mod}: from {source} import {alias.name}")
     assert offenders == []
