@@ -421,3 +421,31 @@ def test_a_hyperbolic_study_keeps_float32_rounded_points_inside_the_ball():
     np.testing.assert_array_equal(kept[2], rounded[2])  # points inside are left alone
     assert HyperbolicEmbedding(kept).invalid_row() is None
     assert HyperbolicEmbedding(rounded).invalid_row()[0] in (0, 1)
+
+
+# ------------------------------------------------------------------- edge lists and Python-level rates
+def test_an_edge_list_label_is_parsed_once(tmp_path):
+    from embstab.hyperbolic.errors import GraphError
+    from embstab.hyperbolic.graph import load_edgelist
+
+    good = tmp_path / "g.edges"
+    good.write_text("0 1\n1 2\n-3 2\n")
+    assert sorted(load_edgelist(good).labels.tolist()) == [-3, 0, 1, 2]
+    text = tmp_path / "t.edges"
+    text.write_text("dog.n.01 animal.n.01\n")
+    assert sorted(load_edgelist(text).labels.tolist()) == ["animal.n.01", "dog.n.01"]
+    bad = tmp_path / "b.edges"
+    bad.write_text("0 1\n01 2\n")  # `01` and `1` would both be node 1
+    with pytest.raises(GraphError, match=r"b.edges, line 2: .*'01'"):
+        load_edgelist(bad)
+
+
+def test_python_learning_rates_follow_the_flags_rule():
+    from embstab.downstream import disagreement
+    from embstab.embedding import Embedding
+    from embstab.errors import ConfigError
+
+    emb = Embedding(["a", "b", "c"], np.eye(3))
+    for lr in (1e308, float("nan"), 0.0, -1.0):
+        with pytest.raises(ConfigError, match="lr"):
+            disagreement(emb, emb, task="rt_subjectivity", model="linear", lr=lr)

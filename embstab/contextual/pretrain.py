@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from embstab._limits import check_learning_rate
 from embstab._numbers import is_integer
 from embstab._threads import torch_threads
 from embstab.contextual.encoding import WordPieces
@@ -344,8 +345,9 @@ def train_mlm(model: ContextualModel, docs: Sequence[Sequence[str]], steps: int,
     """
     if not is_integer(steps) or steps < 1:
         raise ConfigError(f"steps must be a positive integer, got {steps!r}")
-    if batch_size < 1 or not lr > 0 or not 0.0 <= warmup < 1.0:
-        raise ConfigError(f"need batch_size >= 1, lr > 0 and 0 <= warmup < 1; got {batch_size}, {lr}, {warmup}")
+    check_learning_rate(lr)  # one rule with the command line's --lr
+    if batch_size < 1 or not 0.0 <= warmup < 1.0:
+        raise ConfigError(f"need batch_size >= 1 and 0 <= warmup < 1; got {batch_size}, {warmup}")
     block_length = min(model.max_length, 128) if block_length is None else int(block_length)
     if not 3 <= block_length <= model.max_length:
         raise ConfigError(f"block_length must be in 3..{model.max_length} (the model's limit), got {block_length}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -13,17 +12,38 @@ from typing import Any
 import numpy as np
 import torch
 
-from embstab._numbers import is_integer, is_real
+from embstab._limits import check_learning_rate, check_threads
+from embstab._numbers import is_integer
 from embstab._threads import torch_threads
-from embstab.data.tasks import ClassificationData, TaggingData, fold_splits, load_classification, load_tagging
+from embstab.data.tasks import (
+    ClassificationData,
+    TaggingData,
+    fold_splits,
+    load_classification,
+    load_tagging,
+)
 from embstab.downstream.catalog import FOLDS, MODELS, TASKS
 from embstab.downstream.intervals import INTERVAL_LEVEL, disagreement_interval
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
-from embstab.downstream.training import MEAN_MODELS, NETWORKS, fit_classifier, fit_tagger, mean_features, tagging_score
-from embstab.recipes.training import training_recipe
+from embstab.downstream.training import (
+    MEAN_MODELS,
+    NETWORKS,
+    fit_classifier,
+    fit_tagger,
+    mean_features,
+    tagging_score,
+)
 from embstab.embedding import Embedding
-from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError, did_you_mean, lookup
+from embstab.errors import (
+    ConfigError,
+    EmbstabError,
+    ShapeError,
+    VocabularyError,
+    did_you_mean,
+    lookup,
+)
 from embstab.pair import MISSING, unpack_pair
+from embstab.recipes.training import training_recipe
 
 __all__ = ["TASKS", "MODELS", "FOLDS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
            "train_and_predict", "TrainResult", "token_coverage", "LowCoverageError", "MIN_COVERAGE", "chance_level",
@@ -243,10 +263,10 @@ def _check_training(model: str, kwargs: dict[str, Any], seeds: dict[str, Any], l
         if value is not None and (not is_integer(value) or value < 1):
             optional = "" if name in ("epochs", "batch_size") else " or None"
             raise ConfigError(f"{name} must be a positive integer{optional}, got {value!r}")
-    lr = kwargs.get("lr", 1.0)
-    if not is_real(lr) or not (math.isfinite(lr)
-                                                                                                and lr > 0):
-        raise ConfigError(f"lr must be a finite number > 0, got {lr!r}")
+    if "lr" in kwargs:
+        check_learning_rate(kwargs["lr"])  # one rule with the command line's --lr
+    if kwargs.get("threads") is not None:
+        check_threads(kwargs["threads"])
 
 
 @dataclass

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from embstab.hyperbolic.errors import GraphError
+from embstab.hyperbolic.io import parse_label
 
 __all__ = ["Graph", "RootedTree", "as_graph", "load_edgelist", "tree_from_graph", "find_root",
            "closure_weighted_tree"]
@@ -334,7 +335,9 @@ def load_edgelist(path: str | os.PathLike, *, directed: bool = False,
                   comments: str = "#") -> Graph:
     """Load a whitespace-separated edge list ``u v [w]`` (the hyperbolics ``.edges`` format).
 
-    Integer-looking labels become ints. Blank lines and lines starting with ``comments`` are
+    Labels written as integers (``-?[0-9]+`` without leading zeros) become ints, other text stays
+    text, and a label that looks numeric but is not written that way (``01``, ``+1``) is refused
+    with its line: two spellings must not name one node. Blank lines and lines starting with ``comments`` are
     skipped. Errors name the file and line.
 
     Parameters
@@ -349,6 +352,12 @@ def load_edgelist(path: str | os.PathLike, *, directed: bool = False,
     Returns
     -------
     Graph
+
+    Raises
+    ------
+    GraphError
+        If the file is missing or empty, or a line has the wrong fields, a label written in two
+        ways, or a weight that is not a number (naming the file and line).
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -363,8 +372,10 @@ def load_edgelist(path: str | os.PathLike, *, directed: bool = False,
             if len(parts) not in (2, 3):
                 raise GraphError(f"{path}, line {lineno}: expected 'u v [weight]', "
                                  f"got {len(parts)} fields")
-            u = _as_int(parts[0]); v = _as_int(parts[1])
-            e: list[Any] = [parts[0] if u is None else u, parts[1] if v is None else v]
+            try:  # parsed once, by the rule of embedding files: `1` and `01` cannot both name node 1
+                e: list[Any] = [parse_label(parts[0]), parse_label(parts[1])]
+            except ValueError as exc:
+                raise GraphError(f"{path}, line {lineno}: {exc}") from None
             if len(parts) == 3:
                 try:
                     e.append(float(parts[2]))
