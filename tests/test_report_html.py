@@ -136,15 +136,16 @@ def test_write_report_is_atomic_and_cli_writes_it(tmp_path, capsys):
 
 
 def test_small_study_still_renders_with_notes():
-    # Two seeds, one task, every memory at or above the trend threshold: no trend below it, so the
-    # recommendations predict from a trend fitted on every row and say so; the rest of the report
-    # is there and says why its trend section is empty.
+    # Two seeds, one task, every memory at or above the trend threshold: no trend below it; the
+    # recommendations (whose predictions come from the calibrated predictor, not the trend) are
+    # there, and the report says why its trend section is empty.
     rows = [{"algo": "a", "seed": s, "dim": d, "bitrate": b, "task": "rt", "disagreement":
              10.0 / (d * b) ** 0.2 + s, "eis": 1.0 / (d * b)}
             for s, d, b in itertools.product((1, 2), (64, 128), (16, 32))]
     document = build_report(pd.DataFrame(rows), progress=False)
     assert "no row has memory &lt; 1000 bits per word to fit the trend" in document
-    assert document.count("The memory trend is fitted on every row: below 1000 bits per word") == 3
+    recommendations = document.split('id="recommend"', 1)[1].split("</section>", 1)[0]
+    assert "No recommendation" not in recommendations and recommendations.count("<tr") == 4  # header + 3 budgets
     assert document.count("<img ") == 2
     with pytest.raises(ResultsError, match="no measure column"):
         build_report(pd.DataFrame(rows).drop(columns="eis"), progress=False)
