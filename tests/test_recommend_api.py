@@ -27,7 +27,8 @@ def cbow() -> pd.DataFrame:
 def _pick_by_hand(df: pd.DataFrame, budget: float, level: float = 0.9):
     """The rule written out: per seed the mean over tasks; per configuration its mean over seeds with
     Student's t interval, the standard deviation pooled over every configuration; the best is the
-    least; those whose interval overlaps the best one's tie; the cheapest of the tie is shipped."""
+    least; those whose value lies inside the best one's interval while the best one's lies inside
+    theirs tie; the cheapest of the tie is shipped."""
     scores = df.groupby(["dim", "bitrate", "seed"])["disagreement"].mean()
     by_config = scores.groupby(level=[0, 1])
     mean, n = by_config.mean(), by_config.size()
@@ -36,7 +37,8 @@ def _pick_by_hand(df: pd.DataFrame, budget: float, level: float = 0.9):
     half = stats.t.ppf((1 + level) / 2, dof) * math.sqrt(float((resid ** 2).sum()) / dof) / np.sqrt(n)
     fits = [k for k in mean.index if k[0] * k[1] <= budget]
     best = min(fits, key=lambda k: (mean[k], k[0] * k[1]))
-    ties = [k for k in fits if mean[k] - half[k] <= mean[best] + half[best]]
+    ties = [k for k in fits if mean[k] - half[k] <= mean[best] <= mean[k] + half[k]
+            and mean[best] - half[best] <= mean[k] <= mean[best] + half[best]]
     pick = min(ties, key=lambda k: (k[0] * k[1], mean[k]))
     return best, pick, ties, mean
 
@@ -56,7 +58,7 @@ def test_ranks_by_measured_disagreement_and_ships_the_cheapest_of_the_tie(cbow, 
     assert rec.n_ties == len(ties)
     assert (rec.candidates["source"] == "measured").all()
     if len(ties) > 1:
-        assert "tie with the best" in rec.tie_note and "intervals overlap" in rec.tie_note
+        assert "tie with the best" in rec.tie_note and "inside the other's interval" in rec.tie_note
         assert rec.tie_note in str(rec)
     assert list(rec.predicted_disagreement) == TASKS
 
@@ -66,7 +68,7 @@ def test_the_pick_is_never_chosen_by_raw_eis_across_dimensions(cbow):
     raw = cbow.drop_duplicates(["seed", "dim", "bitrate"]).groupby(["dim", "bitrate"])["eis"].mean()
     rec = recommend(cbow, 25600)
     assert raw.idxmin()[0] == 800 and rec.dim != 800
-    assert rec.memory < 1600
+    assert rec.memory < 6400
 
 
 def test_predicted_flips_come_from_the_calibrated_predictor(cbow):

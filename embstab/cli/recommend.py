@@ -19,8 +19,9 @@ A configuration the results measured stands at its measured disagreement (mean o
 an interval across seeds); one they did not measure, at the disagreement a calibrated model
 predicts from its stability measures, dimension and bit width (fitted per algorithm and task on
 the same results). Raw measure values never rank: EIS shrinks with the dimension and means
-different things for different algorithms. Configurations whose intervals overlap the best
-one's are a tie, and the cheapest of them is shipped (the output says so).
+different things for different algorithms. A configuration ties with the best
+one when each one's value lies inside the other's interval, and the cheapest of a tie is shipped
+(the output says so).
 
 The command then prints the flips the calibrated model predicts for its pick, per task, with the
 interval, beside what was measured. Results of a knowledge-graph or contextual study count memory
@@ -64,8 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--top", type=non_negative_int, default=5, metavar="N",
                         help="also list the N best configurations that fit (default: 5; 0 = none)")
     parser.add_argument("--no-ties", action="store_true",
-                        help="ship the configuration with the least disagreement even when a cheaper one's interval "
-                             "overlaps it (by default the cheapest of such a tie is shipped)")
+                        help="ship the configuration with the least disagreement even when a cheaper one ties with "
+                             "it (by default the cheapest of a tie is shipped)")
     parser.add_argument("--no-fallback", action="store_true",
                         help="do not turn to another measure when --measure shows no signal on the configurations "
                              "that fit: fail instead")

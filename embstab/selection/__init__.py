@@ -38,32 +38,57 @@ and :func:`recommend` never ranks configurations by a measure at its null.
 
 from __future__ import annotations
 
-from embstab.selection.correlation import best_measures, bootstrap_interval, partial_spearman, spearman_table, with_intervals
+from embstab.selection.correlation import (
+                                     best_measures,
+                                     bootstrap_interval,
+                                     partial_spearman,
+                                     spearman_table,
+                                     with_intervals,
+)
 from embstab.selection.errors import BudgetError, ResultsError
-from embstab.selection.oracle import (BASELINES, oracle_decisions, oracle_gap, prediction_gap, recommendation_gap,
-                                     recommendation_gap_of)
+from embstab.selection.oracle import (
+                                     BASELINES,
+                                     oracle_decisions,
+                                     oracle_gap,
+                                     prediction_gap,
+                                     recommendation_gap,
+                                     recommendation_gap_of,
+)
 from embstab.selection.pairwise import pairwise_votes, selection_error
+from embstab.selection.predict import (
+                                     DisagreementPredictor,
+                                     GroupCalibration,
+                                     PairPrediction,
+                                     PredictorValidation,
+                                     fit_predictor,
+                                     load_predictor,
+                                     predict_pair,
+                                     validate_predictor,
+)
+from embstab.selection.recommend import Recommendation, recommend
 from embstab.selection.results import (
-    KIND_LABELS,
-    NEAR_CHANCE_MARGIN,
-    chance_table,
-    near_chance,
-    near_chance_left_out,
-    as_results,
-    kind_label,
-    kinds_of,
-    from_published_csv,
-    measure_columns,
-    measure_distance,
-    read_results,
-    validate_results,
-    wide,
+                                     KIND_LABELS,
+                                     NEAR_CHANCE_MARGIN,
+                                     as_results,
+                                     chance_table,
+                                     from_published_csv,
+                                     kind_label,
+                                     kinds_of,
+                                     measure_columns,
+                                     measure_distance,
+                                     near_chance,
+                                     near_chance_left_out,
+                                     read_results,
+                                     validate_results,
+                                     wide,
+)
+from embstab.selection.signal import (
+                                     FALLBACK_ORDER,
+                                     signal_summary,
+                                     signal_table,
+                                     without_signal,
 )
 from embstab.selection.trend import TrendFit, fit_trend
-from embstab.selection.predict import (DisagreementPredictor, GroupCalibration, PairPrediction, PredictorValidation,
-                                       fit_predictor, load_predictor, predict_pair, validate_predictor)
-from embstab.selection.recommend import Recommendation, recommend
-from embstab.selection.signal import FALLBACK_ORDER, signal_summary, signal_table, without_signal
 
 __all__ = [
     "BASELINES",

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from embstab.measures import REGISTRY
-from embstab.selection._common import groups, order_by, resolve_measures
+from embstab.selection._common import groups, order_by, resolve_measures, ties_with
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import as_results, ordered_tasks
 
@@ -230,8 +230,9 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
     compared with the least measured among them:
 
     - ``predicted``: the least predicted disagreement (equal predictions: the cheaper);
-    - ``predicted, ties to the cheaper``: the cheapest configuration whose interval overlaps that of
-      the least predicted one (what :func:`~embstab.selection.recommend` does with predictions);
+    - ``predicted, ties to the cheaper``: the cheapest configuration that ties with the least
+      predicted one (:func:`~embstab.selection._common.ties_with`: each value inside the other's
+      interval; what :func:`~embstab.selection.recommend` does with predictions);
     - ``measure`` (e.g. ``eis``): the best raw value of that measure, pooled over dimensions;
     - ``random``: a pick at random, on average (the mean over the candidates).
 
@@ -301,8 +302,7 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
                         continue
                     di = cands["disagreement"].to_numpy(dtype=np.float64)
                     order = cands.sort_values(["predicted", "memory"], kind="stable").index
-                    best = cands.loc[order[0]]
-                    ties = cands[(cands["lower"] <= best["upper"]) & (cands["upper"] >= best["lower"])]
+                    ties = cands[ties_with(cands["predicted"], cands["lower"], cands["upper"], int(order[0]))]
                     cheap = ties.sort_values(["memory", "predicted"], kind="stable").index[0]
                     picks = {"predicted": order[0], "predicted, ties to the cheaper": cheap,
                              measure: int(cands.sort_values(["distance", "memory"], kind="stable").index[0])}

@@ -6,8 +6,9 @@ Every configuration that fits the budget is placed on the scale of its downstrea
 configurations across dimensions or algorithms. Where the results measured a configuration's
 disagreement, that measurement (mean over seeds) with its interval is its place on the scale;
 where they did not, the calibrated prediction from its measures (:func:`embstab.selection.fit_predictor`,
-fitted per algorithm and task on the same results) with its conformal interval. Configurations
-whose intervals overlap the best one's are a tie, and the cheapest of them is shipped.
+fitted per algorithm and task on the same results) with its conformal interval. A configuration
+ties with the best one when each one's value lies inside the other's interval (the difference is
+within the noise of either), and the cheapest of a tie is shipped.
 
 The recommendation also states the flips that the calibrated predictor expects for its pick, per
 task, with the interval: what a new pair of that configuration would likely flip.
@@ -25,11 +26,28 @@ import pandas as pd
 
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
+from embstab.selection._common import ties_with
 from embstab.selection.errors import BudgetError, ResultsError
-from embstab.selection.predict import DisagreementPredictor, fit_predictor, measured_rows
-from embstab.selection.results import (CONFIG_COLUMNS, NEAR_CHANCE_MARGIN, as_results, kind_label, kinds_of,
-                                       near_chance_left_out, ordered_tasks)
-from embstab.selection.signal import FALLBACK_ORDER, config_signal, has_nulls, null_column
+from embstab.selection.predict import (
+    DisagreementPredictor,
+    fit_predictor,
+    measured_rows,
+)
+from embstab.selection.results import (
+    CONFIG_COLUMNS,
+    NEAR_CHANCE_MARGIN,
+    as_results,
+    kind_label,
+    kinds_of,
+    near_chance_left_out,
+    ordered_tasks,
+)
+from embstab.selection.signal import (
+    FALLBACK_ORDER,
+    config_signal,
+    has_nulls,
+    null_column,
+)
 
 __all__ = ["Recommendation", "recommend"]
 
@@ -90,8 +108,8 @@ class Recommendation:
         Every configuration that fits the budget, best first: ``algo, dim, bitrate, memory,
         n_seeds``, ``disagreement`` (mean over the tasks of each task's value), ``lower``,
         ``upper`` (the same mean of the bounds), ``source`` (``measured``, ``predicted`` or
-        ``mixed`` over the tasks), ``ranked`` (every task has a value), ``tie`` (its interval
-        overlaps the best one's) and the mean raw value of ``measure``.
+        ``mixed`` over the tasks), ``ranked`` (every task has a value), ``tie`` (its value and
+        the best one's each lie inside the other's interval) and the mean raw value of ``measure``.
     per_task : pandas.DataFrame
         The candidates' places on the scale per task: ``algo, dim, bitrate, memory, task,
         disagreement, lower, upper, source``.
@@ -114,7 +132,7 @@ class Recommendation:
         One line on the measures: that the requested one was set aside for lack of signal, that no
         measure shows signal (a pick without signal), or that the signal was not checked.
     tie_note : str
-        One line when candidates tie with the best one (overlapping intervals) and the cheapest
+        One line when candidates tie with the best one (each value inside the other's interval) and the cheapest
         is shipped; empty otherwise.
     prediction_note : str
         One line on the predictions of the pick: the tasks outside the calibration; empty otherwise.
@@ -167,7 +185,7 @@ class Recommendation:
 
     @property
     def n_ties(self) -> int:
-        """Candidates whose interval overlaps the best one's, the best included."""
+        """Candidates that tie with the best one (each value inside the other's interval), the best included."""
         return int(self.candidates["tie"].sum()) if "tie" in self.candidates.columns else 0
 
     def to_dict(self) -> dict:
@@ -277,7 +295,7 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     their configurations are placed by this function's own predictor, fitted on the measured rows.
 
     The best configuration is the one with the least disagreement; every configuration whose
-    interval overlaps the best one's is a tie, and the cheapest of the tie (least memory, then the
+    value lies inside the best one's interval while the best one's lies inside its own is a tie, and the cheapest of the tie (least memory, then the
     least disagreement) is shipped; ``tie_note`` says so.
 
     The calibrated predictor also states what the pick will flip per task, with its interval.
@@ -571,9 +589,7 @@ def _rank(per_task: pd.DataFrame, fits: pd.DataFrame, tasks: list[str],
                               kind="stable").reset_index(drop=True)
     table["tie"] = False
     if table["ranked"].any():
-        best = table.iloc[0]
-        table["tie"] = table["ranked"] & (table["lower"] <= best["upper"]) & (table["upper"] >= best["lower"])
-        table.loc[0, "tie"] = True
+        table["tie"] = table["ranked"] & ties_with(table["disagreement"], table["lower"], table["upper"], 0)
     return table
 
 
@@ -606,7 +622,7 @@ def _tie_note(ranked: pd.DataFrame, best, pick, unit: str) -> str:
     if len(ties) < 2:
         return ""
     head = (f"{len(ties) - 1} configuration(s) tie with the best, {_describe(best, unit)} at "
-            f"{best['disagreement']:.2f} % [{best['lower']:.2f}, {best['upper']:.2f}]: their intervals overlap")
+            f"{best['disagreement']:.2f} % [{best['lower']:.2f}, {best['upper']:.2f}]: each lies inside the other's interval")
     if (pick["algo"], pick["dim"], pick["bitrate"]) == (best["algo"], best["dim"], best["bitrate"]):
         cheapest = ties.sort_values(["memory", "disagreement"], kind="stable").iloc[0]
         if (cheapest["algo"], cheapest["dim"], cheapest["bitrate"]) == (best["algo"], best["dim"], best["bitrate"]):

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from embstab.selection.results import CONFIG_COLUMNS, NULL_SUFFIX, SIGNAL_SUFFIX, as_results, measure_columns
+from embstab.selection.results import (
+    CONFIG_COLUMNS,
+    NULL_SUFFIX,
+    SIGNAL_SUFFIX,
+    as_results,
+    measure_columns,
+)
 
 __all__ = ["EIS_NULL", "FALLBACK_ORDER", "null_column", "signal_column", "signal_flags", "has_nulls", "config_signal",
            "signal_table", "signal_summary", "without_signal"]
