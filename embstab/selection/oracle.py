@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from embstab.errors import lookup
 from embstab.measures import REGISTRY
 from embstab.selection._common import groups, order_by, resolve_measures, ties_with
 from embstab.selection.errors import ResultsError
@@ -220,7 +221,7 @@ PREDICTION_SELECTORS: tuple[str, ...] = ("predicted", "predicted, ties to the ch
 
 def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None, *, measure: str = "eis",
                    measures: Sequence[str] | None = None, level: float = 0.9, seed: int = 0,
-                   across_algorithms: bool = False) -> pd.DataFrame:
+                   across_algorithms: bool = False, truth: str = "seed") -> pd.DataFrame:
     """The oracle gap of choosing by calibrated predictions on a seed the calibration never saw.
 
     For every algorithm and every seed in turn, :func:`~embstab.selection.fit_predictor` is fitted on
@@ -256,6 +257,10 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
         Passed to :func:`~embstab.selection.fit_predictor`.
     across_algorithms : bool, default False
         Choose among the configurations of every algorithm of a kind at once, instead of per algorithm.
+    truth : {"seed", "mean"}, default "seed"
+        What a pick is scored by: the held-out seed's own measured disagreement, or each
+        configuration's mean over every seed (less seed noise in the score; the choice still sees
+        only the held-out seed's measures).
 
     Returns
     -------
@@ -275,6 +280,8 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
 
     df = as_results(results)
     resolve_measures(df, [measure])
+    lookup({"seed": 0, "mean": 0}, truth, "truth")
+    config_mean = df.groupby(["algo", "dim", "bitrate", "task"])["disagreement"].mean()
     rows = []
     kinds = df["kind"].fillna("word").astype(str) if "kind" in df.columns else pd.Series("word", index=df.index)
     scopes = df.groupby(kinds if across_algorithms else [kinds, df["algo"]], sort=False)
@@ -300,7 +307,11 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
                     cands = fit[fit["inside"] & fit["distance"].notna()].reset_index(drop=True)
                     if len(cands) < 2:
                         continue
-                    di = cands["disagreement"].to_numpy(dtype=np.float64)
+                    if truth == "mean":
+                        keys = pd.MultiIndex.from_frame(cands[["algo", "dim", "bitrate", "task"]])
+                        di = config_mean.reindex(keys).to_numpy(dtype=np.float64)
+                    else:
+                        di = cands["disagreement"].to_numpy(dtype=np.float64)
                     order = cands.sort_values(["predicted", "memory"], kind="stable").index
                     ties = cands[ties_with(cands["predicted"], cands["lower"], cands["upper"], int(order[0]))]
                     cheap = ties.sort_values(["memory", "predicted"], kind="stable").index[0]
