@@ -59,7 +59,9 @@ def test_stability_memory_analysis_notebook(monkeypatch):
     text, images = outputs(run("stability_memory_analysis.ipynb"))
     assert images == 2  # a measure vs disagreement, disagreement vs memory with the trend
     assert "0.86" in text  # Spearman of EIS on MR, as in the paper's table
-    assert "ship w2v_cbow with dim=100 at 4-bit precision" in text  # the 400-bit budget
+    # the 400-bit budget: the best measured (dim 50, 8 bits) ties with cheaper ones; the cheapest ships
+    assert "ship w2v_cbow with dim=25 at 8-bit precision" in text and "tie with the best" in text
+    assert "seed-noise floor" in text and "coverage" in text  # the predictor checked on held-out seeds
     assert "lstsq agrees" in text
     assert "6 plots" in text
 
