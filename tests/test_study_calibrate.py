@@ -21,7 +21,8 @@ import pytest
 from embstab import Embedding
 from embstab.compress import compress_pair
 from embstab.data import make_corpus_pair
-from embstab.study import ArtifactStore, ResultDB, Steps, StudyDefinitionError, load_study, parse_study, plan_study, run_study
+from embstab.study import (ArtifactStore, ResultDB, Steps, StudyDefinitionError, load_study, parse_study, plan_study,
+                           run_study)
 from embstab.study.calibrate import (MEASURED, MIN_MEASURED, PREDICTED, SOURCE_COLUMN, UNCALIBRATED, analysable,
                                      choose_measured, measured_rows, predict_unmeasured)
 from embstab.study.plan import row_configs
@@ -220,7 +221,8 @@ def test_a_calibrated_run_trains_downstream_models_for_the_chosen_rows_only(cali
     spec, root, run, calls = calibrated
     chosen = choose_measured(_rows(spec), spec.calibrate)
     assert len(calls) == len(chosen) == run.n_new == 2 * math.ceil(0.34 * 36)
-    assert sum(1 for kind, _, _ in ArtifactStore(root / "store").iter_artifacts() if kind == "downstream") == len(chosen)
+    artifacts = ArtifactStore(root / "store").iter_artifacts()
+    assert sum(1 for kind, _, _ in artifacts if kind == "downstream") == len(chosen)
     with ResultDB(run.db_path) as db:
         assert db.finished_ids() == set(chosen)  # only measured rows count as finished
         stored = db.predictions()

@@ -47,6 +47,11 @@ of the quantized models), `contextual` (BERT pretraining pair, word-type feature
 disagreement) or `hyperbolic` (graph-version pair, h-MDS/SGD embeddings, fixed-point coordinates,
 graph reconstruction and nearest-neighbour disagreement).
 
+`calibrate: {share: 0.34, seed: 0}` in a study file runs the downstream models of that share of the
+rows only (seeded, stratified per algorithm and task) and predicts the other rows' disagreement
+from their measures, with intervals: the table's `disagreement_source` column says `predicted`,
+and the same study without `calibrate` later measures them.
+
 A multi-host Dask cluster exchanges pickled tasks and results: run it only on a trusted network,
 or configure TLS for the scheduler and workers (Dask's distributed.comm.tls settings)."""
 

@@ -122,8 +122,8 @@ def _config_order(configs: list[tuple[int, int]], rng: np.random.Generator) -> l
         dims[d], bits[b] = dims.get(d, 0) + 1, bits.get(b, 0) + 1
     left = [c for c in configs if c not in order]
     while left:
-        best = min(left, key=lambda c: (dims.get(c[0], 0) + bits.get(c[1], 0), max(dims.get(c[0], 0), bits.get(c[1], 0)),
-                                        priority[c]))
+        best = min(left, key=lambda c: (dims.get(c[0], 0) + bits.get(c[1], 0),
+                                        max(dims.get(c[0], 0), bits.get(c[1], 0)), priority[c]))
         order.append(best)
         left.remove(best)
         dims[best[0]], bits[best[1]] = dims.get(best[0], 0) + 1, bits.get(best[1], 0) + 1

@@ -197,7 +197,8 @@ class StudyRun:
                    wall_s=float(info["wall_s"]), db_path=str(info["db_path"]), parquet_path=info["parquet_path"],
                    n_nulls_added=int(info.get("n_nulls_added", 0)),
                    n_predicted=int(info.get("n_predicted", 0)), n_uncalibrated=int(info.get("n_uncalibrated", 0)),
-                   calibration_note=str(info.get("calibration_note", "")), timings=timings, phases={str(k): float(v) for k, v in (info.get("phases") or {}).items()})
+                   calibration_note=str(info.get("calibration_note", "")), timings=timings,
+                   phases={str(k): float(v) for k, v in (info.get("phases") or {}).items()})
 
     def report(self, path: str | os.PathLike | None = None, **kwargs: Any) -> str:
         """The self-contained HTML report of this run's results.
@@ -217,7 +218,8 @@ class StudyRun:
         from embstab.report import build_report  # the report pulls in matplotlib: only when asked
 
         kwargs.setdefault("title", self.spec.name)
-        document = build_report(analysable(self.results), **kwargs)  # rows outside a calibration have no disagreement
+        # rows outside a calibration have no disagreement to report
+        document = build_report(analysable(self.results), **kwargs)
         if path is not None:
             with atomic_write(path, "w") as fh:
                 fh.write(document)
@@ -260,8 +262,8 @@ def run_study(
     the store. A calibrated study (``spec.calibrate``) runs the downstream models of a share of the
     rows only and predicts the others' disagreement from their measures, with a predictor fitted on
     the measured rows (:mod:`embstab.study.calibrate`); those rows are marked in ``results`` and kept
-    apart from the measured ones in the database. A failing task is recorded (with its error and traceback) against every row that
-    needs it; the other rows go on. Re-running retries failed rows. Rows stored before embstab
+    apart from the measured ones in the database. A failing task is recorded (with its error and
+    traceback) against every row that needs it; the other rows go on. Re-running retries failed rows. Rows stored before embstab
     computed nulls get them, in this process, from the pairs still in the store (nothing is
     trained again; a row whose pair is gone keeps none).
 
