@@ -90,7 +90,7 @@ def test_predicted_flips_come_from_the_calibrated_predictor(cbow):
     assert all(lo <= rec.observed_disagreement[t] <= hi for t, (lo, hi) in rec.observed_interval.items())
     assert set(rec.models) == set(TASKS) and rec.measure == "eis" and not rec.extrapolated
     assert rec.mean_predicted_disagreement == pytest.approx(np.mean(list(rec.predicted_disagreement.values())))
-    assert rec.trend_note == rec.prediction_note == ""
+    assert rec.prediction_note == ""
 
 
 def _two_algorithms(noise: float = 0.05) -> pd.DataFrame:

@@ -131,7 +131,7 @@ def test_write_report_is_atomic_and_cli_writes_it(tmp_path, capsys):
     assert args.func(args) == 0
     text = target.read_text()
     assert "<title>T &amp; &lt;b&gt;</title>" in text  # user text is escaped
-    assert "best knn" in text
+    assert "(requested: knn)" in text  # --measure reaches the recommendation section
     assert str(target) in capsys.readouterr().err
 
 

@@ -236,25 +236,26 @@ def _recommendations(df: pd.DataFrame, measure: str, budgets, threshold) -> pd.D
 
 def _recommendation_row(rec, budget: float, measure: str, kinds: list[str], results: pd.DataFrame) -> dict:
     row = {"kind": rec.kind} if len(kinds) > 1 or kinds != ["word"] else {}
+    lows = [lo for lo, _ in rec.predicted_interval.values()]
+    highs = [hi for _, hi in rec.predicted_interval.values()]
     row.update({"budget": budget, "algo": rec.algo, "dim": rec.dim, "bitrate": rec.bitrate,
-                "memory": rec.memory, "ranked by": rec.measure, "value": rec.measure_value,
+                "memory": rec.memory, "predictions lean on": rec.measure, "value": rec.measure_value,
                 "null": np.nan if rec.measure_null is None else rec.measure_null,
                 "predicted disagreement (%)": rec.mean_predicted_disagreement,
+                "predicted interval (%)": (f"[{np.mean(lows):.2f}, {np.mean(highs):.2f}]" if lows else ""),
                 "measured disagreement (%)": float(np.mean(list(rec.observed_disagreement.values())))})
     try:
         gap = recommendation_gap_of(rec, results)
     except ResultsError:
         gap = None
-    # the best pick under the same budget, per task (mean over tasks): what the measure's choice cost
+    # the best pick under the same budget, per task (mean over tasks): what the choice cost
     row["best under budget (%)"] = np.nan if gap is None else float(gap["oracle_disagreement"].mean())
     row["gap to best (points)"] = np.nan if gap is None else float(gap["gap"].mean())
-    row["extrapolated"] = "yes" if rec.extrapolated else ""
-    # the note matters only where the measure changed or some configurations were not ranked
-    notes = []
+    row["outside calibration"] = "yes" if rec.extrapolated else ""
+    # the note matters where a tie chose a cheaper configuration, or the predictions need a caveat
+    notes = [n for n in (rec.tie_note, rec.prediction_note) if n]
     if rec.measure != measure or 0 < rec.n_ranked < rec.n_candidates:
         notes.append(rec.signal_note)
-    if rec.trend_note:  # the prediction comes from a trend fitted on other rows than the section below
-        notes.append(rec.trend_note)
     if notes:
         row["note"] = " ".join(notes)
     return row
@@ -344,19 +345,21 @@ def _recommend_section(recs, measure: str, threshold) -> H.Section:
     if isinstance(recs, str):
         return sec.add(H.paragraph(f"No recommendation: {recs}", "note"))
     sec.add(H.paragraph(
-        f"For each budget, the configuration with the best {measure} "
-        f"({REGISTRY[measure].direction}, mean over seeds) among those with dim × bits ≤ budget, "
-        "the disagreement the memory trend predicts for it (mean over tasks), the disagreement "
-        "actually measured for it (mean over seeds and tasks), the least disagreement measured for any "
-        "configuration under the same budget (per task, mean over tasks) and the gap between the two. "
-        "Where the results record nulls, a measure ranks only the configurations on which it shows "
-        "signal; where it shows none on more than half of those that fit, the next measure that does "
-        "ranks them ('ranked by'), and where no measure does, there is no recommendation ('note')."))
+        "For each budget, the configurations with dim × bits ≤ budget ranked by their downstream "
+        "disagreement (the share of predictions that flip): measured where the results measured it "
+        "(mean over seeds), else predicted from the configuration's measures by the calibrated model "
+        "of its algorithm and task. A configuration ties with the best when each one's value lies "
+        "inside the other's interval; the cheapest of a tie is shipped ('note' says so). 'predicted "
+        "disagreement' is what the calibrated model predicts for the pick from its measures alone "
+        "(mean over tasks, with its 90 % interval), beside the disagreement measured for it, the least "
+        f"measured under the same budget and the gap between the two. 'predictions lean on' names the "
+        f"measure the predictions use (requested: {measure}), 'value' its raw value for the pick and "
+        "'null' its level for unrelated tables."))
     sec.add(H.table(recs, digits={"value": 4, "null": 4}, index=False))
-    if threshold is not None and (recs.get("extrapolated", pd.Series(dtype=str)) == "yes").any():
-        sec.add(H.paragraph(f"'extrapolated': the chosen memory lies outside the range the trend "
-                            f"was fitted on (memory < {threshold:g} bits per word), where the "
-                            "trend is known to flatten; trust the measured value there.", "note"))
+    if (recs.get("outside calibration", pd.Series(dtype=str)) == "yes").any():
+        sec.add(H.paragraph("'outside calibration': some task of the pick lies outside the measures, "
+                            "dimensions or bit widths the calibrated model saw, so it predicts nothing "
+                            "there; the measured value stands alone.", "note"))
     return sec
 
 

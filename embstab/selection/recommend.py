@@ -178,12 +178,6 @@ class Recommendation:
         return float(np.mean(list(self.predicted_disagreement.values())))
 
     @property
-    def trend_note(self) -> str:
-        """The note on the predictions (:attr:`prediction_note`), under the name readers of the former
-        memory-trend prediction use."""
-        return self.prediction_note
-
-    @property
     def n_ties(self) -> int:
         """Candidates that tie with the best one (each value inside the other's interval), the best included."""
         return int(self.candidates["tie"].sum()) if "tie" in self.candidates.columns else 0
