@@ -233,7 +233,7 @@ def test_a_calibrated_run_trains_downstream_models_for_the_chosen_rows_only(cali
 
 
 def test_the_other_rows_are_predicted_with_intervals_and_marked(calibrated):
-    spec, _, run, _ = calibrated
+    _, _, run, _ = calibrated
     df = run.results
     assert run.complete and len(df) == N_ROWS and run.n_failed == 0
     sources = df[SOURCE_COLUMN].value_counts().to_dict()
@@ -296,6 +296,12 @@ def test_a_later_full_study_measures_the_predicted_rows(calibrated, tmp_path):
     kept = full.results.merge(first.results[first.results[SOURCE_COLUMN] == MEASURED], on=keys,
                               suffixes=("", "_first"))
     assert np.array_equal(kept["disagreement"], kept["disagreement_first"])
+    # calibrated again over the full study's rows: every row is measured, nothing is trained or predicted
+    CALLS.clear()
+    again = run_study(spec, tmp_path / "copy" / "store", tmp_path / "copy" / "results.sqlite", steps=FAST,
+                      progress=False)
+    assert CALLS == [] and again.n_predicted == again.n_uncalibrated == 0
+    assert (again.results[SOURCE_COLUMN] == MEASURED).all() and len(again.results) == N_ROWS
 
 
 def test_a_threaded_cluster_gives_the_calibrated_run_of_the_synchronous_one(calibrated, tmp_path):

@@ -8,6 +8,7 @@ a study is restarted. WAL mode lets ``embstab study status`` read while a study 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
@@ -545,4 +546,4 @@ def _real_or_none(value: Any) -> float | None:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if number == number and abs(number) != float("inf") else None
+    return number if math.isfinite(number) else None
