@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from embstab._shell import command
 from embstab.cli.options import add_progress, local_workers, show_progress
 from embstab.errors import EmbstabError, did_you_mean
 
@@ -222,7 +223,8 @@ def handle(args: argparse.Namespace) -> int:
     if spec.calibrate is not None:
         _calibration(run)
     if run.n_failed or not run.complete:
-        print(f"{run.n_rows - len(run.results)} row(s) missing; see `embstab study status --store {store_url}` "
+        status = command("embstab", "study", "status", "--store", store_url)  # quoted: the path is the user's
+        print(f"{run.n_rows - len(run.results)} row(s) missing; see `{status}` "
               "and re-run this command to retry (with --recompute if an error names a corrupt artifact)",
               file=sys.stderr)
     if run.results.empty:
