@@ -413,3 +413,14 @@ def test_kg_held_out_choice_scored_by_the_configuration_means(umls):
     assert seed_scored["predicted"] != pytest.approx(by_budget["predicted"].mean())  # a different score
     with pytest.raises(UnknownNameError, match="truth"):
         prediction_gap(umls, truth="median")
+
+
+def test_rows_outside_a_calibrated_studys_calibration_are_dropped_for_that_reason():
+    from embstab.selection.results import validate_results
+
+    rows = [{"algo": "a", "seed": s, "dim": d, "bitrate": 4, "task": "t", "quality": 80.0, "eis": 0.1 * d,
+             "disagreement": np.nan if (s, d) == (0, 8) else 5.0 + s, "disagreement_source": src}
+            for s, d, src in [(0, 4, "measured"), (0, 8, "uncalibrated"), (1, 4, "predicted"), (1, 8, "measured")]]
+    with pytest.warns(UserWarning, match=r"dropping 1 row\(s\) .*\(1 outside the study's calibration\)"):
+        out = validate_results(pd.DataFrame(rows))
+    assert len(out) == 3

@@ -341,8 +341,13 @@ def validate_results(df: pd.DataFrame, *, source: str = "results",
             out[measure + SIGNAL_SUFFIX] = _flags(out[measure + SIGNAL_SUFFIX], measure + SIGNAL_SUFFIX, source)
     missing_di = out["disagreement"].isna()
     if missing_di.any():
-        warnings.warn(f"{source}: dropping {int(missing_di.sum())} row(s) without a disagreement "
-                      "value (failed downstream tasks)", stacklevel=2)
+        # a calibrated study leaves the rows outside its calibration without a value, by design
+        outside = (missing_di & (out["disagreement_source"].astype(str) == "uncalibrated")
+                   if "disagreement_source" in out.columns else pd.Series(False, index=out.index))
+        why = [f"{int(n)} {what}" for n, what in (((missing_di & ~outside).sum(), "of failed downstream tasks"),
+                                                  (outside.sum(), "outside the study's calibration")) if n]
+        warnings.warn(f"{source}: dropping {int(missing_di.sum())} row(s) without a disagreement value "
+                      f"({'; '.join(why)})", stacklevel=2)
         out = out[~missing_di]
     if out.empty:
         raise ResultsError(f"{source}: the results table has no rows with a disagreement value")
