@@ -345,3 +345,13 @@ def test_predicted_rows_stay_out_of_the_results_table_of_the_database(calibrated
         n_results = con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
         n_predicted = con.execute("SELECT COUNT(*) FROM predictions WHERE in_calibration = 1").fetchone()[0]
     assert n_results == run.n_new and n_predicted == run.n_predicted
+
+
+def test_study_status_counts_predicted_rows_apart_from_pending(calibrated):
+    from embstab.study import study_status
+
+    _, _, run, _ = calibrated
+    summary, failures = study_status(run.db_path)
+    row = summary.iloc[0]
+    assert row["predicted"] == run.n_predicted + run.n_uncalibrated and row["pending"] == 0
+    assert row["done"] + row["predicted"] + row["failed"] + row["pending"] == row["planned"] == N_ROWS

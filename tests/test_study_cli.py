@@ -111,5 +111,5 @@ def test_status_summarises_a_database(tmp_path, capsys):
     assert _run(["status", "--store", str(tmp_path / "store")]) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("demo"))
-    assert line.split()[-4:] == ["4", "1", "2", "1"]  # planned, done, failed, pending
+    assert line.split()[-5:] == ["4", "1", "0", "2", "1"]  # planned, done, predicted, failed, pending
     assert "2 x [downstream] ValueError: Invalid learning rate" in out

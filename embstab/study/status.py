@@ -23,7 +23,8 @@ def study_status(db_path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame
     -------
     summary : pandas.DataFrame
         One row per study definition: ``name``, ``fingerprint``, ``created`` (UTC), ``planned``,
-        ``done``, ``failed``, ``pending`` (planned rows neither done nor failed).
+        ``done``, ``predicted`` (rows a calibrated study predicted instead of measuring: not done,
+        not pending either), ``failed``, ``pending`` (planned rows neither done, predicted nor failed).
     failures : pandas.DataFrame
         The failed rows of those studies: ``name``, ``row_id``, ``stage``, ``error``, ``attempts``.
 
@@ -39,19 +40,21 @@ def study_status(db_path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame
     with ResultDB(db_path, readonly=True) as rdb:
         studies = rdb.studies()
         done = rdb.finished_ids()
+        predicted = set(rdb.predictions()["row_id"]) - done
         fails = rdb.failures()
         rows, fail_rows = [], []
         for s in studies.itertuples(index=False):
             planned = set(rdb.planned(s.name, s.fingerprint))
-            n_done = len(planned & done)
-            failed = fails[fails["row_id"].isin(planned - done)]
+            n_done, n_predicted = len(planned & done), len(planned & predicted)
+            failed = fails[fails["row_id"].isin(planned - done - predicted)]
             rows.append({"name": s.name, "fingerprint": s.fingerprint,
                          "created": pd.Timestamp(s.created, unit="s", tz="UTC").floor("s"),
-                         "planned": len(planned), "done": n_done, "failed": len(failed),
-                         "pending": len(planned) - n_done - len(failed)})
+                         "planned": len(planned), "done": n_done, "predicted": n_predicted, "failed": len(failed),
+                         "pending": len(planned) - n_done - n_predicted - len(failed)})
             fail_rows += [{"name": s.name, "row_id": f.row_id, "stage": f.stage, "error": f.error,
                            "attempts": f.attempts} for f in failed.itertuples(index=False)]
-    summary = pd.DataFrame(rows, columns=["name", "fingerprint", "created", "planned", "done", "failed", "pending"])
+    summary = pd.DataFrame(rows, columns=["name", "fingerprint", "created", "planned", "done", "predicted", "failed",
+                                          "pending"])
     failures = pd.DataFrame(fail_rows, columns=["name", "row_id", "stage", "error", "attempts"])
     return summary, failures
 
