@@ -46,6 +46,7 @@ import pandas as pd
 
 from embstab._fs import atomic_write, to_json
 from embstab._numbers import is_integer, is_real
+from embstab.compress.memory import memory_bits
 from embstab.errors import ConfigError, DataFormatError, OptionalDependencyError, lookup
 from embstab.measures import REGISTRY
 from embstab.selection.errors import ResultsError
@@ -107,7 +108,7 @@ def _memory(frame: pd.DataFrame) -> np.ndarray:
         memory = pd.to_numeric(frame["memory"], errors="coerce").to_numpy(dtype=np.float64)
         if np.isfinite(memory).all():
             return memory
-    return frame["dim"].to_numpy(dtype=np.float64) * frame["bitrate"].to_numpy(dtype=np.float64)
+    return np.asarray(memory_bits(frame["dim"], frame["bitrate"]), dtype=np.float64)
 
 
 def _features(frame: pd.DataFrame, model: str, measures: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -416,7 +417,7 @@ def _fit_group(key: tuple[str, str, str], group: pd.DataFrame, measures: Sequenc
         return "a single row: nothing to cross-validate"
     y = group["disagreement"].to_numpy(dtype=np.float64)
     candidates = [m for m in MODELS if m not in ("isotonic", "monotone") or used]
-    if group["dim"].nunique() * group["bitrate"].nunique() == 1 and not used:
+    if len(group[["dim", "bitrate"]].drop_duplicates()) == 1 and not used:  # one configuration
         candidates = ["memory"]
     oof = {}
     for model in candidates:
