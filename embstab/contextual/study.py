@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from embstab.study.corpus import parse_corpus
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
 from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded, run_compress
@@ -294,9 +295,10 @@ def corpus_vocabulary(base: Any, docs: list[list[str]], size: int) -> Any:
     """
     from collections import Counter  # noqa: PLC0415
 
-    from embstab.contextual.tokenizer import SPECIAL_TOKENS  # noqa: PLC0415
     from tokenizers import Tokenizer  # noqa: PLC0415
     from tokenizers.models import WordPiece  # noqa: PLC0415
+
+    from embstab.contextual.tokenizer import SPECIAL_TOKENS  # noqa: PLC0415
 
     vocab = base.get_vocab()
     counts = Counter(w for d in docs for w in d)
@@ -363,8 +365,9 @@ def start_model(config: Mapping[str, Any], tokenizer: Any = None) -> Any:
 
 
 def _tokenizer(store: ArtifactStore, key: str) -> Any:
-    from embstab.contextual.tokenizer import plain_tokenizer  # noqa: PLC0415
     from tokenizers import Tokenizer  # noqa: PLC0415
+
+    from embstab.contextual.tokenizer import plain_tokenizer  # noqa: PLC0415
 
     return plain_tokenizer(Tokenizer.from_str(store.get_bytes("tokenizer", key, "wordpiece").decode("utf-8")))
 
@@ -579,16 +582,9 @@ def contextual_train_config(spec: Any, side: str, v: Any) -> dict[str, Any]:
     return member_config(spec, side, v, contextual_source_config(spec))
 
 
-def _parse_corpus(v: Any, value: Any) -> Any:
-    # the corpus section reads as a word study's: both build their pair from one corpus
-    from embstab.train.study import parse_corpus  # noqa: PLC0415
-
-    return parse_corpus(v, value)
-
-
 KIND = StudyKind(
     name="contextual", label="contextual embeddings (BERT word-type features)", memory_unit="bits per feature vector",
-    source_key="corpus", source_stage="corpus", parse_source=_parse_corpus, algorithms=check_algorithms,
+    source_key="corpus", source_stage="corpus", parse_source=parse_corpus, algorithms=check_algorithms,
     training=TRAINING, tasks=tasks, check=check_study, source_config=contextual_source_config,
     train_config=contextual_train_config, run_source=run_source, run_train=run_train, run_compress=run_compress,
     run_downstream=run_downstream,
