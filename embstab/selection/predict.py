@@ -33,7 +33,6 @@ False, the prediction NaN, and ``calibration_note`` says why.
 from __future__ import annotations
 
 import html
-import json
 import math
 import os
 import warnings
@@ -48,6 +47,7 @@ from embstab._fs import atomic_write, to_json
 from embstab._numbers import is_integer, is_real
 from embstab.compress.memory import memory_bits
 from embstab.errors import ConfigError, DataFormatError, OptionalDependencyError, lookup
+from embstab.io.modelfolder import read_json_file
 from embstab.measures import REGISTRY
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import as_results, measure_distance, ordered_tasks
@@ -683,12 +683,10 @@ def load_predictor(path: str | os.PathLike) -> DisagreementPredictor:
     FileNotFoundError
         If the file does not exist.
     """
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(f"{path}: not a saved disagreement predictor (not JSON: {exc.msg})") from None
+    if not os.path.lexists(path):
+        raise FileNotFoundError(2, "no such saved predictor", os.fspath(path))
+    # bounded by the file's size, refusing devices and pipes; never unpickled
+    data = read_json_file(path, "saved disagreement predictor")
     if not isinstance(data, dict) or data.get("format") != FILE_FORMAT:
         raise DataFormatError(f"{path}: not a saved disagreement predictor (no \"format\": \"{FILE_FORMAT}\")")
     if data.get("version") != FILE_VERSION:
