@@ -814,7 +814,9 @@ class PredictorValidation:
     table : pandas.DataFrame
         Per (kind, algo, task): ``held_out_by, n_rows, n_predicted`` (rows inside the
         calibration), ``coverage`` (share of those inside their interval), ``mean_width``,
-        ``mae``, ``reference_mae`` (same rows), ``ratio`` (mae / reference_mae) and ``reference``
+        ``mae`` (over the rows inside the calibration), ``reference_mae`` (over those of them the
+        reference can predict: the seed-noise floor needs the configuration on another seed),
+        ``ratio`` (the predictor's error over the reference's, on the same rows) and ``reference``
         (what the reference is).
     notes : tuple of str
         Algorithms that could not be validated this way, and why.
@@ -986,15 +988,18 @@ def validate_predictor(results: pd.DataFrame | str | os.PathLike, *, by: str = "
     table = []
     reference = "seed-noise floor" if by == "seed" else "memory trend"
     for (kind, algo, task), part in rows.groupby(["kind", "algo", "task"], sort=False):
-        inside = part[part["in_calibration"] & part["reference"].notna()]
-        mae = float((inside["predicted"] - inside["disagreement"]).abs().mean()) if len(inside) else np.nan
-        ref = float((inside["reference"] - inside["disagreement"]).abs().mean()) if len(inside) else np.nan
+        predicted = part[part["in_calibration"]]
+        mae = float((predicted["predicted"] - predicted["disagreement"]).abs().mean()) if len(predicted) else np.nan
+        # the reference needs the configuration on another seed; the ratio compares the same rows
+        both = predicted[predicted["reference"].notna()]
+        ref = float((both["reference"] - both["disagreement"]).abs().mean()) if len(both) else np.nan
+        mae_both = float((both["predicted"] - both["disagreement"]).abs().mean()) if len(both) else np.nan
         table.append({"kind": kind, "algo": algo, "task": task, "held_out_by": by, "n_rows": len(part),
                       "n_predicted": int(part["in_calibration"].sum()),
                       "coverage": float(part.loc[part["in_calibration"], "covered"].mean())
                       if part["in_calibration"].any() else np.nan,
                       "mean_width": float((part["upper"] - part["lower"]).mean()),
-                      "mae": mae, "reference_mae": ref, "ratio": mae / ref if ref > 0 else np.nan,
+                      "mae": mae, "reference_mae": ref, "ratio": mae_both / ref if ref > 0 else np.nan,
                       "reference": reference})
     table = pd.DataFrame(table)
     order = {t: i for i, t in enumerate(ordered_tasks(table["task"]))}
