@@ -16,7 +16,7 @@ from embstab.cli import main
 from embstab.errors import ConfigError, DataFormatError, UnknownNameError
 from embstab.selection import (DisagreementPredictor, PairPrediction, PredictorValidation, ResultsError, as_results,
                                fit_predictor, from_published_csv, load_predictor, predict_pair, validate_predictor)
-from embstab.selection.predict import MEASURE_TOLERANCE, MODELS
+from embstab.selection.calibration import MEASURE_TOLERANCE, MODELS
 
 PUBLISHED = Path(__file__).resolve().parent / "data" / "w2v_cbow_published.csv"
 TASKS = ["sst", "mr", "subj", "mpqa", "ner"]
@@ -211,7 +211,9 @@ def test_validation_needs_something_to_hold_out(cbow):
 
 
 def test_fit_with_validation_keeps_the_figures(cbow, tmp_path):
-    p = fit_predictor(cbow[cbow["task"].isin(["subj", "ner"])], validate=True)
+    from embstab.selection import fit_validated_predictor
+
+    p = fit_validated_predictor(cbow[cbow["task"].isin(["subj", "ner"])])
     table = p.to_frame()
     assert {"coverage", "mae", "reference_mae"} <= set(table.columns) and table["coverage"].notna().all()
     p.save(tmp_path / "p.json")

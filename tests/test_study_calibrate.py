@@ -21,10 +21,27 @@ import pytest
 from embstab import Embedding
 from embstab.compress import compress_pair
 from embstab.data import make_corpus_pair
-from embstab.study import (ArtifactStore, ResultDB, Steps, StudyDefinitionError, load_study, parse_study, plan_study,
-                           run_study)
-from embstab.study.calibrate import (MEASURED, MIN_MEASURED, PREDICTED, SOURCE_COLUMN, UNCALIBRATED, analysable,
-                                     choose_measured, measured_rows, predict_unmeasured)
+from embstab.selection.calibration import measured_rows
+from embstab.study import (
+    ArtifactStore,
+    ResultDB,
+    Steps,
+    StudyDefinitionError,
+    load_study,
+    parse_study,
+    plan_study,
+    run_study,
+)
+from embstab.study.calibrate import (
+    MEASURED,
+    MIN_MEASURED,
+    PREDICTED,
+    SOURCE_COLUMN,
+    UNCALIBRATED,
+    analysable,
+    choose_measured,
+    predict_unmeasured,
+)
 from embstab.study.plan import row_configs
 from embstab.study.schema import CalibrationSpec
 from embstab.study.steps import measure_pair
@@ -180,9 +197,9 @@ def test_the_share_takes_a_second_seed_only_once_every_configuration_has_one_and
 
 
 def test_the_floor_is_what_the_predictor_needs():
-    from embstab.selection import predict
+    from embstab.selection import calibration
 
-    assert MIN_MEASURED >= predict.MIN_ROWS
+    assert MIN_MEASURED >= calibration.MIN_ROWS
 
 
 def _unused(*args, **kwargs):
@@ -255,7 +272,7 @@ def test_the_other_rows_are_predicted_with_intervals_and_marked(calibrated):
     assert run.predictor is not None and {k[2] for k in run.predictor.groups} == {"rt_sentiment", "rt_subjectivity"}
     exported = pd.read_parquet(run.parquet_path)
     assert exported[SOURCE_COLUMN].value_counts().to_dict() == sources
-    assert len(analysable(df)) == N_ROWS - run.n_uncalibrated and len(measured_rows(df)) == len(measured)
+    assert len(analysable(df)) == N_ROWS - run.n_uncalibrated and int(measured_rows(df).sum()) == len(measured)
     with ResultDB(run.db_path) as db:  # the store says the same
         stored = db.predictions().set_index("row_id")
     assert int(stored["in_calibration"].sum()) == run.n_predicted

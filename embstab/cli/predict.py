@@ -86,7 +86,7 @@ def handle(args: argparse.Namespace) -> int:
         one line and exits 2).
     """
     from embstab.errors import ConfigError  # noqa: PLC0415 - imported here so `embstab --help` stays fast
-    from embstab.selection.predict import predict_pair  # noqa: PLC0415
+    from embstab.selection.predict_pair import predict_pair  # noqa: PLC0415
 
     if (args.anchor_old is None) != (args.anchor_new is None):
         raise ConfigError("give both --anchor-old and --anchor-new, or neither")

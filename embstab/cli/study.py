@@ -232,7 +232,8 @@ def handle(args: argparse.Namespace) -> int:
             _timings(run, {}, started)
         return 1
     summary: dict[str, tuple[float, float]] = {}
-    from embstab.study.calibrate import analysable, measured_rows  # noqa: PLC0415
+    from embstab.selection.calibration import measured_rows  # noqa: PLC0415
+    from embstab.study.calibrate import analysable  # noqa: PLC0415
 
     results = analysable(run.results)  # rows outside a calibration have no disagreement to analyse
     if args.keep_near_chance:  # the analyses follow the decision recorded in the table
@@ -242,7 +243,7 @@ def handle(args: argparse.Namespace) -> int:
     with _clock(summary, "report"):
         if report_path is not None:
             _report(results, report_path)
-    measured = measured_rows(results)  # a predicted disagreement is no evidence for the tables that follow
+    measured = results[measured_rows(results)]  # a predicted disagreement is no evidence for the tables that follow
     with _clock(summary, "summary"):
         _qualities(measured)
         _correlations(measured)

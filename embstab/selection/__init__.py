@@ -38,6 +38,7 @@ and :func:`recommend` never ranks configurations by a measure at its null.
 
 from __future__ import annotations
 
+from embstab.selection.calibration import GroupCalibration
 from embstab.selection.correlation import (
                                      best_measures,
                                      bootstrap_interval,
@@ -57,14 +58,10 @@ from embstab.selection.oracle import (
 from embstab.selection.pairwise import pairwise_votes, selection_error
 from embstab.selection.predict import (
                                      DisagreementPredictor,
-                                     GroupCalibration,
-                                     PairPrediction,
-                                     PredictorValidation,
                                      fit_predictor,
                                      load_predictor,
-                                     predict_pair,
-                                     validate_predictor,
 )
+from embstab.selection.predict_pair import PairPrediction, predict_pair
 from embstab.selection.recommend import Recommendation, recommend
 from embstab.selection.results import (
                                      KIND_LABELS,
@@ -89,6 +86,11 @@ from embstab.selection.signal import (
                                      without_signal,
 )
 from embstab.selection.trend import TrendFit, fit_trend
+from embstab.selection.validation import (
+                                     PredictorValidation,
+                                     fit_validated_predictor,
+                                     validate_predictor,
+)
 
 __all__ = [
     "BASELINES",
@@ -124,6 +126,7 @@ __all__ = [
     "load_predictor",
     "predict_pair",
     "validate_predictor",
+    "fit_validated_predictor",
     "recommendation_gap",
     "recommendation_gap_of",
     "pairwise_votes",

@@ -27,12 +27,9 @@ import pandas as pd
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
 from embstab.selection._common import ties_with
+from embstab.selection.calibration import measured_rows
 from embstab.selection.errors import BudgetError, ResultsError
-from embstab.selection.predict import (
-    DisagreementPredictor,
-    fit_predictor,
-    measured_rows,
-)
+from embstab.selection.predict import DisagreementPredictor, fit_predictor
 from embstab.selection.results import (
     CONFIG_COLUMNS,
     NEAR_CHANCE_MARGIN,

@@ -29,12 +29,13 @@ import numpy as np
 import pandas as pd
 
 from embstab.errors import EmbstabError
+from embstab.selection.calibration import SOURCE_COLUMN
 from embstab.study.schema import CalibrationSpec
 from embstab.study.steps import assemble_row, guarded
 
 __all__ = ["STRATUM", "MIN_MEASURED", "SOURCE_COLUMN", "MEASURED", "PREDICTED", "UNCALIBRATED",
            "choose_measured", "assemble_unmeasured_row", "CalibrationOutcome", "predict_unmeasured",
-           "mark_sources", "analysable", "measured_rows"]
+           "mark_sources", "analysable"]
 
 #: Row metadata that makes one stratum of the choice: the rows one calibration group predicts
 #: (the predictor calibrates each algorithm, training recipe, compression transform and task apart).
@@ -42,8 +43,8 @@ STRATUM = ("algo", "recipe", "transform", "task")
 #: Fewest measured rows per stratum (the predictor calibrates no group with fewer), however small
 #: the share.
 MIN_MEASURED = 6
-#: The column that says where a row's disagreement comes from, and its values.
-SOURCE_COLUMN = "disagreement_source"
+#: The values of :data:`~embstab.selection.calibration.SOURCE_COLUMN`, the column that says where a
+#: row's disagreement comes from.
 MEASURED, PREDICTED, UNCALIBRATED = "measured", "predicted", "uncalibrated"
 
 
@@ -309,21 +310,3 @@ def analysable(results: pd.DataFrame) -> pd.DataFrame:
     if SOURCE_COLUMN not in results.columns:
         return results
     return results[results[SOURCE_COLUMN] != UNCALIBRATED]
-
-
-def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
-    """The rows whose downstream models ran.
-
-    Parameters
-    ----------
-    results : pandas.DataFrame
-        A study's results, marked or not.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The measured rows; the table itself when it marks none.
-    """
-    if SOURCE_COLUMN not in results.columns:
-        return results
-    return results[results[SOURCE_COLUMN] == MEASURED]

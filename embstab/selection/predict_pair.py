@@ -1,0 +1,237 @@
+"""Predict the flips of one pair of embedding files from its measures and a calibration."""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from embstab._numbers import is_integer
+from embstab.errors import ConfigError
+from embstab.selection.predict import (
+    DisagreementPredictor,
+    load_predictor,
+)
+from embstab.selection.validation import fit_validated_predictor
+
+__all__ = ["PairPrediction", "predict_pair"]
+
+
+# --- one pair ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PairPrediction:
+    """How many downstream predictions flip between two embeddings, per task, predicted from their measures.
+
+    Attributes
+    ----------
+    old, new : str
+        Names of the two embeddings.
+    algo : str
+        The algorithm the pair was given as (whose calibration applies).
+    kind : str
+        Kind of embedding.
+    dim, bitrate : int
+        The pair's dimension and bits per entry.
+    measures : dict of str to float
+        The pair's raw measure values.
+    signal : dict of str to bool or None
+        Whether each measure is clearly apart from its null for this pair.
+    predictions : pandas.DataFrame
+        One row per task: ``task, predicted, lower, upper, in_calibration, calibration_note,
+        model`` and the calibration's held-out ``coverage`` and ``mae`` where validated.
+    level : float
+        Nominal coverage of the intervals.
+    calibration : str
+        Where the calibration came from.
+    validated_by : str
+        What the calibration's held-out figures held out (``seed``, ``dim``), or "" when not validated.
+    """
+
+    old: str
+    new: str
+    algo: str
+    kind: str
+    dim: int
+    bitrate: int
+    measures: dict
+    signal: dict
+    predictions: pd.DataFrame = field(repr=False)
+    level: float
+    calibration: str
+    validated_by: str = ""
+
+    def to_frame(self) -> pd.DataFrame:
+        """The per-task predictions.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        return self.predictions.copy()
+
+    def to_dict(self) -> dict:
+        """Plain-Python form (JSON-serialisable).
+
+        Returns
+        -------
+        dict
+            The fields, ``predictions`` as records (NaN as None).
+        """
+        records = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+                   for r in self.predictions.to_dict(orient="records")]
+        return {"old": self.old, "new": self.new, "algo": self.algo, "kind": self.kind, "dim": self.dim,
+                "bitrate": self.bitrate,
+                "measures": {k: (None if not math.isfinite(v) else v) for k, v in self.measures.items()},
+                "signal": self.signal, "level": self.level, "calibration": self.calibration,
+                "validated_by": self.validated_by, "predictions": records}
+
+    def __str__(self) -> str:
+        lines = [f"{self.old} vs {self.new}: {self.algo}, dim={self.dim}, {self.bitrate}-bit; calibration "
+                 f"{self.calibration} ({self.level:.0%} intervals)",
+                 "measures: " + ", ".join(f"{m} {v:.4g}" + (" (no signal)" if self.signal.get(m) is False else "")
+                                          for m, v in self.measures.items())]
+        held = {"seed": "one seed held out", "dim": "one dimension held out"}.get(self.validated_by, "")
+        lines.append("predicted flips per task" + (f" (calibration checked with {held}: coverage of its "
+                                                   "intervals, mean absolute error)" if held else "") + ":")
+        width = max([12, *map(len, self.predictions["task"])])
+        for r in self.predictions.itertuples():
+            if not r.in_calibration:
+                lines.append(f"  {r.task:<{width}} outside the calibration: {r.calibration_note}")
+                continue
+            check = ""
+            if held and pd.notna(getattr(r, "coverage", np.nan)):
+                check = f"   [{r.model}; held out: coverage {r.coverage:.0%}, MAE {r.mae:.2f} points]"
+            lines.append(f"  {r.task:<{width}} {r.predicted:6.2f} %  [{r.lower:.2f}, {r.upper:.2f}]{check}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        inside = self.predictions[self.predictions["in_calibration"]]
+        shown = ", ".join(f"{r.task}={r.predicted:.2f}" for r in inside.itertuples())
+        return (f"PairPrediction(algo={self.algo!r}, dim={self.dim}, bitrate={self.bitrate}, "
+                f"predicted={{{shown}}}, calibration={self.calibration!r})")
+
+    def _repr_html_(self) -> str:
+        head = (f"<p><b>{html.escape(self.old)}</b> vs <b>{html.escape(self.new)}</b>: {html.escape(self.algo)}, "
+                f"dim={self.dim}, {self.bitrate}-bit; calibration {html.escape(self.calibration)}</p>")
+        return head + self.predictions.to_html(index=False, float_format=lambda v: f"{v:.3g}")
+
+
+def _load_embedding(spec):
+    if isinstance(spec, (str, os.PathLike)):
+        from embstab.io import load  # noqa: PLC0415 - loaded on use
+
+        return load(spec)
+    return spec
+
+
+def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | str | os.PathLike, *,
+                 algo: str | None = None, bits: int = 32, task: str | None = None, kind: str = "word", anchors="self",
+                 top_n: int | None = None, level: float = 0.9, device: str | None = None) -> PairPrediction:
+    """Predict how many downstream predictions flip between two embeddings, per task, with intervals.
+
+    The pair's measures are computed with :func:`embstab.compare` (the measures the calibration
+    reads, each beside its null), and the calibration of ``algo`` predicts each task's disagreement
+    from them, the pair's dimension and ``bits``.
+
+    Parameters
+    ----------
+    old, new : Embedding or str
+        The pair, old first: embeddings, or files / ``builtin:`` names :func:`embstab.io.load` reads.
+    calibration : DisagreementPredictor, pandas.DataFrame, str or os.PathLike
+        A fitted predictor, a saved predictor (``.json``), or results to fit one on (a CSV,
+        Parquet, a study's ``results.sqlite`` or a published table); results are also validated by
+        seed (by dimension with one seed), so the held-out coverage and error come with the answer.
+    algo : str, optional
+        The algorithm that trained the pair (whose calibration applies); may be left out when the
+        calibration holds a single algorithm of ``kind``.
+    bits : int, default 32
+        Bits per entry of the pair (32 = full precision).
+    task : str, optional
+        Only this task; default every task calibrated for ``algo``.
+    kind : str, default "word"
+        Kind of embedding.
+    anchors : "self" or (Embedding or str, Embedding or str), default "self"
+        EIS anchors, as for :func:`embstab.compare` (files are loaded); a study's measures use the
+        largest full-precision pair of each side, so give those anchors for a calibration from a study.
+    top_n : int, optional
+        Words compared (default: 10,000 or all shared, as :func:`embstab.compare`).
+    level : float, default 0.9
+        Interval level when the calibration is fitted here.
+    device : str, optional
+        Passed to :func:`embstab.compare`.
+
+    Returns
+    -------
+    PairPrediction
+
+    Raises
+    ------
+    ConfigError
+        If the pair lies outside the calibration for every requested task (an algorithm, task or
+        kind it never saw, a dimension, bit width or measure value outside its range), or the
+        dimensions of ``old`` and ``new`` differ.
+    """
+    if not is_integer(bits) or not 1 <= bits <= 64:
+        raise ConfigError(f"bits must be an integer from 1 to 64, got {bits!r}")
+    predictor = _as_predictor(calibration, level)
+    if algo is None:
+        algos = list(dict.fromkeys(k[1] for k in predictor.groups if k[0] == kind))
+        if not algos:
+            raise ConfigError(f"the pair is outside the calibration: {predictor._unknown((kind, '?', '?'))}")
+        if len(algos) > 1:
+            raise ConfigError(f"name the pair's algorithm (--algo); the calibration has: {', '.join(algos)}")
+        algo = algos[0]
+    tasks = predictor.tasks(str(algo), kind)
+    if not tasks:
+        raise ConfigError(f"the pair is outside the calibration: {predictor._unknown((kind, str(algo), '?'))}")
+    if task is not None:
+        if task not in tasks:
+            raise ConfigError(f"the pair is outside the calibration: {predictor._unknown((kind, str(algo), task))}")
+        tasks = [task]
+    a, b = _load_embedding(old), _load_embedding(new)
+    if anchors != "self" and anchors is not None:
+        anchors = (_load_embedding(anchors[0]), _load_embedding(anchors[1]))
+    if a.dim != b.dim:
+        raise ConfigError(f"the pair's dimensions differ (old {a.dim}, new {b.dim}); a calibration is per dimension")
+    needed = list(dict.fromkeys(m for t in tasks for m in predictor.groups[(kind, str(algo), t)].measures))
+    from embstab.measures.compare import compare  # noqa: PLC0415 - loaded on use
+
+    values, signal = {}, {}
+    if needed:
+        shared = len(set(a.words).intersection(b.words))
+        top = min(10000, shared) if top_n is None else top_n
+        table = compare(a, b, anchors=anchors, measures=needed, top_n=top or None, device=device)
+        for r in table.itertuples():
+            values[r.measure] = float(r.value)
+            signal[r.measure] = None if r.signal is None or (isinstance(r.signal, float) and math.isnan(r.signal)) \
+                else bool(r.signal)
+    rows = pd.DataFrame([{"kind": kind, "algo": str(algo), "task": t, "dim": int(a.dim), "bitrate": int(bits),
+                          **values} for t in tasks])
+    answer = predictor.predict(rows)
+    answer["model"] = [predictor.groups[(kind, str(algo), t)].model for t in tasks]
+    cols = ["task", "predicted", "lower", "upper", "in_calibration", "calibration_note", "model"]
+    answer = answer[cols]
+    if predictor.validation is not None and len(predictor.validation):
+        v = predictor.validation
+        v = v[(v["kind"] == kind) & (v["algo"] == str(algo))][["task", "coverage", "mae"]]
+        answer = answer.merge(v, on="task", how="left")
+    if not answer["in_calibration"].any():
+        raise ConfigError(f"the pair is outside the calibration: {answer['calibration_note'].iloc[0]}")
+    by = "" if predictor.validation is None or not len(predictor.validation) \
+        else str(predictor.validation["held_out_by"].iloc[0])
+    return PairPrediction(old=str(a.name or old), new=str(b.name or new), algo=str(algo), kind=kind, dim=int(a.dim),
+                          bitrate=int(bits), measures=values, signal=signal, predictions=answer.reset_index(drop=True),
+                          level=predictor.level, calibration=predictor.source, validated_by=by)
+
+
+def _as_predictor(calibration, level: float) -> DisagreementPredictor:
+    if isinstance(calibration, DisagreementPredictor):
+        return calibration
+    if isinstance(calibration, (str, os.PathLike)) and str(calibration).lower().endswith(".json"):
+        return load_predictor(calibration)
+    return fit_validated_predictor(calibration, level=level)
