@@ -387,7 +387,8 @@ def test_kg_calibration_is_per_algorithm_and_its_intervals_hold_on_held_out_seed
     assert not distmult.predict(transe)["in_calibration"].any()
     # the saturating shape of link prediction (1- and 2-bit tables far off the rest) needs the
     # monotone candidate or a bit-width term: the memory line is never chosen
-    assert {g.model for g in fit_predictor(umls).groups.values()} <= {"linear", "loglinear", "monotone", "isotonic"}
+    models = {g.model for g in fit_predictor(umls).groups.values()}
+    assert models <= {"linear", "loglinear", "monotone", "isotonic", "ensemble"} and "monotone" in models
 
 
 def test_kg_choosing_across_algorithms_by_predictions_beats_raw_eis(umls):
@@ -434,3 +435,17 @@ def test_validation_with_one_seed_per_configuration_still_reports_the_error(cbow
     one_seed = cbow[(cbow["dim"] * 7 + cbow["bitrate"] + cbow["seed"]) % 3 == 0]
     table = validate_predictor(one_seed, by="seed").to_frame()
     assert table["mae"].notna().all() and (table["mae"] > 0).all()
+
+
+def test_an_ensemble_predicts_the_mean_of_its_members_and_survives_a_round_trip(cbow, tmp_path):
+    from embstab.selection.calibration import ENSEMBLE, _apply_model, _fit_model
+
+    group = cbow[cbow["task"] == "subj"].reset_index(drop=True)
+    measures = ["eis", "knn"]
+    params = _fit_model("ensemble", group, measures)
+    members = [np.clip(_apply_model(m, _fit_model(m, group, measures), group, measures), 0, 100) for m in ENSEMBLE]
+    assert np.allclose(_apply_model("ensemble", params, group, measures), np.mean(members, axis=0))
+    p = fit_predictor(cbow)
+    p.save(tmp_path / "p.json")
+    rows = cbow.drop(columns="disagreement")
+    assert load_predictor(tmp_path / "p.json").predict(rows).equals(p.predict(rows))

@@ -29,7 +29,10 @@ __all__ = ["MODELS", "MEASURE_TOLERANCE", "RIDGE_ALPHA", "MIN_ROWS", "SOURCE_COL
 
 #: The candidate models of every (kind, algorithm, task), in the order a tie in cross-validated
 #: error is broken (the simpler first).
-MODELS: tuple[str, ...] = ("memory", "linear", "loglinear", "isotonic", "monotone")
+MODELS: tuple[str, ...] = ("memory", "linear", "loglinear", "isotonic", "monotone", "ensemble")
+#: The members of ``ensemble``: the mean of their predictions (equal weights, so that choosing the
+#: ensemble by its cross-validated error needs no weights fitted on the same folds).
+ENSEMBLE: tuple[str, ...] = ("linear", "loglinear", "isotonic", "monotone")
 #: A measure value counts as calibrated up to this share of the calibrated span beyond its
 #: smallest and largest value.
 MEASURE_TOLERANCE = 0.1
@@ -101,6 +104,8 @@ def _features(frame: pd.DataFrame, model: str, measures: Sequence[str]) -> tuple
 
 def _fit_model(model: str, frame: pd.DataFrame, measures: Sequence[str]) -> dict[str, Any]:
     """Fit one candidate on ``frame``; its parameters as plain Python (what a saved file stores)."""
+    if model == "ensemble":
+        return {"members": {m: _fit_model(m, frame, measures) for m in ENSEMBLE}}
     if model == "monotone":
         # a monotone function of the loglinear model's index: saturating shapes, the dimension adjusted
         inner = _fit_model("loglinear", frame, measures)
@@ -132,6 +137,10 @@ def _fit_model(model: str, frame: pd.DataFrame, measures: Sequence[str]) -> dict
 
 def _apply_model(model: str, params: Mapping[str, Any], frame: pd.DataFrame, measures: Sequence[str]) -> np.ndarray:
     """Predictions of a fitted candidate for ``frame`` (unclipped)."""
+    if model == "ensemble":
+        members = params["members"]
+        return np.mean([np.clip(_apply_model(m, members[m], frame, measures), 0.0, 100.0) for m in ENSEMBLE],
+                       axis=0)
     if model == "monotone":
         score = _apply_model("loglinear", params, frame, measures)
         return np.interp(score, np.asarray(params["x"]), np.asarray(params["y"]))
@@ -189,7 +198,7 @@ class GroupCalibration:
     params : dict
         The chosen model's fitted parameters (ridge centre, scale, coefficients and intercept;
         isotonic knots, ``x`` and ``y``; both for ``monotone``, whose knots lie on the ridge's index;
-        the memory line's slope and intercept).
+        the memory line's slope and intercept; for ``ensemble``, ``members``: each member's own).
     halfwidth : float
         The conformal quantile of the absolute out-of-fold residuals at ``level``, points (inf
         when the group has too few rows for a finite interval).
@@ -383,7 +392,7 @@ def _fit_group(key: tuple[str, str, str], group: pd.DataFrame, measures: Sequenc
     if len(folds) < 2:
         return "a single row: nothing to cross-validate"
     y = group["disagreement"].to_numpy(dtype=np.float64)
-    candidates = [m for m in MODELS if m not in ("isotonic", "monotone") or used]
+    candidates = [m for m in MODELS if m not in ("isotonic", "monotone", "ensemble") or used]
     if len(group[["dim", "bitrate"]].drop_duplicates()) == 1 and not used:  # one configuration
         candidates = ["memory"]
     oof = {}

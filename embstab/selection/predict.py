@@ -16,10 +16,13 @@ seed held out at a time; one dimension when the table has a single seed):
 - ``isotonic``: a monotone fit of the disagreement on the log distance of the first measure;
 - ``monotone``: a monotone (isotonic) function of the ``loglinear`` model's index, for the
   saturating shapes of knowledge-graph tasks (1- and 2-bit tables far off the others' trend);
+- ``ensemble``: the mean of the four above (equal weights: averaging models whose errors differ
+  lowered the held-out error on UMLS link prediction and cost nothing on the CBOW table);
 - ``memory``: a straight line in log2 memory (the measures unused).
 
 The interval at ``level`` is split-conformal on the chosen model's out-of-fold residuals (via
-``crepes``): as wide as the errors on held-out folds were. :func:`validate_predictor` checks it on groups the
+``crepes``): as wide as the errors on held-out folds were. :func:`~embstab.selection.validate_predictor`
+checks it on groups the
 fit never saw: each seed (or each interior dimension) held out in turn, the model choice and the
 conformal quantile refitted without it, against the seed-noise floor (the configuration's mean
 over the other seeds) or the memory trend.
