@@ -112,7 +112,7 @@ def handle(args: argparse.Namespace) -> int:
                                              tie=lambda t: t["tie"].map({True: "tie", False: ""}))
         unranked = rec.n_candidates - len(ranked)
         print(f"\nBest {len(shown)} of {len(ranked)} configurations by disagreement (% flips, mean over seeds and "
-              f"tasks; {rec.level:.0%} intervals)"
+              f"tasks; predicted: {rec.level:.0%} intervals, measured: {rec.measured_interval})"
               + (f" ({unranked} more fit but lack a value for some task)" if unranked else "") + ":")
         cols = ["algo", "dim", "bitrate", "memory", "disagreement", "interval", "source", "tie",
                 *([rec.measure] if rec.measure in shown.columns else [])]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from embstab.downstream.intervals import INTERVAL_LEVEL
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
 from embstab.selection._common import ties_with
@@ -136,7 +137,11 @@ class Recommendation:
     level : float
         Nominal coverage of the intervals.
     models : dict of str to str
-        The predictor's chosen model per task (``linear``, ``loglinear``, ``isotonic``, ``memory``).
+        The predictor's chosen model per task (``linear``, ``loglinear``, ``isotonic``, ``monotone``,
+        ``ensemble``, ``memory``).
+    measured_interval : str
+        What a measured value's interval is: the rows' own sampling interval over the test items
+        (at the level the study computed it) or the interval across seeds at ``level``.
     """
 
     budget: float
@@ -166,6 +171,7 @@ class Recommendation:
     prediction_note: str = ""
     level: float = 0.9
     models: dict[str, str] = field(default_factory=dict)
+    measured_interval: str = ""
 
     @property
     def mean_predicted_disagreement(self) -> float:
@@ -225,9 +231,9 @@ class Recommendation:
         ]
         if self.tie_note:
             lines.append(self.tie_note)
-        lines.append(f"Flips per task ({self.level:.0%} intervals; predicted by the calibrated model of "
-                     f"{self.algo} from the pair's measures"
-                     + (f", leaning on {self.measure}" if self.measure else ", from dimension and bits alone") + "):")
+        lines.append(f"Flips per task (predicted by the calibrated model of {self.algo} from the pair's measures"
+                     + (f", leaning on {self.measure}" if self.measure else ", from dimension and bits alone")
+                     + f", {self.level:.0%} intervals; measured: {self.measured_interval or 'as stored'}):")
         lines += self._task_lines()
         if self.prediction_note:
             lines.append(self.prediction_note)
@@ -425,7 +431,10 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
         prediction_note=("Outside the predictor's calibration, so not predicted: " + "; ".join(outside) + "."
                          if outside else ""),
         level=level, models={} if predictor is None else
-        {t: predictor.groups[(kind, str(key[0]), t)].model for t in tasks if (kind, str(key[0]), t) in predictor.groups})
+        {t: predictor.groups[(kind, str(key[0]), t)].model for t in tasks if (kind, str(key[0]), t) in predictor.groups},
+        measured_interval=(f"the rows' own {INTERVAL_LEVEL:.0%} intervals over the test items"
+                           if {"disagreement_low", "disagreement_high"} <= set(df.columns)
+                           else f"{level:.0%} intervals across seeds"))
 
 
 def _first_used(predictor: DisagreementPredictor, kind: str, algo: str, tasks: list[str]) -> str:
