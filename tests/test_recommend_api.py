@@ -229,3 +229,18 @@ def test_tiny_results_still_rank_by_what_was_measured():
     rec = recommend(pd.DataFrame(rows), 100)
     assert rec.dim == 16 and rec.predicted_disagreement == {} and rec.extrapolated
     assert "no calibration" in rec.prediction_note and rec.prediction_note in str(rec)
+
+
+def test_predicted_values_never_tie(cbow):
+    # leave some configurations unmeasured for every task: they are placed by prediction, and a
+    # prediction's interval (one row's noise) must not pull the pick to a cheaper predicted one
+    unmeasured = cbow["dim"].isin([50, 200]) & cbow["bitrate"].isin([2, 8])
+    results = cbow[~unmeasured]
+    extra = cbow[unmeasured].assign(disagreement_source="predicted")
+    table = pd.concat([results.assign(disagreement_source="measured"), extra], ignore_index=True)
+    for budget in (200, 800, 3200):
+        rec = recommend(table, budget)
+        predicted = rec.candidates[rec.candidates["source"] == "predicted"]
+        assert len(predicted) and not predicted.drop(index=0, errors="ignore")["tie"].any()
+        if rec.candidates.iloc[0]["source"] != "measured":
+            assert rec.n_ties == 1

@@ -19,9 +19,9 @@ A configuration the results measured stands at its measured disagreement (mean o
 an interval across seeds); one they did not measure, at the disagreement a calibrated model
 predicts from its stability measures, dimension and bit width (fitted per algorithm and task on
 the same results). Raw measure values never rank: EIS shrinks with the dimension and means
-different things for different algorithms. A configuration ties with the best
-one when each one's value lies inside the other's interval, and the cheapest of a tie is shipped
-(the output says so).
+different things for different algorithms. A measured configuration ties with the
+measured best one when each one's value lies inside the other's interval, and the cheapest of a
+tie is shipped (the output says so); predicted values never tie.
 
 The command then prints the flips the calibrated model predicts for its pick, per task, with the
 interval, beside what was measured. Results of a knowledge-graph or contextual study count memory

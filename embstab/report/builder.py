@@ -595,9 +595,8 @@ def _prediction_section(table, measure: str) -> H.Section:
         "seeds' rows and predicts the held-out seed's disagreement from its measures alone; per task and "
         "budget, each selector picks one of the held-out seed's configurations that fit (inside the "
         "calibration), and its measured disagreement is compared with the least measured among them. "
-        "'predicted': the least predicted disagreement; 'predicted, ties to the cheaper': the cheapest "
-        "configuration whose interval overlaps the least predicted one's (what the recommendation does with "
-        f"predictions); '{measure}': the best raw value of the measure, pooled over dimensions; 'random': a "
+        "'predicted': the least predicted disagreement (what the recommendation ships where nothing was "
+        f"measured; predictions never tie); '{measure}': the best raw value of the measure, pooled over dimensions; 'random': a "
         "pick at random, on average. Mean gap to the best pick, in percentage points, over algorithms, tasks "
         "and held-out seeds (lower is better); 'decisions' counts the (algorithm, task, seed) decisions."))
     return sec.add(H.table(table, digits=2, index=False))

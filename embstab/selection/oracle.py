@@ -17,7 +17,7 @@ import pandas as pd
 
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
-from embstab.selection._common import groups, order_by, resolve_measures, ties_with
+from embstab.selection._common import groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import as_results, ordered_tasks
 
@@ -216,7 +216,7 @@ def recommendation_gap(results: pd.DataFrame, budgets: Sequence[float] | None = 
 
 
 #: The selectors of :func:`prediction_gap` beside the raw measure.
-PREDICTION_SELECTORS: tuple[str, ...] = ("predicted", "predicted, ties to the cheaper", "random")
+PREDICTION_SELECTORS: tuple[str, ...] = ("predicted", "random")
 
 
 def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None, *, measure: str = "eis",
@@ -230,10 +230,8 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
     (those inside the calibration), each selector picks one and its *measured* disagreement is
     compared with the least measured among them:
 
-    - ``predicted``: the least predicted disagreement (equal predictions: the cheaper);
-    - ``predicted, ties to the cheaper``: the cheapest configuration that ties with the least
-      predicted one (:func:`~embstab.selection._common.ties_with`: each value inside the other's
-      interval; what :func:`~embstab.selection.recommend` does with predictions);
+    - ``predicted``: the least predicted disagreement (equal predictions: the cheaper; predictions
+      never tie, as in :func:`~embstab.selection.recommend`);
     - ``measure`` (e.g. ``eis``): the best raw value of that measure, pooled over dimensions;
     - ``random``: a pick at random, on average (the mean over the candidates).
 
@@ -313,9 +311,7 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
                     else:
                         di = cands["disagreement"].to_numpy(dtype=np.float64)
                     order = cands.sort_values(["predicted", "memory"], kind="stable").index
-                    ties = cands[ties_with(cands["predicted"], cands["lower"], cands["upper"], int(order[0]))]
-                    cheap = ties.sort_values(["memory", "predicted"], kind="stable").index[0]
-                    picks = {"predicted": order[0], "predicted, ties to the cheaper": cheap,
+                    picks = {"predicted": order[0],
                              measure: int(cands.sort_values(["distance", "memory"], kind="stable").index[0])}
                     base = {"kind": kind, "algo": "" if across_algorithms else scope[1], "task": task,
                             "budget": budget, "held_out_seed": int(held), "oracle_disagreement": float(di.min()),
