@@ -449,3 +449,27 @@ def test_an_ensemble_predicts_the_mean_of_its_members_and_survives_a_round_trip(
     p.save(tmp_path / "p.json")
     rows = cbow.drop(columns="disagreement")
     assert load_predictor(tmp_path / "p.json").predict(rows).equals(p.predict(rows))
+
+
+def test_a_store_folder_reads_as_its_database_and_devices_are_refused(tmp_path, cbow):
+    import shutil
+    import sqlite3
+
+    from embstab.selection import read_results
+
+    store = tmp_path / "store"
+    store.mkdir()
+    with pytest.raises(ResultsError, match="without a results.sqlite"):
+        read_results(store)
+    with pytest.raises(ResultsError, match="not a regular file"):
+        read_results("/dev/zero")
+    db = store / "results.sqlite"
+    with sqlite3.connect(db) as conn:  # an empty study database: read as one, not as a CSV
+        conn.execute("CREATE TABLE results (row_id TEXT, disagreement REAL)")
+    with pytest.raises(ResultsError) as by_folder:
+        read_results(store)
+    with pytest.raises(ResultsError) as by_file:
+        read_results(db)
+    for err in (by_folder, by_file):  # read as the study database it is, not as a CSV
+        assert "missing column(s) algo" in str(err.value) and "CSV table" not in str(err.value)
+    shutil.rmtree(store)

@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """
     parser = subparsers.add_parser("recommend", help=HELP, description=DESCRIPTION,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", metavar="RESULTS", help="results table (.csv, .parquet or a study's results.sqlite)")
+    parser.add_argument("results", metavar="RESULTS",
+                        help="results table (.csv, .parquet, a study's results.sqlite or its store folder)")
     parser.add_argument("--budget", metavar="BITS", type=positive_float, required=True,
                         help="memory budget in bits per word (per entity row for KG results; e.g. 400 = 100 dims "
                              "at 4 bits)")
@@ -57,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "shows no signal, the next one that does")
     parser.add_argument("--task", help="only rank by, and report, this task's disagreement")
     parser.add_argument("--algo", help="only consider this embedding algorithm")
-    parser.add_argument("--kind", help="only consider this kind of embedding (a study kind: word, kg, contextual, hyperbolic)")
+    parser.add_argument("--kind",
+                        help="only consider this kind of embedding (a study kind: word, kg, contextual, hyperbolic)")
     parser.add_argument("--level", type=open_fraction, default=0.9, metavar="P",
                         help="coverage of the intervals (default: 0.9)")
     parser.add_argument("--threshold", type=positive_float, default=None, metavar="BITS",

@@ -577,7 +577,13 @@ def _read_table(path: str | os.PathLike) -> pd.DataFrame:
     if not p.exists():
         raise FileNotFoundError(2, "No such file or directory", str(p))
     if p.is_dir():
-        raise ResultsError(f"{p}: is a directory; expected a CSV, Parquet or results.sqlite file")
+        if (p / "results.sqlite").is_file():  # a study's store folder: the database the study wrote there
+            p = p / "results.sqlite"
+        else:
+            raise ResultsError(f"{p}: is a directory without a results.sqlite; expected a study's store folder, "
+                               "or a CSV, Parquet or results.sqlite file")
+    if not p.is_file():  # a device or a pipe would be read without end
+        raise ResultsError(f"{p}: is not a regular file; expected a CSV, Parquet or results.sqlite file")
     with open(p, "rb") as fh:
         if fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
             return _read_sqlite(p)
@@ -663,7 +669,8 @@ def read_results(path: str | os.PathLike, *, keep_near_chance: bool | None = Non
     Parameters
     ----------
     path : str or os.PathLike
-        ``.csv`` or ``.parquet`` file, or a study's SQLite database (recognised by its header).
+        ``.csv`` or ``.parquet`` file, a study's SQLite database (recognised by its header), or a
+        study's store folder (its ``results.sqlite`` is read).
     keep_near_chance : bool, optional
         Keep rows whose downstream model is near chance (default: leave them out; see
         :func:`validate_results`).
@@ -678,7 +685,8 @@ def read_results(path: str | os.PathLike, *, keep_near_chance: bool | None = Non
     FileNotFoundError
         If the file does not exist.
     ResultsError
-        If the file cannot be parsed or is in neither format.
+        If the file cannot be parsed or is in neither format, is a device or a pipe, or is a folder
+        without a ``results.sqlite``.
     """
     raw = _read_table(path)
     if is_published_format(raw):
