@@ -346,3 +346,15 @@ def test_kg_disagreements_carry_the_same_interval():
     assert tc.to_dict()["disagreement_high"] == tc.disagreement_interval[1]
     same = link_prediction_disagreement(a, a, graph)
     assert same.disagreement == 0.0 and same.disagreement_interval[0] == 0.0
+
+
+def test_a_result_shows_its_flips_interval_and_chance_in_a_notebook():
+    from embstab.downstream.api import DisagreementResult
+
+    r = DisagreementResult(4.0, 80.0, 81.5, 500, "rt_subjectivity", "linear", 0,
+                           settings={"chance": 50.0, "folds": 5, "interval_level": 0.95})
+    page = r._repr_html_()
+    low, high = r.disagreement_interval
+    assert f"[{low:.2f}, {high:.2f}]" in page and "95% interval" in page
+    assert "50.00 %" in page and "5-fold" in page and "500 test items" in page
+    assert "<b>DisagreementResult</b>" in page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import html
 import inspect
 import itertools
 from collections import Counter
@@ -396,6 +397,22 @@ class DisagreementResult:
         for k, v in self.settings.items():
             out.setdefault(k, v)
         return out
+
+    def _repr_html_(self) -> str:
+        """The result at a glance in a notebook: the flips with their interval, both models beside chance."""
+        low, high = self.disagreement_interval  # type: ignore[misc]
+        level = self.settings.get("interval_level", INTERVAL_LEVEL)
+        chance = self.settings.get("chance")
+        folds = int(self.settings.get("folds", 1) or 1)
+        over = f"{self.n_test:,} test items" + (f" ({folds}-fold: every item tested once)" if folds > 1 else "")
+        rows = [("predictions that flip", f"<b>{self.disagreement:.2f} %</b> [{low:.2f}, {high:.2f}] "
+                                          f"({level:.0%} interval over the test items)"),
+                ("quality, old model", f"{self.quality_old:.2f} %"), ("quality, new model", f"{self.quality_new:.2f} %")]
+        if chance is not None:
+            rows.append(("chance (best constant prediction)", f"{float(chance):.2f} %"))
+        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
+        return (f"<p><b>DisagreementResult</b>: {html.escape(self.task)}, model {html.escape(self.model)}, "
+                f"seed {self.seed}, over {over}</p><table>{cells}</table>")
 
 
 @functools.lru_cache(maxsize=8)
