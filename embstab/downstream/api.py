@@ -407,7 +407,8 @@ class DisagreementResult:
         over = f"{self.n_test:,} test items" + (f" ({folds}-fold: every item tested once)" if folds > 1 else "")
         rows = [("predictions that flip", f"<b>{self.disagreement:.2f} %</b> [{low:.2f}, {high:.2f}] "
                                           f"({level:.0%} interval over the test items)"),
-                ("quality, old model", f"{self.quality_old:.2f} %"), ("quality, new model", f"{self.quality_new:.2f} %")]
+                ("quality, old model", f"{self.quality_old:.2f} %"),
+                ("quality, new model", f"{self.quality_new:.2f} %")]
         if chance is not None:
             rows.append(("chance (best constant prediction)", f"{float(chance):.2f} %"))
         cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
