@@ -14,8 +14,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from embstab._numbers import is_integer
 from embstab.errors import ConfigError, ShapeError, lookup
 from embstab.io import regenerate
+
+# the Sylvester matrix a compressed file regenerates: one definition, shared with the reader
+from embstab.io.regenerate import hadamard
 from embstab.lowprec import UniformFormat, quantize
 from embstab.recipes.registry import CheckResult, register_recipe
 
@@ -38,32 +42,6 @@ def _seed(generator: torch.Generator | int | None) -> int:
     if isinstance(generator, torch.Generator):
         return int(torch.randint(0, 2**62, (1,), generator=generator))
     return 0 if generator is None else int(generator)
-
-
-def _check_dim(d: Any) -> None:
-    if not (isinstance(d, (int, np.integer)) and d >= 1):
-        raise RotationError(f"rotation dimension must be a positive integer, got {d!r}")
-
-
-def hadamard(m: int) -> np.ndarray:
-    """The Sylvester Hadamard matrix of order ``m`` (a power of two), entries ±1, float64.
-
-    Parameters
-    ----------
-    m : int
-        The order, a positive power of two.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(m, m)`` float64, unnormalised (``H @ H.T == m * I``).
-
-    Raises
-    ------
-    RotationError
-        ``m`` is not a positive power of two.
-    """
-    return regenerate.hadamard(m)
 
 
 def random_hadamard(d: int, generator: torch.Generator | int | None = None, mode: str = "blocks") -> np.ndarray:
@@ -95,7 +73,8 @@ def random_hadamard(d: int, generator: torch.Generator | int | None = None, mode
     RotationError
         ``d`` is not a positive integer, or an unknown mode.
     """
-    _check_dim(d)
+    if not is_integer(d) or d < 1:  # before the mode: the first thing a caller gets wrong is named first
+        raise RotationError(f"rotation dimension must be a positive integer, got {d!r}")
     if mode not in ("blocks", "pad"):
         raise RotationError(f"mode must be 'blocks' or 'pad', got {mode!r}")
     return regenerate.random_hadamard(int(d), _seed(generator), mode)
@@ -123,8 +102,7 @@ def random_orthogonal(d: int, generator: torch.Generator | int | None = None) ->
     RotationError
         ``d`` is not a positive integer.
     """
-    _check_dim(d)
-    return regenerate.random_orthogonal(int(d), _seed(generator))
+    return regenerate.random_orthogonal(d, _seed(generator))
 
 
 def rotate_quantize(X: Any, fmt: Any, rotation: str | np.ndarray | None = "hadamard", rotate_back: bool = True,
