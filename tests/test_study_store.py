@@ -159,6 +159,26 @@ def test_two_processes_inserting_the_same_rows_store_each_once(tmp_path):
     assert len(df) == 60 and df["row_id"].is_unique
 
 
+def _open_and_close(path: str) -> str:
+    try:
+        ResultDB(path).close()
+    except Exception as exc:  # returned, not raised, so every opener's outcome is seen
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def test_runners_opening_one_new_database_at_once_all_succeed(tmp_path):
+    """Creating the tables, adding the newer columns and switching to WAL race when several runners
+    open a database no one has opened yet; each opener must get a usable database."""
+    ctx = mp.get_context("fork")
+    paths = [str(tmp_path / f"r{i}.sqlite") for i in range(12)]
+    with ctx.Pool(6) as pool:
+        errors = [e for path in paths for e in pool.map(_open_and_close, [path] * 6) if e]
+    assert errors == []
+    with ResultDB(paths[0]) as db:
+        assert db.journal_mode == "wal"
+
+
 def test_atomic_write_temp_files_are_what_the_store_skips(tmp_path):
     """The temp file a writer leaves when killed mid-write is the one the store skips and sweeps."""
     store = ArtifactStore(tmp_path)

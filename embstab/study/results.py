@@ -105,12 +105,11 @@ class ResultDB:
             else:
                 os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
                 self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._enter_wal(timeout)
                 # NORMAL is durable against process kills (SIGKILL) in WAL mode; only a power cut can
                 # lose the last transactions, which a restart then recomputes.
                 self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.executescript(_SCHEMA)
-                self._add_missing_columns()
+                self._create_schema()
         except sqlite3.DatabaseError as exc:
             raise ResultDBError(f"results database {self.path} cannot be used ({exc}); move it away or pass "
                                 "another --db") from None
@@ -134,6 +133,33 @@ class ResultDB:
             raise ResultDBError(f"results database {self.path} is not a study results database (no table "
                                 f"{', '.join(missing)}); check --db")
         return conn
+
+    def _enter_wal(self, timeout: float) -> None:
+        # Switching a new file to WAL needs it to itself, and SQLite answers "locked" at once rather
+        # than waiting when another runner is opening it too; so wait here, as every other write does.
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _create_schema(self) -> None:
+        # One write transaction: two runners opening a new (or an older) database at once would
+        # otherwise both see a column missing and both add it.
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._conn.execute(statement)
+            self._add_missing_columns()
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     def _add_missing_columns(self) -> None:
         # a database written before an axis existed gains its column, older rows holding the default
