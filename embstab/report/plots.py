@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from embstab.measures import REGISTRY
 from embstab.selection import TrendFit, measure_distance
+from embstab.selection.plots import bit_colors, interval_points, memory_axes
 from embstab.selection.results import ordered_tasks
 
 __all__ = ["disagreement_vs_memory", "measure_vs_disagreement", "to_png", "to_base64_png"]
@@ -57,7 +58,7 @@ def disagreement_vs_memory(df: pd.DataFrame, trend: TrendFit | None = None, unit
     tasks = ordered_tasks(df["task"])
     fig, axes = _grid(len(tasks))
     bitrates = sorted(df["bitrate"].unique())
-    colors = _colors(len(bitrates))
+    colors = list(bit_colors(bitrates).values())
     algos = list(dict.fromkeys(df["algo"]))
     markers = "osD^v<>p*h"
     for ax, task in zip(axes, tasks):
@@ -69,18 +70,13 @@ def disagreement_vs_memory(df: pd.DataFrame, trend: TrendFit | None = None, unit
                 sel = stats[(stats["bitrate"] == b) & (stats["algo"] == algo)]
                 if sel.empty:
                     continue
-                ax.errorbar(sel["memory"], sel["mean"],
-                            yerr=[sel["mean"] - sel["min"], sel["max"] - sel["mean"]],
-                            fmt=markers[a_idx % len(markers)], color=color, ms=4, lw=0.8,
-                            capsize=0, label=f"{b}-bit" if a_idx == 0 else None)
+                interval_points(ax, sel["memory"], sel["mean"], sel["min"], sel["max"],
+                                fmt=markers[a_idx % len(markers)], color=color,
+                                label=f"{b}-bit" if a_idx == 0 else None)
         if trend is not None:
             _draw_trend(ax, trend, part, task)
-        ax.set_xscale("log", base=2)
-        ax.set_ylim(bottom=0)  # disagreement is a percentage; a dashed trend may dip below zero
+        memory_axes(ax, unit)
         ax.set_title(task)
-        ax.set_xlabel(f"memory ({unit})")
-        ax.set_ylabel("disagreement (%)")
-        ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7, title="precision", title_fontsize=7)
     title = "Downstream disagreement vs memory"
     if trend is not None:
@@ -135,7 +131,7 @@ def measure_vs_disagreement(df: pd.DataFrame, measure: str,
     if info.larger_is_more_stable and info.range[1] != 1.0:
         label = f"{info.range[1]:g} − {measure}"
     bitrates = sorted(df["bitrate"].unique())
-    colors = dict(zip(bitrates, _colors(len(bitrates))))
+    colors = bit_colors(bitrates)
     for ax, task in zip(axes, tasks):
         part = df[(df["task"] == task) & df[measure].notna()]
         x = measure_distance(part[measure].to_numpy(), measure)
@@ -156,13 +152,6 @@ def measure_vs_disagreement(df: pd.DataFrame, measure: str,
     axes[0].legend(handles=handles, fontsize=7, title="precision", title_fontsize=7)
     fig.suptitle(f"{measure} vs downstream disagreement ({info.direction})")
     return fig
-
-
-def _colors(n: int) -> list:
-    from matplotlib import colormaps
-
-    cmap = colormaps["viridis"]
-    return [cmap(v) for v in np.linspace(0.0, 0.9, max(n, 1))][:n]
 
 
 def to_png(fig: Figure, dpi: int = 100) -> bytes:
