@@ -143,7 +143,7 @@ def _run_manifold(args: argparse.Namespace) -> int:
     a, b = load_embedding(args.old), load_embedding(args.new)
     df = compare(a, b, measures=args.measures)[["measure", "value", "distance", "direction"]]
     _emit(df, args.output, {"old": args.old, "new": args.new, "n_nodes": len(a)},
-          [f"old {args.old} vs new {args.new}: {len(a)} nodes, compared by their decoded distances "
+          [f"old: {args.old} vs new: {args.new} ({len(a)} nodes each), compared by their decoded distances "
            "(no null: these measures have none)"], [])
     return 0
 
@@ -199,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
     for w in caught:  # a caveat about this comparison: one line, in the CLI's voice
         print(f"embstab compare: warning: {w.message}", file=sys.stderr)
     n = df.attrs["n_words"]
-    header = [f"old {a.name} ({len(a)} words, {a.dim}-d) vs new {b.name} ({len(b)} words, {b.dim}-d): "
+    # sides are named by what the user typed: an embedding's own name is often "old" or "new" itself
+    header = [f"old: {args.old} ({len(a)} words, {a.dim} dims) vs new: {args.new} ({len(b)} words, {b.dim} dims): "
               f"{n} shared words compared (top by {args.rank_by}'s frequency order)"]
     if anchors == "self":
         header.append("EIS anchors: the pair itself (pass --anchor-old/--anchor-new for dedicated anchors)")
