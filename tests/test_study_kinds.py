@@ -91,7 +91,7 @@ def test_registry_is_one_module_per_kind_and_feeds_the_report_labels():
 
 
 def test_a_registered_kind_is_parsed_and_planned_without_naming_it_anywhere(tmp_path):
-    from embstab.study.kinds import register_kind
+    from embstab.study.kinds import register_kind, unregister_kind
 
     with pytest.raises(ValueError, match="already registered"):
         register_kind(dataclasses.replace(get_kind("kg")))
@@ -106,7 +106,8 @@ def test_a_registered_kind_is_parsed_and_planned_without_naming_it_anywhere(tmp_
 
         assert kind_label("word_twin").unit == "bits per twin"
     finally:
-        KINDS._kinds.pop("word_twin")  # the registry's own store: leave it as it was
+        assert unregister_kind("word_twin") is twin  # leave the registry as it was
+    assert "word_twin" not in KINDS
 
 
 def test_importing_selection_imports_no_kind():

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from embstab.errors import lookup
+from embstab.kinds import KINDS
 from embstab.measures import REGISTRY
 from embstab.selection.errors import ResultsError
 
@@ -99,13 +100,11 @@ class KindLabel:
 
 
 class _KindLabels(Mapping[str, KindLabel]):
-    """Kind name → :class:`KindLabel`, read from the study kinds' registry when first used (so
-    importing this package imports no kind)."""
+    """Kind name → :class:`KindLabel`, read from the kinds' registry (:data:`embstab.kinds.KINDS`,
+    which imports the kinds only when first read: importing this package imports no kind)."""
 
     @staticmethod
     def _kinds() -> Mapping[str, Any]:
-        from embstab.study.kinds import KINDS  # noqa: PLC0415
-
         return KINDS
 
     def __getitem__(self, kind: str) -> KindLabel:

@@ -8,36 +8,29 @@ are shared by every kind, so rows of every kind land in one results table, one r
 ``recommend``.
 
 Each kind lives in its own package's ``study`` module, which defines its :class:`StudyKind` as
-``KIND``; :data:`KIND_MODULES` lists those modules, one line per kind. The registry :data:`KINDS`
-imports them the first time it is read, and is what the schema, the plan, the runner, the report and
-``recommend`` ask; none of them names a kind.
+``KIND``. The registry :data:`KINDS` (:mod:`embstab.kinds`, below every layer that reads it; its
+:data:`KIND_MODULES` lists those modules, one line per kind) imports them the first time it is read,
+and is what the schema, the plan, the runner, the report and ``recommend`` ask; none of them names
+or imports a kind. A kind defined elsewhere enters with :func:`register_kind` and leaves with
+:func:`unregister_kind`.
 """
 
 from __future__ import annotations
 
-import importlib
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from embstab.kinds import KIND_MODULES, get_kind, register_kind, unregister_kind
+from embstab.kinds import KINDS as _KINDS
 from embstab.study.settings import PLAN_VERSION, REFERENCE_RECIPE, Setting, TaskRule
 
 if TYPE_CHECKING:
     from embstab.study.plan import Variant
     from embstab.study.schema import StudySpec
 
-__all__ = ["StudyKind", "TaskRule", "Setting", "KINDS", "KIND_MODULES", "register_kind", "get_kind",
-           "PLAN_VERSION", "REFERENCE_RECIPE"]
-
-#: The module of each study kind (it defines ``KIND``), in the order kinds are listed; the first is
-#: the default of a study file without ``kind:``. A new kind is one more line here.
-KIND_MODULES: tuple[str, ...] = (
-    "embstab.train.study",
-    "embstab.kg.study",
-    "embstab.contextual.study",
-    "embstab.hyperbolic.study",
-)
+__all__ = ["StudyKind", "TaskRule", "Setting", "KINDS", "KIND_MODULES", "register_kind", "unregister_kind",
+           "get_kind", "PLAN_VERSION", "REFERENCE_RECIPE"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +74,10 @@ class StudyKind:
     measure_pair : callable or None
         The kind's own ``measure_pair`` (as :attr:`embstab.study.steps.Steps.measure_pair`), for
         members the shared one does not compare (another geometry); None: the shared one.
+    steps : dict
+        The kind's computations among the fields of :class:`embstab.study.steps.Steps` (field
+        name → module-level function), which :func:`embstab.study.steps.default_steps` takes from
+        the registry: the word kind gives ``train_embedding``, so the study engine imports no kind.
     """
 
     name: str
@@ -103,6 +100,8 @@ class StudyKind:
     recipes: bool = False
     transforms: bool = False
     measure_pair: Callable[..., Any] | None = None
+    # not hashed: a dict; the kind is still hashable by its other fields
+    steps: Mapping[str, Callable[..., Any]] = field(default_factory=dict, hash=False)
 
     def measure_steps(self, steps: Any) -> Any:
         """``steps`` with this kind's ``measure_pair``, if it has one.
@@ -124,83 +123,6 @@ class StudyKind:
         return replace(steps, measure_pair=self.measure_pair)
 
 
-class _Registry(Mapping[str, StudyKind]):
-    """Kind name → :class:`StudyKind`; the modules of :data:`KIND_MODULES` are imported on first read."""
-
-    def __init__(self, modules: tuple[str, ...]) -> None:
-        self._modules = modules
-        self._kinds: dict[str, StudyKind] = {}
-        self._loaded = False
-        self._lock = threading.RLock()
-
-    def _load(self) -> dict[str, StudyKind]:
-        if not self._loaded:
-            with self._lock:
-                if not self._loaded:
-                    for module in self._modules:
-                        register_kind(importlib.import_module(module).KIND)
-                    self._loaded = True
-        return self._kinds
-
-    def __getitem__(self, name: str) -> StudyKind:
-        return self._load()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._load())
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-    def __repr__(self) -> str:
-        return f"KINDS({', '.join(self)})"
-
-
-#: Every study kind by name, in the order of :data:`KIND_MODULES` (``word`` first: the default).
-KINDS: Mapping[str, StudyKind] = _Registry(KIND_MODULES)
-
-
-def register_kind(kind: StudyKind) -> StudyKind:
-    """Add ``kind`` to :data:`KINDS` (a kind defined outside :data:`KIND_MODULES`, e.g. by a plugin).
-
-    Parameters
-    ----------
-    kind : StudyKind
-        The kind; registering the same object twice is harmless.
-
-    Returns
-    -------
-    StudyKind
-        ``kind``.
-
-    Raises
-    ------
-    ValueError
-        If another kind of that name is registered.
-    """
-    kinds = KINDS._kinds  # type: ignore[attr-defined]  # the registry's own store
-    if kinds.get(kind.name, kind) is not kind:
-        raise ValueError(f"a study kind named {kind.name!r} is already registered")
-    kinds[kind.name] = kind
-    return kind
-
-
-def get_kind(name: str) -> StudyKind:
-    """The registered kind called ``name``.
-
-    Parameters
-    ----------
-    name : str
-        A key of :data:`KINDS` (``"word"``, ``"kg"``, ``"contextual"``...).
-
-    Returns
-    -------
-    StudyKind
-
-    Raises
-    ------
-    UnknownNameError
-        For a name that is not registered.
-    """
-    from embstab.errors import lookup  # noqa: PLC0415
-
-    return lookup(KINDS, name, "study kind")
+# The registry lives below every layer that reads it (embstab.kinds): the results tables' labels and
+# the report ask it for a kind's label and memory unit without importing the study engine.
+KINDS: Mapping[str, StudyKind] = _KINDS

@@ -30,7 +30,7 @@ from embstab.measures import REGISTRY
 # from its own module: once imported, the module embstab.measures.compare shadows the lazy function
 from embstab.measures.compare import Anchors, compare
 from embstab.measures.null import NullLevel, has_signal
-from embstab.train import train_embedding
+from embstab.study.kinds import KINDS
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_compress", "run_measures", "assemble_row",
@@ -116,17 +116,42 @@ class Steps:
 
 
 def default_steps() -> Steps:
-    """The real embstab functions.
+    """The real embstab functions: the shared ones, and each registered kind's own.
+
+    A computation that belongs to one kind (the word kind's trainer) comes from that kind's
+    :attr:`~embstab.study.kinds.StudyKind.steps` in the registry, so the study engine imports no kind.
 
     Returns
     -------
     Steps
         :func:`embstab.data.load_corpus`, :func:`embstab.data.make_corpus_pair`,
-        :func:`embstab.train.train_embedding`, :func:`embstab.compress.compress_pair`,
-        :func:`measure_pair` and :func:`embstab.downstream.disagreement`.
+        :func:`embstab.compress.compress_pair`, :func:`measure_pair`,
+        :func:`embstab.downstream.disagreement`, and the kinds' computations
+        (:func:`embstab.train.train_embedding`, from the word kind).
+
+    Raises
+    ------
+    ValueError
+        If a kind names a field :class:`Steps` does not have, or two sources give one field
+        different functions.
+    RunError
+        If no registered kind gives a field of :class:`Steps`.
     """
-    return Steps(load_corpus=load_corpus, make_corpus_pair=make_corpus_pair, train_embedding=train_embedding,
-                 compress_pair=compress_pair, measure_pair=measure_pair, disagreement=disagreement)
+    given: dict[str, Callable[..., Any]] = {"load_corpus": load_corpus, "make_corpus_pair": make_corpus_pair,
+                                            "compress_pair": compress_pair, "measure_pair": measure_pair,
+                                            "disagreement": disagreement}
+    fields = set(Steps.__dataclass_fields__)
+    for kind in KINDS.values():
+        for name, fn in kind.steps.items():
+            if name not in fields:
+                raise ValueError(f"study kind {kind.name!r}: steps has no field {name!r} (choose from "
+                                 f"{', '.join(sorted(fields))})")
+            if given.setdefault(name, fn) is not fn:
+                raise ValueError(f"study kind {kind.name!r}: steps.{name} is already given another function")
+    missing = sorted(fields - set(given))
+    if missing:
+        raise RunError(f"no registered study kind gives the computation {', '.join(missing)} of the study's steps")
+    return Steps(**given)
 
 
 def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_old: Embedding,

@@ -28,6 +28,7 @@ from embstab.study.settings import (
 )
 from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded, run_compress
 from embstab.study.store import ArtifactStore
+from embstab.train.api import train_embedding
 
 if TYPE_CHECKING:
     from embstab.study.plan import Variant
@@ -306,4 +307,5 @@ KIND = StudyKind(
     training=TRAINING, tasks=tasks, check=check_study, source_config=word_source_config,
     train_config=word_train_config, run_source=run_corpus, run_train=run_train, run_compress=run_compress,
     run_downstream=run_downstream, recipes=True, transforms=True,
+    steps={"train_embedding": train_embedding},
 )
