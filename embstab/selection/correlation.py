@@ -8,7 +8,9 @@ with a seeded bootstrap interval over the rows, except in cells of fewer than
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,8 +23,8 @@ from embstab.selection._common import groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import as_results, measure_distance, ordered_tasks
 
-__all__ = ["spearman_table", "bootstrap_interval", "partial_spearman", "best_measures", "with_intervals", "N_BOOT",
-           "MIN_INTERVAL_ROWS", "MEMORY_ROW", "CONTROLS", "TOO_FEW_ROWS"]
+__all__ = ["CorrelationTable", "spearman_table", "bootstrap_interval", "partial_spearman", "best_measures",
+           "with_intervals", "N_BOOT", "MIN_INTERVAL_ROWS", "MEMORY_ROW", "CONTROLS", "TOO_FEW_ROWS"]
 
 
 #: Bootstrap resamples behind each interval.
@@ -398,3 +400,120 @@ def best_measures(table: pd.DataFrame) -> pd.DataFrame:
     # a string column would turn None into NaN (truthy): keep None where no measure is best
     out["best"] = pd.Series([r["best"] for r in rows], index=out.index, dtype=object)
     return out
+
+
+@dataclass(frozen=True)
+class CorrelationTable:
+    """A :func:`spearman_table` to look at: printed as ρ with intervals, shown in a notebook, drawn.
+
+    ``CorrelationTable(spearman_table(results, control="memory"))`` prints as
+    :func:`with_intervals` lays it out and draws each measure's ρ with its interval against the
+    null ρ = 0 (a measure that ranks the rows no better than chance), beside memory's own ρ when
+    the table was controlled for memory.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        Output of :func:`spearman_table`.
+    level : float
+        The coverage its intervals were computed at (``spearman_table``'s ``level``).
+
+    Raises
+    ------
+    ResultsError
+        If ``table`` lacks ``measure``, ``task`` or ``spearman``.
+    """
+
+    table: pd.DataFrame
+    level: float = 0.95
+
+    def __post_init__(self):
+        missing = [c for c in ("measure", "task", "spearman") if c not in self.table.columns]
+        if missing:
+            raise ResultsError(f"not a spearman_table: no column {', '.join(map(repr, missing))}")
+
+    def to_frame(self) -> pd.DataFrame:
+        """The tidy table.
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of :attr:`table`.
+        """
+        return self.table.copy()
+
+    def __str__(self) -> str:
+        return with_intervals(self.table).to_string()
+
+    def _repr_html_(self) -> str:
+        controlled = "partial_spearman" in self.table.columns
+        head = (f"<p><b>CorrelationTable</b>: Spearman ρ of each measure (as a distance) with the disagreement, "
+                f"{self.level:.0%} bootstrap intervals"
+                + (f"; each measure also controlling for memory, and memory's own ρ ({html.escape(MEMORY_ROW)})"
+                   if controlled else "") + "</p>")
+        return head + with_intervals(self.table).to_html()  # to_html escapes every cell and label
+
+    def _series(self) -> list[tuple[str, pd.DataFrame]]:
+        """The table's rows per series (task, with the algorithm and ``within`` value where they vary)."""
+        keys = [c for c in self.table.columns if c not in _TABLE_COLUMNS]
+        keys = (["algo"] if "algo" in self.table.columns and self.table["algo"].nunique() > 1 else []) + keys
+        order = {t: i for i, t in enumerate(ordered_tasks(self.table["task"]))}
+        out = []
+        for key, part in self.table.groupby([*keys, "task"], sort=False):
+            names = dict(zip([*keys, "task"], key))
+            label = ", ".join([*(f"{names[k]}" if k == "algo" else f"{k}={names[k]}" for k in keys),
+                               str(names["task"])])
+            out.append(((tuple(names[k] for k in keys), order[names["task"]]), label, part))
+        return [(label, part) for _, label, part in sorted(out, key=lambda t: t[0])]
+
+    def plot(self, ax=None):
+        """Draw each measure's ρ with its interval, one colour per task, against the null ρ = 0.
+
+        Measures run down the y axis in the table's order (memory's own ρ last when the table was
+        controlled for memory); each task (per algorithm and ``within`` value where those vary) is a
+        colour, its points side by side within a measure's band. A table controlled for memory adds
+        each measure's ρ controlling for memory as a hollow square beside it. A ρ that could not be
+        computed is left out; one without an interval (too few rows) is a point without a bar.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Axes to draw on; default a new figure's.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        from embstab.selection.plots import axes_or_new, colors, interval_points  # noqa: PLC0415
+
+        measures = list(dict.fromkeys(self.table["measure"]))
+        ax = axes_or_new(ax, figsize=(6.0, 1.2 + 0.45 * len(measures)))
+        series = self._series()
+        controlled = "partial_spearman" in self.table.columns
+        step = 0.8 / max(len(series), 1)
+        place = {m: float(i) for i, m in enumerate(measures)}
+        for j, ((label, part), color) in enumerate(zip(series, colors(len(series)))):
+            offset = (j - (len(series) - 1) / 2) * step
+            y = part["measure"].map(place).to_numpy(dtype=np.float64) + offset
+            rho = part["spearman"].to_numpy(dtype=np.float64)
+            shown = np.isfinite(rho)
+            interval_points(ax, rho[shown], y[shown], part["ci_low"].to_numpy(dtype=np.float64)[shown],
+                            part["ci_high"].to_numpy(dtype=np.float64)[shown], horizontal=True,
+                            color=color, label=label)
+            if controlled:
+                rho = part["partial_spearman"].to_numpy(dtype=np.float64)
+                shown = np.isfinite(rho)
+                interval_points(ax, rho[shown], y[shown] + step / 3,
+                                part["partial_low"].to_numpy(dtype=np.float64)[shown],
+                                part["partial_high"].to_numpy(dtype=np.float64)[shown], horizontal=True,
+                                fmt="s", color=color, mfc="none")
+        if controlled:  # one legend entry for the hollow squares, whatever their colour
+            ax.plot([], [], "s", mfc="none", mec="0.3", label=CONTROLLED)
+        ax.axvline(0.0, color="0.3", lw=0.8, ls="--", label="null: ρ = 0")
+        ax.set_yticks(list(place.values()), measures)
+        ax.set_ylim(len(measures) - 0.5, -0.5)  # the first measure on top
+        ax.set_xlim(-1.05, 1.05)
+        ax.set_xlabel(f"Spearman ρ with the disagreement, {self.level:.0%} interval")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside: the points fill the width
+        return ax

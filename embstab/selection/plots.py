@@ -71,8 +71,8 @@ def bit_colors(bitrates: Sequence[int]) -> dict:
     return dict(zip(distinct, colors(len(distinct))))
 
 
-def interval_points(ax, x, y, low, high, *, fmt: str = "o", **kwargs):
-    """Points with a vertical bar from ``low`` to ``high`` each (a bar that is NaN is not drawn).
+def interval_points(ax, x, y, low, high, *, fmt: str = "o", horizontal: bool = False, **kwargs):
+    """Points with a bar from ``low`` to ``high`` each (a bar that is NaN is not drawn).
 
     Parameters
     ----------
@@ -81,9 +81,12 @@ def interval_points(ax, x, y, low, high, *, fmt: str = "o", **kwargs):
     x, y : array-like
         The points.
     low, high : array-like
-        Each point's interval; a point outside its own interval gets no bar below (above) it.
+        Each point's interval, on ``y`` (on ``x`` when ``horizontal``); a point outside its own
+        interval gets no bar on that side.
     fmt : str, default "o"
         Marker format, as for :meth:`matplotlib.axes.Axes.errorbar`.
+    horizontal : bool, default False
+        The intervals are of ``x`` (a value per category on the y axis), not of ``y``.
     **kwargs
         Passed to :meth:`~matplotlib.axes.Axes.errorbar` (``color``, ``label`` ...); the defaults
         are ``ms=4``, ``lw=0.8``, ``capsize=0``.
@@ -93,12 +96,14 @@ def interval_points(ax, x, y, low, high, *, fmt: str = "o", **kwargs):
     matplotlib.container.ErrorbarContainer
         Its ``lines[0]`` holds the points.
     """
-    y = np.asarray(y, dtype=np.float64)
-    below = np.clip(y - np.asarray(low, dtype=np.float64), 0, None)
-    above = np.clip(np.asarray(high, dtype=np.float64) - y, 0, None)
-    for key, value in (("ms", 4), ("lw", 0.8), ("capsize", 0)):
-        kwargs.setdefault(key, value)
-    return ax.errorbar(np.asarray(x), y, yerr=[below, above], fmt=fmt, **kwargs)
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    value = x if horizontal else y
+    below = np.clip(value - np.asarray(low, dtype=np.float64), 0, None)
+    above = np.clip(np.asarray(high, dtype=np.float64) - value, 0, None)
+    for key, default in (("ms", 4), ("lw", 0.8), ("capsize", 0)):
+        kwargs.setdefault(key, default)
+    bars = {"xerr" if horizontal else "yerr": [below, above]}
+    return ax.errorbar(x, y, fmt=fmt, **bars, **kwargs)
 
 
 def memory_axes(ax, unit: str = "bits per word") -> None:

@@ -275,6 +275,50 @@ class Recommendation:
         return (head + notes + pd.DataFrame(rows).to_html(index=False, float_format=lambda v: f"{v:.2f}")
                 + "<p>Candidates, best first:</p>" + shown.to_html(index=False, float_format=lambda v: f"{v:.4g}"))
 
+    def plot(self, ax=None):
+        """Draw the candidates' disagreement against their memory, the pick and the budget marked.
+
+        Each ranked candidate (a value for every task) is a point at its place on the scale (mean
+        over the tasks) with its interval as a bar, coloured by bit width: filled where the results
+        measured it, hollow where it is predicted (or mixed). The configurations that tie with the
+        best are ringed, the shipped one is a star, and the budget is a dashed vertical line.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Axes to draw on; default a new figure's.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        from embstab.selection.plots import axes_or_new, bit_colors, interval_points, memory_axes  # noqa: PLC0415
+
+        ax = axes_or_new(ax)
+        table = self.candidates
+        shown = table[table["ranked"] & np.isfinite(table["disagreement"].to_numpy(dtype=np.float64))]
+        palette = bit_colors(shown["bitrate"])
+        several = shown["algo"].nunique() > 1
+        markers = dict(zip(dict.fromkeys(shown["algo"]), "osD^v<>p*h"))
+        for (algo, bits, source), part in shown.groupby(["algo", "bitrate", "source"], sort=True):
+            color = palette[int(bits)]
+            interval_points(ax, part["memory"], part["disagreement"], part["lower"], part["upper"],
+                            fmt=markers[algo], color=color, mfc=color if source == "measured" else "none",
+                            label=(f"{algo}, " if several else "") + f"{int(bits)}-bit, {source}")
+        ties = shown[shown["tie"]] if "tie" in shown.columns else shown.iloc[:0]
+        if len(ties) > 1:
+            ax.plot(ties["memory"], ties["disagreement"], "o", ms=10, mfc="none", mec="0.2", lw=0,
+                    label="ties with the best")
+        pick = shown[(shown["algo"] == self.algo) & (shown["dim"] == self.dim) & (shown["bitrate"] == self.bitrate)]
+        if len(pick):
+            ax.plot(pick["memory"].iloc[:1], pick["disagreement"].iloc[:1], "*", ms=14, color="crimson",
+                    mec="black", mew=0.6, lw=0, label=f"shipped: {self.algo} dim={self.dim} {self.bitrate}-bit")
+        ax.axvline(self.budget, color="crimson", ls="--", lw=1, label=f"budget {self.budget:g}")
+        memory_axes(ax, self.unit)
+        ax.set_title(f"Under {self.budget:g} {self.unit}: the {len(shown)} ranked candidate(s)", fontsize=10)
+        ax.legend(fontsize=7)
+        return ax
+
 
 def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: float,
               measure: str | None = None, *, task: str | None = None, algo: str | None = None,

@@ -130,7 +130,47 @@ class PredictorValidation:
         head = (f"<p><b>PredictorValidation</b> by {html.escape(self.by)}: coverage {self.coverage:.1%} "
                 f"(nominal {self.level:.0%}), MAE {self.mae:.3f} against {html.escape(self._reference_name())} "
                 f"{self.reference_mae:.3f} ({self.ratio:.2f}×)</p>")
-        return head + self.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
+        notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.notes)
+        return head + self.table.to_html(index=False, float_format=lambda v: f"{v:.3g}") + notes
+
+    def plot(self, ax=None):
+        """Draw each held-out row's predicted disagreement against its measured one, with its interval.
+
+        One colour per task (per algorithm and task when several algorithms were validated); the
+        rows outside the calibration, which have no prediction, are left out. The dashed diagonal
+        is a perfect prediction: a bar that crosses it is a covered row.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Axes to draw on; default a new figure's.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        from embstab.selection.plots import axes_or_new, colors, interval_points  # noqa: PLC0415
+
+        ax = axes_or_new(ax)
+        rows = self.rows[self.rows["in_calibration"].astype(bool)]
+        several = rows["algo"].nunique() > 1
+        order = {t: i for i, t in enumerate(ordered_tasks(rows["task"]))}
+        keys = sorted(dict.fromkeys(zip(rows["algo"], rows["task"])), key=lambda k: (k[0], order[k[1]]))
+        for (algo, task), color in zip(keys, colors(len(keys))):
+            part = rows[(rows["algo"] == algo) & (rows["task"] == task)]
+            interval_points(ax, part["disagreement"], part["predicted"], part["lower"], part["upper"],
+                            color=color, alpha=0.8, label=f"{algo}, {task}" if several else str(task))
+        if len(rows):
+            values = rows[["disagreement", "predicted"]].to_numpy(dtype=np.float64)
+            low, high = float(np.nanmin(values)), float(np.nanmax(values))
+            ax.plot([low, high], [low, high], color="0.4", ls="--", lw=0.8, label="predicted = measured")
+        ax.set_xlabel("measured disagreement (%)")
+        ax.set_ylabel(f"predicted (%), {self.level:.0%} interval")
+        ax.set_title(f"Held out by {self.by}: coverage {self.coverage:.0%}, MAE {self.mae:.2f} ({self.ratio:.2f}×)",
+                     fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        return ax
 
 
 def _memory_line(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
