@@ -1,4 +1,5 @@
-"""``embstab compress IN OUT --bits B``: quantize an embedding file, optionally against an older one."""
+"""``embstab compress IN OUT --bits B``: quantize an embedding file, optionally against an older one;
+``--precision`` stores it at a vector store's precision instead."""
 
 from __future__ import annotations
 
@@ -46,11 +47,24 @@ at most 1000 query words drawn with a fixed seed; 1 = every neighbourhood kept; 
 one-line warning goes to stderr, even with --quiet: the compressed table has lost most of the
 neighbourhood structure (a low TT rank usually does).
 
+--precision stores IN the way a vector store of sentence embeddings keeps it, with
+sentence-transformers' quantize_embeddings codes: int8/uint8 cut each dimension's range over IN's
+rows into 256 buckets (values are clipped to them), binary/ubinary keep one bit per dimension
+(x > 0). --truncate-dim D first keeps the leading D dimensions and L2-normalises the rows
+(Matryoshka). --calibration FILE cuts the int8/uint8 buckets from FILE instead (quantize queries
+with the documents' buckets; a single vector calibrated on itself would give all zeros). OUT holds
+per dimension what the codes hold: the int8 codes -128..127, the uint8 codes 0..255, or for binary
+the signs +1/-1 (whose inner products rank as Hamming distance does); an .esq file stores them as
+8-bit or 1-bit codes with the int8/uint8 ranges in its metadata. The summary gives the bytes a
+store keeps per vector (4d, d or d/8 rounded up) and the k-NN overlap with IN.
+
 examples:
   embstab compress new.txt new4.esq --bits 4
   embstab compress new.txt new4.esq --bits 4 --like old.txt     # the pair protocol
   embstab compress new.txt new8.esq --format fp8 --rounding stochastic --seed 0
-  embstab compress new.txt new4h.esq --bits 4 --rotate hadamard --ocs 0.03 --like old.txt"""
+  embstab compress new.txt new4h.esq --bits 4 --rotate hadamard --ocs 0.03 --like old.txt
+  embstab compress docs.npz docs_bin.esq --precision binary --truncate-dim 256
+  embstab compress queries.npz queries8.npz --precision int8 --calibration docs.npz"""
 
 #: Below this k-NN overlap with IN, ``compress`` warns that most neighbourhoods were lost.
 KNN_WARN_BELOW = 0.5
@@ -113,8 +127,17 @@ def register(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", metavar="IN", help="embedding file to compress (format detected)")
     p.add_argument("output", metavar="OUT", help="where to write the result")
-    p.add_argument("--bits", type=bits, default=None, metavar="B",
-                   help="bits per entry for uniform quantization (1-16, or 32 = clip only)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--bits", type=bits, default=None, metavar="B",
+                     help="bits per entry for uniform quantization (1-16, or 32 = clip only)")
+    how.add_argument("--precision", choices=("float32", "int8", "uint8", "binary", "ubinary"), default=None,
+                     help="a vector store's precision, sentence-transformers' codes (int8/uint8 buckets "
+                          "from IN's own per-dimension ranges)")
+    p.add_argument("--truncate-dim", type=_positive_int, default=None, metavar="D",
+                   help="with --precision: keep the leading D dimensions and L2-normalise (Matryoshka) first")
+    p.add_argument("--calibration", metavar="FILE", default=None,
+                   help="with --precision int8/uint8: cut the buckets from FILE's per-dimension ranges instead of "
+                        "IN's (e.g. the documents' file when IN holds queries)")
     p.add_argument("--format", default="uniform", metavar="FMT",
                    help="number format: uniform (default, needs --bits) or a preset such as fp8, fp4, bfp8, mxfp4")
     p.add_argument("--like", metavar="OLD", help="align IN to OLD and use OLD's clip (the pair protocol)")
@@ -140,7 +163,8 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``embstab compress``: quantize IN (optionally aligned to and clipped like
-    ``--like``, optionally through a rotation, outlier splitting or tensor-train cores) and write OUT.
+    ``--like``, optionally through a rotation, outlier splitting or tensor-train cores), or store
+    it at a vector-store ``--precision`` (optionally truncated), and write OUT.
 
     Outputs are checked against the inputs and for writability before any work.
 
@@ -176,12 +200,17 @@ def run(args: argparse.Namespace) -> int:
     if args.output_format == "npy":
         outputs.append(("OUT's vocabulary", vocab_path_for(args.output)))
     # before any work: an output must never be one of the inputs (paths, symlinks, hard links)
-    inputs = [("IN", args.input), ("--like", args.like)]
+    inputs = [("IN", args.input), ("--like", args.like), ("--calibration", args.calibration)]
     inputs += [(f"{label}'s vocabulary", vocab_path_for(p)) for label, p in inputs
                if p is not None and p.lower().endswith(".npy")]  # a .npy matrix reads X.vocab too
     check_outputs(outputs, inputs)
     for label, out in outputs:
         check_writable(out, label, no_clobber=args.no_clobber)
+    if args.precision is not None:
+        return _run_precision(args)
+    if args.truncate_dim is not None or args.calibration is not None:
+        raise EmbstabError(f"{'--truncate-dim' if args.truncate_dim is not None else '--calibration'} "
+                           "applies with --precision")
     fmt = None if args.format.lower() == "uniform" else args.format
     try:
         kind, spec, _ = resolve_storage(args.bits, fmt, None)
@@ -228,6 +257,49 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {transform if transform != 'none' else 'compression'} keeps only {overlap:.3f} of the "
               f"k-NN neighbourhoods of {args.input} ({_KNN_K} nearest, below {KNN_WARN_BELOW}); the compressed "
               "table has lost most of its neighbour structure", file=sys.stderr)
+    return 0
+
+
+def _run_precision(args: argparse.Namespace) -> int:
+    """``--precision``: a vector store's codes of IN, optionally truncated first (outputs checked)."""
+    from embstab._fs import is_special
+    from embstab.compress import compress_for_store
+    from embstab.errors import EmbstabError
+    from embstab.io import load, save
+
+    others = [flag for flag, given in (("--format", args.format.lower() != "uniform"), ("--like", args.like),
+                                       ("--rotate", args.rotate), ("--ocs", args.ocs is not None),
+                                       ("--tt-ranks", args.tt_ranks is not None),
+                                       ("--rounding", args.rounding != "nearest"), ("--seed", args.seed is not None))
+              if given]
+    if others:
+        raise EmbstabError(f"--precision {args.precision} stands alone: it cannot combine with {', '.join(others)}")
+    buckets = args.precision.endswith("int8")
+    if args.calibration is not None and not buckets:
+        raise EmbstabError(f"--calibration applies to --precision int8/uint8, not {args.precision}")
+    emb = load(args.input, trust_pickle=args.trust_pickle)
+    if args.truncate_dim is not None and args.truncate_dim > emb.dim:
+        raise EmbstabError(f"--truncate-dim {args.truncate_dim} exceeds the {emb.dim} dimensions of {args.input}")
+    calibration = None if args.calibration is None else load(args.calibration, trust_pickle=args.trust_pickle)
+    if buckets and calibration is None and len(emb) == 1:
+        raise EmbstabError(f"{args.input} holds one vector: {args.precision} buckets cut from its own range make "
+                           "every code 0; give --calibration FILE (e.g. the documents' vectors)")
+    out = compress_for_store(emb, args.precision, truncate_dim=args.truncate_dim, calibration=calibration)
+    if args.output_format == "embstab":
+        save(out, args.output, format="embstab")  # the exact 8-bit or 1-bit codes
+    else:
+        save(out, args.output, format=args.output_format)
+    overlap = _knn_overlap(emb, out)  # against IN itself: truncation and quantization both count
+    if not args.quiet:
+        info = out.metadata["compression"]
+        cut = f", truncated from {emb.dim}" if args.truncate_dim is not None else ""
+        size = "" if is_special(args.output) else f", {os.path.getsize(args.output)} bytes"
+        knn_text = "" if overlap is None else f", k-NN overlap {overlap:.3f}"
+        print(f"{len(out)} words x {out.dim} dims{cut} -> {args.precision}, {info['bytes_per_vector']} bytes/vector"
+              f"{size}{knn_text}: {args.output}", file=sys.stderr)
+    if overlap is not None and overlap < KNN_WARN_BELOW:
+        print(f"warning: {args.precision} keeps only {overlap:.3f} of the k-NN neighbourhoods of {args.input} "
+              f"({_KNN_K} nearest, below {KNN_WARN_BELOW})", file=sys.stderr)
     return 0
 
 

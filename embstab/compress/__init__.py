@@ -10,8 +10,9 @@ from embstab.compress.memory import bits_per_entry, memory_bits, memory_table
 from embstab.compress.pca import truncate_dimension
 from embstab.compress.transforms import TRANSFORMS, Transform, TransformError, parse_transform, transform_quantize_pair
 from embstab.compress.uniform import optimal_clip, quantization_error, uniform_quantize
-from embstab.compress.vectorstore import (PRECISIONS, HammingTopK, RescoredTopK, bytes_per_vector, hamming_topk,
-                                          quantization_ranges, quantize_embeddings, rescore, truncate_embeddings)
+from embstab.compress.vectorstore import (PRECISIONS, HammingTopK, RescoredTopK, bytes_per_vector, compress_for_store,
+                                          hamming_topk, quantization_ranges, quantize_embeddings, rescore,
+                                          truncate_embeddings)
 from embstab.io.compressed import CompressedData, read_compressed, read_compressed_data
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "optimal_clip", "quantization_error", "quantize_embedding", "read_compressed", "read_compressed_data",
     "save_compressed", "truncate_dimension", "uniform_quantize",
     "TRANSFORMS", "Transform", "TransformError", "parse_transform", "transform_quantize_pair",
-    "PRECISIONS", "HammingTopK", "RescoredTopK", "bytes_per_vector", "hamming_topk", "quantization_ranges",
+    "PRECISIONS", "HammingTopK", "RescoredTopK", "bytes_per_vector", "compress_for_store", "hamming_topk",
+    "quantization_ranges",
     "quantize_embeddings", "rescore", "truncate_embeddings",
 ]

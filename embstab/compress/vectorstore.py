@@ -29,10 +29,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from embstab.embedding import Embedding
 from embstab.errors import ConfigError, ShapeError, lookup
+from embstab.io.compressed import CompressedData
 
 __all__ = ["PRECISIONS", "HammingTopK", "RescoredTopK", "bytes_per_vector", "quantization_ranges",
-           "quantize_embeddings", "truncate_embeddings", "hamming_topk", "rescore"]
+           "quantize_embeddings", "truncate_embeddings", "hamming_topk", "rescore", "compress_for_store"]
 
 #: Bits one dimension takes at each precision (binary codes are packed, 8 dimensions a byte).
 PRECISIONS: dict[str, int] = {"float32": 32, "int8": 8, "uint8": 8, "binary": 1, "ubinary": 1}
@@ -447,3 +449,92 @@ def rescore(queries: Any, doc_codes: Any, doc_vectors: Any, k: int, *, multiplie
         indices[i:i + block] = np.take_along_axis(c, order, axis=1)
         scores[i:i + block] = np.take_along_axis(s, order, axis=1)
     return RescoredTopK(indices, scores)
+
+
+def compress_for_store(emb: Embedding, precision: str, *, truncate_dim: int | None = None, normalize: bool = True,
+                       calibration: Any = None, ranges: Any = None) -> Embedding:
+    """An embedding as a vector store keeps it: optionally truncated (Matryoshka), then quantized.
+
+    The result holds, per dimension, exactly what the store's codes hold, so it can be saved and
+    compared like any embedding:
+
+    - ``int8``: the codes themselves, -128..127 as float32 (sentence-transformers searches int8
+      stores with the raw codes: the inner product of a float or int8 query with them);
+    - ``uint8``: the codes, 0..255 as float32;
+    - ``binary``/``ubinary``: the sign of each dimension, +1 where the value is > 0 and -1
+      elsewhere (both precisions hold the same bits; inner products of these signs rank exactly
+      as Hamming distance does: ``dot = d - 2 * hamming``);
+    - ``float32``: the (truncated) vectors.
+
+    The exact codes are kept (``emb.codes``), so saving to ``.esq`` writes 8 bits (int8/uint8) or
+    1 bit (binary) per entry. ``metadata["compression"]`` records the precision, the truncation,
+    the int8/uint8 ranges (to quantize queries into the same buckets) and the memory: the bytes
+    a store keeps per vector, ``bytes_per_vector(precision, dim)``, times 8.
+
+    Parameters
+    ----------
+    emb : Embedding
+        The vectors (e.g. a document collection), one row per item.
+    precision : {"float32", "int8", "uint8", "binary", "ubinary"}
+        The store's precision.
+    truncate_dim : int, optional
+        Keep the leading dimensions first (a Matryoshka model's truncation).
+    normalize : bool, default True
+        With ``truncate_dim``: L2-normalise the truncated rows, as
+        ``SentenceTransformer.encode(truncate_dim=..., normalize_embeddings=True)`` does.
+    calibration : Embedding or array_like, optional
+        int8/uint8: vectors whose per-dimension range cuts the buckets (truncated and normalised
+        like ``emb``); by default ``emb`` itself, as a store calibrated on its documents.
+    ranges : array_like of shape (2, d), optional
+        int8/uint8: the minima and maxima themselves, for the (truncated) dimension ``d``.
+
+    Returns
+    -------
+    Embedding
+        float32, same words, counts and name, its metadata merged over ``emb``'s.
+
+    Raises
+    ------
+    UnknownNameError
+        For an unknown precision.
+    ConfigError
+        For int8/uint8 of a one-row embedding without ``calibration``/``ranges``, or calibration
+        with a binary/float32 precision.
+    ShapeError
+        For a ``truncate_dim`` beyond ``emb.dim``, or calibration/ranges of another width.
+    """
+    precision = _precision(precision)
+    x = emb.vectors if truncate_dim is None else truncate_embeddings(emb.vectors, truncate_dim, normalize=normalize)
+    if isinstance(calibration, Embedding):
+        calibration = calibration.vectors
+    if calibration is not None and truncate_dim is not None:
+        calibration = truncate_embeddings(calibration, truncate_dim, normalize=normalize)
+    if precision.endswith("int8"):  # the ranges once, kept so queries can share the buckets
+        how = "ranges" if ranges is not None else "given" if calibration is not None else "self"
+        ranges = quantization_ranges(x, calibration=calibration, ranges=ranges, precision=precision)
+        calibration = None
+    codes = quantize_embeddings(x, precision, calibration=calibration, ranges=ranges)
+    dim = x.shape[1]
+    meta: dict[str, Any] = {"method": "vectorstore", "precision": precision, "dim": dim,
+                            "truncate_dim": None if truncate_dim is None else int(truncate_dim),
+                            "normalized": bool(normalize and truncate_dim is not None),
+                            "bytes_per_vector": bytes_per_vector(precision, dim),
+                            "memory_bits_per_word": 8 * bytes_per_vector(precision, dim)}
+    if precision == "float32":
+        out = emb.with_vectors(codes, compression=meta)
+        out.codes = None
+        return out
+    if precision.endswith("int8"):
+        meta["ranges"] = ranges.astype(np.float64).tolist()
+        meta["calibration"] = how
+        stored, bits = codes.view(np.uint8) ^ np.uint8(0x80) if precision == "int8" else codes, 8
+        table = np.arange(256, dtype=np.float64) - (128 if precision == "int8" else 0)
+    else:
+        stored, bits = np.unpackbits(codes.view(np.uint8) ^ np.uint8(0x80 if precision == "binary" else 0),
+                                     axis=1, count=dim), 1
+        table = np.array([-1.0, 1.0])
+    data = CompressedData(emb.words, stored, bits, table, counts=emb.counts, name=emb.name,
+                          metadata={"compression": meta})
+    out = data.to_embedding(source=emb.source)
+    out.metadata = {**emb.metadata, **out.metadata}
+    return out
