@@ -263,90 +263,157 @@ def compare(
         When ``null_samples`` is not an integer from 0 to
         :data:`~embstab.measures.null.MAX_NULL_SAMPLES`, or another parameter is malformed.
     """
+    a, b = _members(old, new)  # the measures' own names for the two sides
+    measures, null_samples = _check_arguments(rank_by, measures, null_samples, params)
+    geometry = _pair_geometry(a, b)
+    if geometry != "euclidean":
+        return _compare_by_distances(a, b, geometry, measures, params)
+    anchors, anchor_label = _resolve_anchors(a, b, anchors)
+    infos = _chosen_measures(a, b, measures, anchors is not None)
+    pair_anchors = (anchors.old, anchors.new) if anchors is not None else None
+    words = _select_words(a, b, top_n, rank_by, pair_anchors, own_anchors=anchor_label == "self")
+    degenerate = _warn_if_degenerate(a, b, words)
+    used_anchors = pair_anchors if any(i.needs_anchors for i in infos) else None
+    _check_affordable(a, b, used_anchors, infos, words, params)
+    x, y, anchor_arrays = aligned_matrices(a, b, words, used_anchors, device)
+    _check_magnitudes(a, b, x, y)
+    zero = _check_zero_rows(a, b, x, y, words, [i.name for i in infos])
+    _warn_unused_params(params, infos)
+    with shared_products():  # spans and cross products of x and y are shared by the measures
+        rows, kwargs_of, factors = _measure_values(infos, x, y, words, params,
+                                                   (anchors, anchor_arrays, anchor_label))
+        levels = _nulls(rows, infos, x, y, kwargs_of, factors, degenerate,
+                        (null_samples, null_seed, null_method))
+    return _table(rows, infos, levels, {"n_words": len(words), "old": a.name, "new": b.name, "rank_by": rank_by,
+                                        "anchors": anchor_label, "null_samples": null_samples, "zero_rows": zero,
+                                        "null_method": null_method if null_samples else None})
+
+
+def _table(rows: list, infos: list, levels: list, attrs: dict[str, Any]) -> pd.DataFrame:
+    """The result table, with each null's level (spread, shuffles, method) and ``attrs`` in its attrs."""
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    # how each null was found, for callers that store them
+    out.attrs["null_levels"] = {info.name: asdict(level) for info, level in zip(infos, levels)}
+    out.attrs.update(attrs)
+    return out
+
+
+def _members(old: Any, new: Any) -> tuple[Any, Any]:
+    """The old and the new member, from two arguments or from one :class:`~embstab.Pair`."""
     if isinstance(old, Pair):
         if new is not MISSING:
             raise TypeError("compare(pair, ...) takes the other arguments by keyword: the Pair holds both members")
-        old, new = old
-    elif new is MISSING:
+        first, second = old
+        return first, second
+    if new is MISSING:
         raise TypeError("compare needs the old and the new embedding, in that order (or one embstab.Pair)")
-    a, b = old, new  # the measures' own names for the two sides
+    return old, new
+
+
+def _check_arguments(rank_by: str, measures: Iterable[str] | str | None, null_samples: int,
+                     params) -> tuple[Iterable[str] | None, int]:
+    """Refuse a malformed ``rank_by``, ``null_samples`` or ``params``; the measures and the null's samples."""
     if rank_by not in ("old", "new", "a", "b"):
         raise ConfigError(f"rank_by must be 'old' or 'new', got {rank_by!r}")
     if isinstance(measures, str):  # one name, not its letters
         measures = [measures]
     null_samples = check_null_samples(null_samples)
     _check_params(params)
-    geometry = _pair_geometry(a, b)
-    if geometry != "euclidean":
-        return _compare_by_distances(a, b, geometry, measures, params)
-    anchors, anchor_label = _resolve_anchors(a, b, anchors)
+    return measures, null_samples
+
+
+def _chosen_measures(a: Embedding, b: Embedding, measures: Iterable[str] | None, anchored: bool) -> list:
+    """The registry entries to compute: the named ones (each once) or the defaults that apply to the pair.
+
+    A measure named explicitly that cannot be computed (no anchors for EIS, unequal dimensions) is
+    an error; a default one is left out, with a warning for the dimensions.
+    """
     explicit = measures is not None
     names = list(dict.fromkeys(measures)) if explicit else list(DEFAULT_MEASURES)  # each measure once
-    infos = [_measure_of(n, geometry) for n in names]
-    if anchors is None:
+    infos = [_measure_of(n, "euclidean") for n in names]
+    if not anchored:
         if explicit and any(i.needs_anchors for i in infos):
             raise ShapeError("EIS needs anchors: pass anchors=(anchor_old, anchor_new) or anchors='self'")
         infos = [i for i in infos if not i.needs_anchors]
-    if a.dim != b.dim:
-        unequal = [i.name for i in infos if i.needs_equal_dim]
-        if unequal and explicit:
-            raise ShapeError(f"{', '.join(unequal)} need{'s' if len(unequal) == 1 else ''} equal dimensions, but the "
-                             f"embeddings are {a.dim}-d and {b.dim}-d")
-        if unequal:
-            warnings.warn(f"left out {', '.join(unequal)} (need{'s' if len(unequal) == 1 else ''} equal dimensions; "
-                          f"the embeddings are {a.dim}-d and {b.dim}-d)", stacklevel=2)
-            infos = [i for i in infos if not i.needs_equal_dim]
-    pair_anchors = (anchors.old, anchors.new) if anchors is not None else None
-    words = _select_words(a, b, top_n, rank_by, pair_anchors, own_anchors=anchor_label == "self")
+    unequal = [i.name for i in infos if i.needs_equal_dim] if a.dim != b.dim else []
+    if unequal:
+        verb = "needs" if len(unequal) == 1 else "need"
+        if explicit:
+            raise ShapeError(f"{', '.join(unequal)} {verb} equal dimensions, but the embeddings are {a.dim}-d and "
+                             f"{b.dim}-d")
+        warnings.warn(f"left out {', '.join(unequal)} ({verb} equal dimensions; the embeddings are {a.dim}-d and "
+                      f"{b.dim}-d)", stacklevel=3)
+        infos = [i for i in infos if not i.needs_equal_dim]
+    return infos
+
+
+def _warn_if_degenerate(a: Embedding, b: Embedding, words: Sequence[str]) -> bool:
+    """Whether there are no more compared words than dimensions (warned): the spans are then the whole space."""
     degenerate = len(words) <= max(a.dim, b.dim)
     if degenerate:
         warnings.warn(f"only {len(words)} compared words for {max(a.dim, b.dim)} dimensions: the column spans "
                       "are the whole space, so EIS and the span measures say nothing; compare more words",
-                      stacklevel=2)
-    need = any(i.needs_anchors for i in infos)
-    _check_product_cost(a, b, pair_anchors if need else None, [i.name for i in infos], len(words))
+                      stacklevel=3)
+    return degenerate
+
+
+def _check_affordable(a: Embedding, b: Embedding, anchors: tuple[Embedding, Embedding] | None, infos: list,
+                      words: Sequence[str], params) -> None:
+    """Refuse, before any array is built, products too large to afford and a k-NN with too few words."""
+    _check_product_cost(a, b, anchors, infos, len(words))
     for info in infos:
         k = dict((params or {}).get(info.name, {})).get("k", info.defaults.get("k"))
         if info.name == "knn" and isinstance(k, int) and len(words) < k + 1:
             raise VocabularyError(f"{_name(a)} and {_name(b)} share only {len(words)} compared words: k-NN with "
                                   f"k={k} needs at least {k + 1}; compare more words (or a smaller k)")
-    x, y, anchor_arrays = aligned_matrices(a, b, words, pair_anchors if need else None, device)
-    _check_magnitudes(a, b, x, y)
-    zero = _check_zero_rows(a, b, x, y, words, [i.name for i in infos])
+
+
+def _warn_unused_params(params, infos: list) -> None:
+    """Warn about ``params`` given for measures that are not compared (left out or not named)."""
     ignored = sorted(set(params or {}) - {i.name for i in infos})
     if ignored:
         warnings.warn(f"params for {', '.join(ignored)} are not used: not among the measures compared "
-                      f"({', '.join(i.name for i in infos)})", stacklevel=2)
-    rows, pairs, kwargs_of, levels = [], [], [], []
-    with shared_products():  # spans and cross products of x and y are shared by the measures
-        for info in infos:
-            kwargs = dict((params or {}).get(info.name, {}))
-            pair = None
-            if info.needs_anchors:
-                alpha = kwargs.get("alpha", info.defaults.get("alpha", 3.0))
-                try:
-                    pair = anchors.factors(anchor_arrays, words, alpha)
-                except ShapeError as exc:
-                    raise _anchor_culprit(exc, anchors, anchor_arrays, alpha, anchor_label) from None
-            value = info.evaluate(x, y, anchors=pair, **kwargs)
-            rows.append({"measure": info.name, "value": value, "distance": float(info.to_distance(value)),
-                         "direction": info.direction, "null": math.nan, "signal": None})
-            pairs.append(pair)
-            kwargs_of.append(kwargs)
-        if null_samples:
-            levels = null_levels(infos, x, y, samples=null_samples, seed=null_seed, anchors=pairs, params=kwargs_of,
-                                 method=null_method)
-            for row, info, level in zip(rows, infos, levels):
-                # spans that are the whole space: the value and its null are both round-off
-                blind = degenerate and info.name in SPAN_MEASURES
-                row.update(null=level.value, signal=False if blind else has_signal(info, row["value"], level))
-    out = pd.DataFrame(rows, columns=COLUMNS)
-    # how each null was found (its spread, shuffles and method), for callers that store them
-    out.attrs["null_levels"] = {info.name: asdict(level) for info, level in zip(infos, levels)}
-    out.attrs.update({"n_words": len(words), "old": a.name, "new": b.name, "rank_by": rank_by,
-                      "anchors": anchor_label, "null_samples": null_samples, "zero_rows": zero,
-                      "null_method": null_method if null_samples else None})
-    return out
+                      f"({', '.join(i.name for i in infos)})", stacklevel=3)
+
+
+def _row(info, value: float) -> dict[str, Any]:
+    """One row of the result table, before its null is known."""
+    return {"measure": info.name, "value": value, "distance": float(info.to_distance(value)),
+            "direction": info.direction, "null": math.nan, "signal": None}
+
+
+def _measure_values(infos: list, x: Any, y: Any, words: Sequence[str], params,
+                    anchoring: tuple[Anchors | None, Any, str]) -> tuple[list, list, list]:
+    """Each measure's value on the aligned matrices: its table row, its parameters and its anchor factors."""
+    anchors, anchor_arrays, anchor_label = anchoring
+    rows, kwargs_of, factors = [], [], []
+    for info in infos:
+        kwargs = dict((params or {}).get(info.name, {}))
+        pair = None
+        if info.needs_anchors:
+            alpha = kwargs.get("alpha", info.defaults["alpha"])
+            try:
+                pair = anchors.factors(anchor_arrays, words, alpha)
+            except ShapeError as exc:
+                raise _anchor_culprit(exc, anchors, anchor_arrays, alpha, anchor_label) from None
+        rows.append(_row(info, info.evaluate(x, y, anchors=pair, **kwargs)))
+        kwargs_of.append(kwargs)
+        factors.append(pair)
+    return rows, kwargs_of, factors
+
+
+def _nulls(rows: list, infos: list, x: Any, y: Any, kwargs_of: list, factors: list, degenerate: bool,
+           null: tuple[int, int, str]) -> list:
+    """Each measure's null level, written into its row with whether the value shows signal ([] without nulls)."""
+    samples, seed, method = null
+    if not samples:
+        return []
+    levels = null_levels(infos, x, y, samples=samples, seed=seed, anchors=factors, params=kwargs_of, method=method)
+    for row, info, level in zip(rows, infos, levels):
+        # spans that are the whole space: the value and its null are both round-off
+        blind = degenerate and info.needs_more_words_than_dims
+        row.update(null=level.value, signal=False if blind else has_signal(info, row["value"], level))
+    return levels
 
 
 def _anchor_culprit(exc: ShapeError, anchors: Anchors, arrays: tuple[Any, Any], alpha: float,
@@ -413,18 +480,13 @@ def _check_zero_rows(a: Embedding, b: Embedding, x: Any, y: Any, words: Sequence
     return {side: int(len(rows)) for side, rows in zero.items()}
 
 
-#: Measures that see X only through its column span: with no more compared words than dimensions
-#: every span is the whole space, so they have no signal whatever their value.
-SPAN_MEASURES = ("eis", "eigenspace_overlap", "weighted_eigenspace_overlap")
-#: Measures that need no d x d products (the others factor cross products of the compared matrices).
-_ROW_MEASURES = ("knn", "fro_distance")
 #: Most memory the d x d products may take when there are no more compared words than dimensions,
-#: where the span measures say nothing anyway (the warning above): past it the pair is refused.
+#: where the span measures say nothing anyway (compare warns so): past it the pair is refused.
 DEGENERATE_PRODUCT_BYTES = 256 * 2**20
 
 
 def _check_product_cost(a: Embedding, b: Embedding, anchors: tuple[Embedding, Embedding] | None,
-                        names: list[str], n_words: int) -> None:
+                        infos: list, n_words: int) -> None:
     """Refuse, before any array is built, a pair whose d x d products cannot be afforded.
 
     The span measures keep the cross products of every pair of the compared matrices (and the
@@ -434,7 +496,7 @@ def _check_product_cost(a: Embedding, b: Embedding, anchors: tuple[Embedding, Em
     """
     from embstab._resources import check_memory, format_bytes  # noqa: PLC0415
 
-    span = [n for n in names if n not in _ROW_MEASURES]
+    span = [i.name for i in infos if i.uses_dxd_products]
     if not span:
         return
     dims = sorted({a.dim, b.dim, *((anchors[0].dim, anchors[1].dim) if anchors else ())})
@@ -487,8 +549,7 @@ def _compare_by_distances(a: Any, b: Any, geometry: str, measures: Iterable[str]
         for info in infos:
             value = info.evaluate(a, b, **dict((params or {}).get(info.name, {})))
             # decoded-distance measures have no shuffled partner yet: no null is claimed for them
-            rows.append({"measure": info.name, "value": value, "distance": float(info.to_distance(value)),
-                         "direction": info.direction, "null": math.nan, "signal": None})
+            rows.append(_row(info, value))
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs.update({"n_nodes": len(a), "geometry": geometry, "anchors": "none"})
     return out

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from embstab.measures.registry import fallback_order
 from embstab.selection.results import (
     CONFIG_COLUMNS,
     NULL_SUFFIX,
@@ -42,11 +43,10 @@ EIS_NULL = (
 )
 
 #: The measures :func:`~embstab.selection.recommend` turns to, in this order, when the one asked for
-#: shows no signal: the two the paper finds best, then the span and shape measures. The PIP loss and
-#: the Frobenius distance grow with the scale of the entries (they rank precisions, not stability),
-#: so they are never a fallback.
-FALLBACK_ORDER: tuple[str, ...] = ("eis", "knn", "semantic_displacement", "eigenspace_overlap",
-                                   "weighted_eigenspace_overlap", "linear_cka", "procrustes_distance")
+#: shows no signal: the registered measures by their ``fallback_rank`` (the two the paper finds best,
+#: then the span and shape measures; the scale-dependent PIP loss and Frobenius distance have none),
+#: as registered when the selection is imported.
+FALLBACK_ORDER: tuple[str, ...] = fallback_order()
 
 
 def null_column(measure: str) -> str:

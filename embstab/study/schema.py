@@ -35,9 +35,6 @@ __all__ = [
     "MAX_ROWS",
 ]
 
-#: Measures whose value is undefined when fewer words than dimensions are compared (they need a
-#: full-column-rank matrix or a d-dimensional subspace of the compared rows).
-_RANK_MEASURES = ("eis", "eigenspace_overlap", "linear_cka", "semantic_displacement")
 _ROUNDINGS = ("nearest", "stochastic", "stochastic:K")
 MAX_BITS = max(BIT_WIDTHS)
 #: Most result rows one study may plan: 7 times the paper's full grid (5 algorithms x 6 dimensions x
@@ -558,11 +555,15 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
         budgets = v.int_list(top["budgets"], "budgets", 1)
 
     # impossible combinations: checked after each part is valid on its own
-    knn_k = measures.params_dict().get("knn", {}).get("k", 5)
-    if knn_k >= measures.top_n and "knn" in measures.names:
-        raise v.fail("measures.params.knn.k", f"k = {knn_k} neighbours need more than top_n = "
-                                              f"{measures.top_n} compared words")
-    rank_needing = [n for n in measures.names if n in _RANK_MEASURES]
+    from embstab.measures import get_measure  # noqa: PLC0415 - the registry declares what each measure needs
+
+    if "knn" in measures.names:
+        knn_k = measures.params_dict().get("knn", {}).get("k", get_measure("knn").defaults["k"])
+        if knn_k >= measures.top_n:
+            raise v.fail("measures.params.knn.k", f"k = {knn_k} neighbours need more than top_n = "
+                                                  f"{measures.top_n} compared words")
+    # measures that see the words only through their column spans say nothing with n <= d
+    rank_needing = [n for n in measures.names if get_measure(n).needs_more_words_than_dims]
     if rank_needing and measures.top_n <= max(training.dimensions):
         raise v.fail("measures.top_n", f"top_n = {measures.top_n} words cannot span the "
                                        f"{max(training.dimensions)}-dimensional embeddings that "
