@@ -225,6 +225,57 @@ class StudyRun:
                 fh.write(document)
         return document
 
+    def next_commands(self) -> list[str]:
+        """The commands to run next on this run's results, each argument quoted for the shell.
+
+        Returns
+        -------
+        list of str
+            ``embstab study status`` when rows are missing (re-running the study retries them), then
+            ``embstab report`` and ``embstab recommend`` for each of the study's budgets (the
+            largest stored memory when it names none) on the exported table (the database without one).
+        """
+        from embstab._shell import command  # noqa: PLC0415
+
+        results = self.parquet_path or self.db_path
+        out = []
+        if not self.complete:
+            out.append(command("embstab", "study", "status", "--db", self.db_path))
+        name = f"{self.spec.name}.html"
+        out.append(command("embstab", "report", results, "-o", os.path.join(os.path.dirname(results), name)))
+        budgets = list(self.spec.budgets)
+        if not budgets and "memory" in self.results.columns and len(self.results):
+            budgets = [int(self.results["memory"].max())]
+        out += [command("embstab", "recommend", results, "--budget", str(b)) for b in budgets]
+        return out
+
+    def _repr_html_(self) -> str:
+        """The run at a glance in a notebook: its rows, where its time went, where its results are, what next."""
+        import html  # noqa: PLC0415
+
+        stored = len(self.results)
+        measured = stored - self.n_predicted - self.n_uncalibrated
+        rows = [("rows stored", f"<b>{stored} of {self.n_rows}</b>"
+                 + ("" if self.complete else f" ({self.n_rows - stored} missing)")),
+                ("measured (downstream models ran)", str(measured))]
+        if self.spec.calibrate is not None:
+            rows += [("predicted from their measures", str(self.n_predicted)),
+                     ("outside the calibration (no disagreement)", str(self.n_uncalibrated))]
+        rows += [("failed", f"{self.n_failed} in this run; {len(self.failures)} row(s) whose last attempt failed"),
+                 ("this run", f"{self.n_new} row(s) computed, {self.n_skipped} resumed, {self.wall_s:.1f} s"),
+                 ("phases", " · ".join(f"{html.escape(k)} {v:.1f} s" for k, v in self.phases.items()) or "–"),
+                 ("results database", f"<code>{html.escape(self.db_path)}</code>"),
+                 ("results table", f"<code>{html.escape(self.parquet_path)}</code>" if self.parquet_path
+                  else "not exported")]
+        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
+        note = f"<p>{html.escape(self.calibration_note)}</p>" if self.calibration_note else ""
+        stages = self.stage_times()
+        times = ("<p>Time per stage (tasks' seconds added up):</p>"
+                 + stages.to_html(index=False, float_format=lambda v: f"{v:.1f}")) if len(stages) else ""
+        commands = "\n".join(html.escape(c) for c in self.next_commands())
+        return (f"<p><b>StudyRun</b>: study {html.escape(self.spec.name)}</p><table>{cells}</table>{note}{times}"
+                f"<p>Next:</p><pre><code>{commands}</code></pre>")
+
 
 def default_db_path(store: ArtifactStore) -> str:
     """Where a study's results database goes by default.
