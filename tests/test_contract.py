@@ -21,6 +21,9 @@ from embstab.recipes import RECIPES, CheckResult, get_recipe
 
 PAIRS = [(task, model) for task, (kind, _) in TASKS.items() for model, (mkind, _) in MODELS.items()
          if mkind == kind]
+# retrieval trains no model (the vectors rank the documents): its own contract below
+TRAINED = [(task, model) for task, model in PAIRS if TASKS[task][0] != "retrieval"]
+RETRIEVAL = [(task, model) for task, model in PAIRS if TASKS[task][0] == "retrieval"]
 TINY = {"linear": dict(epochs=2), "mlp": dict(epochs=2, hidden=8), "cnn": dict(epochs=1, filters=4), "lstm": dict(epochs=1, hidden=8, layers=1),
         "bilstm": dict(epochs=1, hidden=8), "bilstm_crf": dict(epochs=1, hidden=8)}
 
@@ -39,7 +42,7 @@ def test_every_model_kind_has_a_task_and_every_task_a_model():
     assert {t for t, _ in PAIRS} == set(TASKS)
 
 
-@pytest.mark.parametrize("task,model", PAIRS)
+@pytest.mark.parametrize("task,model", TRAINED)
 def test_task_model_contract(task, model):
     if not _available(task):
         pytest.skip(f"run `embstab data fetch {task}`")
@@ -54,6 +57,22 @@ def test_task_model_contract(task, model):
     n_classes = len(data.labels) if TASKS[task][0] == "classification" else len(data.tags)
     assert first.pred.min() >= 0 and first.pred.max() < n_classes
     np.testing.assert_array_equal(first.pred, again.pred)  # same seed, same predictions
+
+
+@pytest.mark.parametrize("task,model", RETRIEVAL)
+def test_retrieval_task_model_contract(task, model):
+    from embstab.data import DataNotFoundError
+    from embstab.downstream import RetrievalData, disagreement
+
+    try:
+        data = load_task(task, limit=150)
+    except DataNotFoundError as exc:
+        pytest.skip(str(exc))
+    assert isinstance(data, RetrievalData) and data.n_queries == 150
+    emb = _task_embedding(type("Words", (), {"train_x": data.document_tokens})())
+    first = disagreement(emb, emb, data, model)
+    assert first.disagreement == 0.0 and first.n_test == 150 and 0.0 <= first.quality_old <= 100.0
+    assert first.quality_old == disagreement(emb, emb, data, model).quality_old  # deterministic
 
 
 @pytest.mark.parametrize("name", sorted(DATASETS))

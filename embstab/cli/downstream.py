@@ -30,6 +30,13 @@ Tasks (real data, offline once fetched): rt_sentiment, rt_subjectivity, bbc_topi
 models linear, mlp, cnn, lstm) and brown_pos (tagging: models bilstm, bilstm_crf). The linear model
 (mean of the word vectors into one linear layer) is the reference and the fastest.
 
+Retrieval tasks train nothing: wiki_retrieval (each Wikipedia vital article's title finds its
+summary) and bbc_retrieval (each BBC News headline finds its article). Each text is the mean of its
+known words' vectors, model search ranks the documents by exact cosine similarity (ties by document
+index), and the disagreement is the share of queries whose top-k set of documents changes (--k,
+default 10), printed beside the mean top-k overlap, each side's recall@k and MRR and a random
+ranking's (recall@k = k/N).
+
 OLD and NEW are embedding files (any format embstab loads) or builtin:NAME pretrained embeddings,
 the old one first.
 
@@ -58,13 +65,17 @@ examples:
   embstab downstream old.txt new.txt --task rt_sentiment --model linear
   embstab downstream old.txt new.txt --task brown_pos --model bilstm --limit 2000
   embstab downstream old.txt --seed-baseline --task bbc_topic
+  embstab downstream builtin:glove-6b-50d glove4.npz --task wiki_retrieval --k 10
   embstab downstream umls_old umls_new --task link_prediction:umls
   embstab downstream umls_old umls_new --task triple_classification:umls --bits 4"""
 
 #: Options of the word-embedding path that a knowledge-graph task has no use for.
 _WORD_ONLY = (("model", "--model"), ("seed_baseline", "--seed-baseline"), ("limit", "--limit"),
               ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"), ("recipe", "--recipe"),
-              ("folds", "--folds"))
+              ("folds", "--folds"), ("k", "--k"))
+
+#: Options of the trained tasks that a retrieval task (which trains nothing) has no use for.
+_TRAINED_ONLY = (("epochs", "--epochs"), ("lr", "--lr"), ("recipe", "--recipe"), ("folds", "--folds"))
 
 
 def task_spec(text: str) -> str:
@@ -112,18 +123,23 @@ def register(subparsers) -> None:
     p.add_argument("--task", type=task_spec, default="rt_sentiment", metavar="TASK",
                    help=f"{', '.join(DOWNSTREAM_TASKS)} (default rt_sentiment), or link_prediction:GRAPH, "
                         "triple_classification:GRAPH for two KG model folders")
-    p.add_argument("--model", choices=list(DOWNSTREAM_MODELS), help="model (default: linear, or bilstm for tagging)")
+    p.add_argument("--model", choices=list(DOWNSTREAM_MODELS),
+                   help="model (default: linear, bilstm for tagging, search for retrieval)")
+    p.add_argument("--k", type=positive_int, metavar="K",
+                   help="retrieval tasks: documents returned per query, whose set a flip changes (default 10)")
     p.add_argument("--seed", type=seed, default=0,
                    help="model seed for both models; KG triple classification: seed of the negatives (default 0)")
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on OLD only")
-    p.add_argument("--limit", type=positive_int, help="use at most N examples (tagging: sentences)")
+    p.add_argument("--limit", type=positive_int,
+                   help="use at most N examples (tagging: sentences; retrieval: query-document pairs)")
     p.add_argument("--folds", type=positive_int, metavar="K",
                    help="evaluate K-fold, every item a test item once (1: the fixed 80/10/10 split; default 5 for "
                         "rt_subjectivity and bbc_topic, 1 for the others)")
     p.add_argument("--epochs", type=positive_int, help="maximum epochs (default per model)")
     p.add_argument("--lr", type=learning_rate, help="Adam learning rate, 1e-8 to 10 (default per model)")
     p.add_argument("--batch-size", type=positive_int,
-                   help="mini-batch size (default 32; KG link prediction: queries scored at once, default 256)")
+                   help="mini-batch size (default 32; KG link prediction and retrieval: queries scored at once, "
+                        "default 256)")
     p.add_argument("--recipe", choices=list(TRAINING_RECIPES), default=None,
                    help="precision recipe of the task model's weights while it trains, e.g. bf16-kahan "
                         "(default fp32)")
@@ -185,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         is given to a word task, OLD/NEW and ``--seed-baseline`` do not match, or loading or training fails on
         bad input.
     """
-    from embstab.downstream import TASKS, disagreement, seed_baseline
+    from embstab.downstream import TASKS, default_model, disagreement, seed_baseline
     from embstab.downstream.api import MIN_COVERAGE
 
     progress = show_progress(args)
@@ -209,9 +225,17 @@ def run(args: argparse.Namespace) -> int:
                                "triple_classification:GRAPH")
     if (args.new is None) != args.seed_baseline:
         raise EmbstabError("give two embeddings OLD NEW, or one with --seed-baseline")
-    model = args.model or ("bilstm" if TASKS[args.task][0] == "tagging" else "linear")
+    retrieval = TASKS[args.task][0] == "retrieval"
+    if retrieval:
+        for attr, flag in _TRAINED_ONLY:
+            if getattr(args, attr) is not None:
+                raise EmbstabError(f"{flag} applies to trained tasks; {args.task} trains nothing (the vectors rank "
+                                   "the documents)")
+    elif args.k is not None:
+        raise EmbstabError(f"--k applies to retrieval tasks (wiki_retrieval, bbc_retrieval), not to {args.task}")
+    model = args.model or default_model(args.task)
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
-                                ("recipe", args.recipe), ("folds", args.folds)) if v is not None}
+                                ("recipe", args.recipe), ("folds", args.folds), ("k", args.k)) if v is not None}
     kwargs["min_coverage"] = MIN_COVERAGE if args.min_coverage is None else args.min_coverage
     a = load_embedding(args.old, args.trust_pickle)
     if args.seed_baseline:
@@ -224,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
         print()
         return 0
     s = res.settings
+    if retrieval:
+        _print_retrieval(res)
+        return 0
     tagging = TASKS[args.task][0] == "tagging"
     unit = "test tokens" if tagging else "test examples"
     folds = int(s.get("folds", 1))
@@ -242,6 +269,26 @@ def run(args: argparse.Namespace) -> int:
           f"vocabulary coverage old: {s['coverage_old']:.1%}   new: {s['coverage_new']:.1%};  "
           f"training time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s")
     return 0
+
+
+def _print_retrieval(res) -> None:
+    """The table of a retrieval task's disagreement: flips, overlap, both searches' recall@k and MRR, chance."""
+    s = res.settings
+    k = s["k"]
+    print(f"task {res.task}, model {res.model} (exact cosine search, {s['precision']}), {res.n_test} queries over "
+          f"{s['n_documents']} documents, k = {k}")
+    print(f"disagreement: {res.disagreement:.2f}% of queries' top-{k} sets differ   "
+          + _interval_text(res.disagreement_interval, s.get("interval_level", 0.95), "queries")
+          + f";  mean top-{k} overlap {s['overlap_at_k']:.3f}")
+    print(f"recall@{k} old: {res.quality_old:.2f}%   new: {res.quality_new:.2f}%   "
+          f"MRR old: {s['mrr_old']:.4f}   new: {s['mrr_new']:.4f}   "
+          f"(random ranking: recall@{k} {s['chance']:.2f}%, MRR {s['chance_mrr']:.4f})")
+    _warn_near_chance(res.quality_old, res.quality_new, s.get("chance"))
+    ties = max(s["ties_at_k_old"], s["ties_at_k_new"])
+    coverage = (f"token coverage old: {s['token_coverage_old']:.1%}   new: {s['token_coverage_new']:.1%};  "
+                if "token_coverage_old" in s and "token_coverage_new" in s else "")
+    print(coverage + f"search time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s"
+          + (f";  {ties} queries with a tie at rank {k} (decided by document index)" if ties else ""))
 
 
 def _interval_text(interval, level: float, unit: str) -> str:

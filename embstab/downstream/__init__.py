@@ -1,7 +1,9 @@
 """Downstream instability: train a task model on each embedding of a pair and count flipped predictions.
 
 :func:`disagreement` is the entry point; :data:`TASKS` and :data:`MODELS` list what exists,
-:data:`FOLDS` which tasks are evaluated k-fold (every item a test item once). Every disagreement
+:data:`FOLDS` which tasks are evaluated k-fold (every item a test item once); :func:`register_task` and
+:func:`register_model` add to them. Retrieval tasks (:mod:`embstab.downstream.retrieval`) train
+nothing: the vectors rank the documents, and a flip is a query whose top-k set changes. Every disagreement
 carries its sampling interval over the test items (:func:`disagreement_interval`).
 Models run on CPU with frozen embeddings; each is seeded so that two models of a pair differ only
 in their embedding.
@@ -11,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from embstab.downstream.catalog import FOLDS, MODELS, TASKS
+from embstab.downstream.catalog import FOLDS, KINDS, MODELS, TASKS, default_model, register_model, register_task
 from embstab.downstream.intervals import INTERVAL_LEVEL, disagreement_interval
 
-__all__ = ["MODELS", "TASKS", "FOLDS", "INTERVAL_LEVEL", "DisagreementResult", "chance_level", "default_folds",
+__all__ = ["MODELS", "TASKS", "FOLDS", "KINDS", "INTERVAL_LEVEL", "RetrievalData", "default_model", "register_model",
+           "register_task", "DisagreementResult", "chance_level", "default_folds",
            "disagreement", "disagreement_interval", "load_task", "seed_baseline", "train_and_predict", "TrainResult"]
 
-_LAZY = {"DisagreementResult", "TrainResult", "chance_level", "default_folds", "disagreement", "load_task",
+_LAZY = {"RetrievalData", "DisagreementResult", "TrainResult", "chance_level", "default_folds", "disagreement", "load_task",
          "seed_baseline", "train_and_predict"}
 
 

@@ -23,9 +23,18 @@ from embstab.data.tasks import (
     load_classification,
     load_tagging,
 )
-from embstab.downstream.catalog import FOLDS, MODELS, TASKS
+from embstab.downstream.catalog import FOLDS, MODELS, TASKS, default_model
 from embstab.downstream.intervals import INTERVAL_LEVEL, disagreement_interval
 from embstab.downstream.lookup import TaskVocabulary, lookup_table
+from embstab.downstream.retrieval import (
+    RetrievalData,
+    chance_levels,
+    load_retrieval,
+    retrieval_token_counts,
+    search,
+    text_vectors,
+    top_k_churn,
+)
 from embstab.downstream.training import (
     MEAN_MODELS,
     NETWORKS,
@@ -48,7 +57,7 @@ from embstab.recipes.training import training_recipe
 
 __all__ = ["TASKS", "MODELS", "FOLDS", "DisagreementResult", "disagreement", "seed_baseline", "load_task",
            "train_and_predict", "TrainResult", "token_coverage", "LowCoverageError", "MIN_COVERAGE", "chance_level",
-           "disagreement_interval", "INTERVAL_LEVEL", "default_folds"]
+           "disagreement_interval", "INTERVAL_LEVEL", "default_folds", "default_model", "RetrievalData"]
 
 #: Default floor on the share of task tokens an embedding must know: below it most inputs are
 #: random vectors and "0 % of predictions differ" would be a meaningless, plausible-looking answer.
@@ -332,12 +341,14 @@ class DisagreementResult:
     ----------
     disagreement : float
         Percent of test predictions that differ (tagging: over tokens whose gold tag is not the
-        outside tag; all tokens for POS).
+        outside tag; all tokens for POS; retrieval: over queries, those whose top-k *set* of
+        documents differs).
     quality_old, quality_new : float
-        Test accuracy (or F1·100) of the model on the old and on the new embedding, in percent.
+        Test accuracy (or F1·100; retrieval: recall@k) of the model on the old and on the new
+        embedding, in percent.
     n_test : int
-        Test items the disagreement is computed over (examples or tokens): with k-fold evaluation
-        every item of the task.
+        Test items the disagreement is computed over (examples, tokens or queries): with k-fold
+        evaluation every item of the task.
     task, model : str
     seed : int
         Model seed of the old member's model (the new member's uses ``settings["seed_b"]``, equal
@@ -349,8 +360,14 @@ class DisagreementResult:
         the quality of the best prediction that ignores the inputs (:func:`chance_level`: for
         classification the most frequent test label's share) and, for classification,
         ``majority_rate``: that same share. Per-member entries end in ``_old`` and ``_new``.
+        A retrieval task (model ``search``) adds ``k``, ``precision``, ``quality_metric``
+        (``"recall@k"``), ``overlap_at_k`` (the mean share of the top k both searches keep, 0 to 1),
+        ``mrr_old`` / ``mrr_new`` (0 to 1), ``n_documents``, ``chance`` (a random ranking's recall@k,
+        k/N in percent), ``chance_mrr`` (its MRR, H_N/N), ``chance_rule``, ``ties_at_k_old`` /
+        ``_new`` (queries whose k-th and (k+1)-th documents score alike) and ``empty_queries_*`` /
+        ``empty_documents_*`` (texts left with the zero vector); it has no dev scores or epochs.
     predictions_old, predictions_new : numpy.ndarray, optional
-        Each model's test predictions, when kept.
+        Each model's test predictions, when kept (retrieval: the ``(n_queries, k)`` top-k tables).
     disagreement_interval : tuple of (float, float)
         The disagreement's sampling interval over the test items, ``(low, high)`` in percent, at
         ``settings["interval_level"]`` (95 % unless stated; exact Clopper–Pearson, see
@@ -409,21 +426,27 @@ class DisagreementResult:
                                           f"({level:.0%} interval over the test items)"),
                 ("quality, old model", f"{self.quality_old:.2f} %"),
                 ("quality, new model", f"{self.quality_new:.2f} %")]
+        if "quality_metric" in self.settings:  # a quality that is not an accuracy says which it is
+            rows[1:] = [(f"{label} ({self.settings['quality_metric']})", value) for label, value in rows[1:]]
         if chance is not None:
-            rows.append(("chance (best constant prediction)", f"{float(chance):.2f} %"))
+            rule = self.settings.get("chance_rule", "best constant prediction")
+            rows.append((f"chance ({rule})", f"{float(chance):.2f} %"))
         cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
         return (f"<p><b>DisagreementResult</b>: {html.escape(self.task)}, model {html.escape(self.model)}, "
                 f"seed {self.seed}, over {over}</p><table>{cells}</table>")
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_task(name: str, split_seed: int, limit: int | None) -> ClassificationData | TaggingData:
+def _cached_task(name: str, split_seed: int, limit: int | None) -> ClassificationData | TaggingData | RetrievalData:
+    if TASKS[name][0] == "retrieval":
+        return load_retrieval(name, split_seed=split_seed, limit=limit)
     if TASKS[name][0] == "tagging":
         return load_tagging(name, split_seed=split_seed, max_sentences=limit)
     return load_classification(name, split_seed=split_seed, max_examples=limit)
 
 
-def load_task(task: str, split_seed: int = 0, limit: int | None = None) -> ClassificationData | TaggingData:
+def load_task(task: str, split_seed: int = 0, limit: int | None = None
+              ) -> ClassificationData | TaggingData | RetrievalData:
     """Load (and cache in memory) a task from :data:`TASKS`.
 
     Parameters
@@ -433,11 +456,12 @@ def load_task(task: str, split_seed: int = 0, limit: int | None = None) -> Class
     split_seed : int
         Seed of the fixed train/dev/test split.
     limit : int, optional
-        Keep at most this many examples (classification) or sentences (tagging).
+        Keep at most this many examples (classification), sentences (tagging) or query–document
+        pairs (retrieval).
 
     Returns
     -------
-    ClassificationData or TaggingData
+    ClassificationData or TaggingData or RetrievalData
     """
     lookup(TASKS, task, "task")
     return _cached_task(task, split_seed, limit)
@@ -471,6 +495,9 @@ def _resolve(task, model: str, split_seed: int, limit: int | None, folds: int | 
     folds = default_folds(task) if folds is None else folds
     _check_folds(folds)  # before loading anything
     data = load_task(task, split_seed, limit) if isinstance(task, str) else task
+    if isinstance(data, RetrievalData):
+        raise ConfigError(f"task {data.name!r} is a retrieval task: no model is trained for it, the vectors rank "
+                          "the documents themselves; use disagreement(old, new, task) for its flips")
     if not isinstance(data, (ClassificationData, TaggingData)):
         raise EmbstabError(f"task must be a name from TASKS or a ClassificationData/TaggingData, got {type(task)}")
     lookup(MODELS, model, "model")
@@ -616,11 +643,18 @@ def disagreement(old: Embedding, new: Embedding = MISSING, task: str | Classific
     old, new : Embedding
         The embeddings of the old and the new corpus, old first (or one :class:`embstab.Pair`
         of both, with ``task`` second). Any dimensions (each model has its own).
-    task : str or ClassificationData or TaggingData, default "rt_sentiment"
-        A name from :data:`TASKS`, or task data built by the caller.
-    model : str, default "linear"
+    task : str or ClassificationData or TaggingData or RetrievalData, default "rt_sentiment"
+        A name from :data:`TASKS`, or task data built by the caller. A retrieval task
+        (``wiki_retrieval``, ``bbc_retrieval``) trains nothing: each member's vectors rank the
+        documents for every query by exact cosine search, and the disagreement is the share of
+        queries whose top-k set of documents changes (see
+        :mod:`embstab.downstream.retrieval`); there the members may also be text encoders
+        (callables from a list of texts to one row each), settings are ``k``, ``precision`` and
+        ``batch_size``, and the seeds play no part (the search is deterministic).
+    model : str, optional
         A name from :data:`MODELS` matching the task kind: "linear" (the reference bag-of-words
-        model), "cnn", "lstm" for classification; "bilstm", "bilstm_crf" for tagging.
+        model, the default), "mlp", "cnn", "lstm" for classification; "bilstm" (the default),
+        "bilstm_crf" for tagging; "search" for retrieval.
     seed : int, default 0
         Model seed (initialisation, dropout, batch order, OOV vectors).
     seed_b : int, optional
@@ -659,8 +693,18 @@ def disagreement(old: Embedding, new: Embedding = MISSING, task: str | Classific
     ------
     LowCoverageError
         An embedding knows less than ``min_coverage`` of the task's tokens.
+    ConfigError
+        For settings the model does not take, or values it cannot use (retrieval: a ``k`` outside
+        1 to the number of documents).
     """
-    old, new, (task, model, seed) = unpack_pair(old, new, (task, model, seed), ("rt_sentiment", "linear", 0))
+    old, new, (task, model, seed) = unpack_pair(old, new, (task, model, seed), ("rt_sentiment", None, 0))
+    model = _default_model(task) if model is None else model
+    if isinstance(task, RetrievalData) or (isinstance(task, str) and TASKS.get(task, ("",))[0] == "retrieval"):
+        if recipe is not None or folds not in (None, 1):
+            raise ConfigError(f"{'recipe' if recipe is not None else 'folds'} applies to trained tasks; retrieval "
+                              "trains nothing (the vectors rank the documents)")
+        return _retrieval_disagreement(old, new, task, model, seed, seed if seed_b is None else seed_b, split_seed,
+                                       limit, keep_predictions, min_coverage, kwargs)
     for name, emb in (("old", old), ("new", new)):
         if not isinstance(emb, Embedding):
             raise ShapeError(f"the {name} member must be an embstab.Embedding, got {type(emb).__name__}")
@@ -697,6 +741,68 @@ def disagreement(old: Embedding, new: Embedding = MISSING, task: str | Classific
     return DisagreementResult(flips, ra.quality, rb.quality, n_test, data.name, model, seed, settings,
                               ra.pred if keep_predictions else None, rb.pred if keep_predictions else None,
                               disagreement_interval(flipped, n_test))
+
+
+def _default_model(task: Any) -> str:
+    """The model of a task when none is named (see :func:`~embstab.downstream.catalog.default_model`)."""
+    if isinstance(task, str) and task in TASKS:
+        return default_model(task)
+    kind = ("retrieval" if isinstance(task, RetrievalData) else "tagging" if isinstance(task, TaggingData)
+            else "classification")
+    return next((m for m, (k, _) in MODELS.items() if k == kind), "linear")
+
+
+def _retrieval_disagreement(old: Any, new: Any, task: str | RetrievalData, model: str, seed: int, seed_b: int,
+                            split_seed: int, limit: int | None, keep_predictions: bool, min_coverage: float,
+                            kwargs: dict[str, Any]) -> DisagreementResult:
+    """The flips of a retrieval task: the queries whose top-k set differs between the two members' searches."""
+    if lookup(MODELS, model, "model")[0] != "retrieval":
+        fits = [m for m, (k, _) in MODELS.items() if k == "retrieval"]
+        raise ConfigError(f"model {model!r} is for {MODELS[model][0]}, but task "
+                          f"{getattr(task, 'name', task)!r} is retrieval; use one of {', '.join(fits)}")
+    defaults = MODELS[model][1]
+    for key in kwargs:
+        if key not in defaults:
+            raise ConfigError(f"model {model!r} has no setting {key!r}{did_you_mean(key, tuple(defaults))}; "
+                              f"its settings: {', '.join(defaults)}")
+    settings = {**defaults, **kwargs}
+    for name, value in {"seed": seed, "seed_b": seed_b, "split_seed": split_seed}.items():
+        if not is_integer(value):
+            raise ConfigError(f"{name} must be an integer, got {value!r}")
+    data = load_task(task, split_seed, limit) if isinstance(task, str) else task
+    if data.n_queries < MIN_TEST_ITEMS:
+        raise ConfigError(f"task {data.name!r}" + (f" with limit={limit}" if limit is not None else "")
+                          + f" has {data.n_queries} queries: at least {MIN_TEST_ITEMS} are needed"
+                          + ("; raise the limit" if limit is not None else ""))
+    n_docs = data.n_documents
+    k = settings["k"]
+    chance, chance_mrr = chance_levels(k, n_docs)  # refuses a bad k before any vector is made
+    words = {label: m for label, m in (("old", old), ("new", new)) if isinstance(m, Embedding)}
+    coverage = _check_coverage(data, min_coverage, retrieval_token_counts(data), **words) if words else {}
+    runs, info = {}, {}
+    for label, member in (("old", old), ("new", new)):
+        queries, documents, info[label] = text_vectors(member, data)
+        runs[label] = search(queries, documents, k, relevant=data.relevant, precision=settings["precision"],
+                             batch_size=settings["batch_size"])
+        info[label]["dim"] = queries.shape[1]
+    ra, rb = runs["old"], runs["new"]
+    flipped, overlap = top_k_churn(ra.top_k, rb.top_k)
+    n = data.n_queries
+    out = {**settings, "seed_b": seed_b, "split_seed": split_seed, "limit": limit, "folds": 1, "n_items": n,
+           "n_documents": n_docs, "interval_level": INTERVAL_LEVEL, "quality_metric": f"recall@{k}",
+           "overlap_at_k": overlap, "mrr_old": ra.mrr(), "mrr_new": rb.mrr(), "chance": chance,
+           "chance_mrr": chance_mrr, "chance_rule": "a random ranking",
+           "ties_at_k_old": ra.ties_at_k, "ties_at_k_new": rb.ties_at_k,
+           "seconds_old": ra.seconds, "seconds_new": rb.seconds}
+    for label in ("old", "new"):
+        out[f"dim_{label}"] = info[label]["dim"]
+        out[f"empty_queries_{label}"] = info[label]["empty_queries"]
+        out[f"empty_documents_{label}"] = info[label]["empty_documents"]
+        if label in coverage:
+            out[f"token_coverage_{label}"] = coverage[label]
+    return DisagreementResult(float(100.0 * flipped / n), ra.recall(), rb.recall(), n, data.name, model, seed, out,
+                              ra.top_k if keep_predictions else None, rb.top_k if keep_predictions else None,
+                              disagreement_interval(flipped, n))
 
 
 def seed_baseline(emb: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
