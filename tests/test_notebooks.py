@@ -57,7 +57,10 @@ def test_compare_two_embeddings_notebook():
 def test_stability_memory_analysis_notebook(monkeypatch):
     monkeypatch.delenv("EMBSTAB_RESULTS", raising=False)  # the in-repo CBOW results
     text, images = outputs(run("stability_memory_analysis.ipynb"))
-    assert images == 2  # a measure vs disagreement, disagreement vs memory with the trend
+    # a measure vs disagreement, disagreement vs memory with the trend; the .plot() of the ρ table, of the
+    # predictor's held-out check and of the recommendation
+    assert images == 5
+    assert "CorrelationTable" in text  # the ρ table shown with its intervals
     assert "0.86" in text  # Spearman of EIS on MR, as in the paper's table
     # the 400-bit budget: the best measured (dim 50, 8 bits) ties with cheaper ones; the cheapest ships
     assert "ship w2v_cbow with dim=25 at 8-bit precision" in text and "tie with the best" in text
