@@ -13,7 +13,7 @@ from embstab.measures.eis import AnchorFactors, anchor_factors, clear_anchor_cac
 from embstab.measures.knn import knn
 from embstab.measures.overlap import eigenspace_overlap, weighted_eigenspace_overlap
 from embstab.measures.pip import pip_loss
-from embstab.measures.registry import (DEFAULT_MEASURES, REGISTRY, MeasureInfo, fallback_order, get_measure,
+from embstab.measures.registry import (DEFAULT_MEASURES, GEOMETRIES, REGISTRY, MeasureInfo, fallback_order, get_measure,
                                       measures_for, register_measure, unregister_measure)
 from embstab.measures.hyperbolic import (DistanceInstability, distortion_avg, distortion_worst,
                                          embedding_instability, hyperbolic_knn, hyperbolic_map)
@@ -39,7 +39,7 @@ def __getattr__(name: str):
 __all__ = [
     "AnchorFactors", "Anchors", "DEFAULT_MEASURES", "DistanceInstability", "aligned_matrices", "compare",
     "compare_many", "distortion_avg", "distortion_worst", "embedding_instability", "hyperbolic_knn", "hyperbolic_map",
-    "fallback_order", "measures_for", "register_measure", "unregister_measure",
+    "GEOMETRIES", "fallback_order", "measures_for", "register_measure", "unregister_measure",
     "nearest_neighbors", "MeasureInfo", "REGISTRY", "anchor_factors", "clear_anchor_cache",
     "eigenspace_overlap", "eis", "fro_distance", "get_measure", "knn", "linear_cka", "pip_loss",
     "procrustes_distance", "semantic_displacement", "shared_products", "weighted_eigenspace_overlap",

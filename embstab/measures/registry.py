@@ -18,7 +18,7 @@ import math
 from embstab._measure_catalogue import BUILTIN_MEASURES, DEFAULT_MEASURES, GEOMETRIES, MeasureInfo
 from embstab.errors import ConfigError, lookup
 
-__all__ = ["MeasureInfo", "REGISTRY", "get_measure", "DEFAULT_MEASURES", "measures_for", "register_measure",
+__all__ = ["MeasureInfo", "GEOMETRIES", "REGISTRY", "get_measure", "DEFAULT_MEASURES", "measures_for", "register_measure",
            "unregister_measure", "fallback_order"]
 
 #: Every registered measure by name, in registration order (the built-in ones first).
