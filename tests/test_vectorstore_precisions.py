@@ -68,6 +68,10 @@ def test_codes_equal_sentence_transformers(shape, dtype):
         np.testing.assert_array_equal(quantize_embeddings(x, precision, ranges=ranges),
                                       st(x, precision, ranges=ranges))
     np.testing.assert_array_equal(quantize_embeddings(x, "float32"), st(x, "float32"))
+    # one query alone (1-d), with the documents' ranges
+    for precision in PRECISIONS:
+        kwargs = {"ranges": ranges} if precision.endswith("int8") else {}
+        np.testing.assert_array_equal(quantize_embeddings(x[1], precision, **kwargs), st(x[1], precision, **kwargs))
 
 
 @pytest.mark.slow

@@ -122,9 +122,12 @@ def _as_matrix(vectors: Any, what: str) -> np.ndarray:
         raise ShapeError(f"{what} must be a vector or an (n, dim) matrix, got shape {x.shape}")
     if x.size == 0:
         raise ShapeError(f"{what} is empty (shape {x.shape})")
-    if not np.isfinite(x).all():
-        row = int(np.flatnonzero(~np.isfinite(x.reshape(-1, x.shape[-1])).all(axis=1))[0])
-        raise ShapeError(f"{what} holds NaN or Inf (row {row})")
+    flat = x.reshape(-1, x.shape[-1])
+    block = _row_block(flat.shape[1])
+    for i in range(0, flat.shape[0], block):  # a block of rows at a time: no full-size mask
+        bad = ~np.isfinite(flat[i:i + block]).all(axis=1)
+        if bad.any():
+            raise ShapeError(f"{what} holds NaN or Inf (row {i + int(np.flatnonzero(bad)[0])})")
     return x
 
 
@@ -232,23 +235,25 @@ def quantize_embeddings(vectors: Any, precision: str, *, calibration: Any = None
         raise ConfigError(f"calibration= and ranges= apply to int8/uint8, not {precision}")
     if precision == "float32":
         return x.astype(np.float32)
-    if precision.endswith("binary"):
-        packed = np.packbits(x > 0, axis=-1)
-        # binary is ubinary - 128 wrapped to int8, i.e. the top bit flipped
-        return (packed ^ np.uint8(0x80)).view(np.int8) if precision == "binary" else packed
-    r = quantization_ranges(x, calibration=calibration, ranges=ranges, precision=precision)
-    starts = r[0]
-    steps = (r[1] - starts) / np.float32(255)
-    steps = np.where(steps == 0, np.float32(1), steps)
     flat = x.reshape(-1, x.shape[-1])
-    out = np.empty(flat.shape, dtype=np.uint8)
-    block = _row_block(flat.shape[1] * 8)
-    for i in range(0, flat.shape[0], block):  # bounded temporaries; the arithmetic is row-wise
-        q = np.floor((flat[i:i + block] - starts) / steps)
-        np.clip(q, 0, 255, out=q)
-        out[i:i + block] = q
-    out = out.reshape(x.shape)
-    return (out ^ np.uint8(0x80)).view(np.int8) if precision == "int8" else out
+    block = _row_block(flat.shape[1] * 8)  # bounded temporaries; every rule works row by row
+    if precision.endswith("binary"):
+        out = np.empty((flat.shape[0], (flat.shape[1] + 7) // 8), dtype=np.uint8)
+        for i in range(0, flat.shape[0], block):
+            out[i:i + block] = np.packbits(flat[i:i + block] > 0, axis=-1)
+    else:
+        r = quantization_ranges(x, calibration=calibration, ranges=ranges, precision=precision)
+        starts = r[0]
+        steps = (r[1] - starts) / np.float32(255)
+        steps = np.where(steps == 0, np.float32(1), steps)
+        out = np.empty(flat.shape, dtype=np.uint8)
+        for i in range(0, flat.shape[0], block):
+            q = np.floor((flat[i:i + block] - starts) / steps)
+            np.clip(q, 0, 255, out=q)
+            out[i:i + block] = q
+    out = out.reshape(x.shape[:-1] + out.shape[-1:])
+    # int8 is uint8 - 128 and binary is ubinary - 128, wrapped to int8: the top bit flipped
+    return (out ^ np.uint8(0x80)).view(np.int8) if precision in ("int8", "binary") else out
 
 
 def truncate_embeddings(vectors: Any, dim: int, *, normalize: bool = True) -> np.ndarray:
@@ -408,7 +413,8 @@ def rescore(queries: Any, doc_codes: Any, doc_vectors: Any, k: int, *, multiplie
     k : int
         Results per query (at most ``n_docs``).
     multiplier : float, default 4.0
-        Candidates per result, >= 1.
+        Candidates per result, >= 1 (sentence-transformers' quantized-retrieval demo takes 40
+        binary candidates for 10 results; its ``semantic_search_*`` functions default to 2).
 
     Returns
     -------
