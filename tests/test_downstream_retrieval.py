@@ -220,3 +220,24 @@ def test_the_cli_prints_recall_chance_flips_and_overlap(glove, tmp_path, capsys)
     assert "--epochs applies to trained tasks" in capsys.readouterr().err
     assert cli.main(["downstream", str(old), str(new), "--task", "rt_sentiment", "--k", "5"]) == 2
     assert "--k applies to retrieval tasks" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # building the tokenizer and a model and importing transformers: about 9 s on a shared core
+def test_a_contextual_model_searches_with_its_sentence_vectors():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _contextual import tiny_model
+
+    from embstab.contextual.retrieval import contextual_retrieval_disagreement, text_encoder
+
+    data = _toy_task()
+    model = tiny_model(0)  # one untrained network: its input layer and its last layer are two encoders
+    encode = text_encoder(model)
+    assert encode(["alpha bravo", ""]).shape == (2, model.hidden_size)
+    same = contextual_retrieval_disagreement(model, model, data, k=5)
+    assert same.disagreement == 0.0 and same.settings["k"] == 5 and same.n_test == 90
+    changed = disagreement(text_encoder(model, layer=0), encode, data, k=5)
+    assert changed.disagreement > 0
+    assert changed.disagreement_interval[0] <= changed.disagreement <= changed.disagreement_interval[1]

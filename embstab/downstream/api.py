@@ -805,13 +805,13 @@ def _retrieval_disagreement(old: Any, new: Any, task: str | RetrievalData, model
                               disagreement_interval(flipped, n))
 
 
-def seed_baseline(emb: Embedding, task: str | ClassificationData | TaggingData = "rt_sentiment",
-                  model: str = "linear", seed: int = 0, seed_b: int | None = None, **kwargs: Any
+def seed_baseline(emb: Embedding, task: str | ClassificationData | TaggingData | RetrievalData = "rt_sentiment",
+                  model: str | None = None, seed: int = 0, seed_b: int | None = None, **kwargs: Any
                   ) -> DisagreementResult:
     """Disagreement of two models on the *same* embedding that differ only in their seed.
 
     The floor a pair's disagreement should be read against (the reference's ``--seed_test``,
-    which trains the second model with seed + 1000).
+    which trains the second model with seed + 1000). For a retrieval task it is 0: exact search has no seed.
 
     Parameters
     ----------
