@@ -216,10 +216,32 @@ def test_report_in_a_real_browser_renders_every_plot_and_escapes_names(tmp_path)
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == []
         png = driver.get_screenshot_as_png()
+        # a laptop's window: nothing runs past the right edge; a table wider than the page scrolls
+        # inside its own box, and the recommendations fit theirs (their notes wrap, not cut off)
+        driver.set_window_size(1280, 900)
+        layout = driver.execute_script("""
+            const right = e => e.getBoundingClientRect().right;
+            const outside = Array.from(document.body.querySelectorAll('*')).filter(e => !e.closest('.table-box'));
+            return {inner: window.innerWidth, scroll: document.documentElement.scrollWidth,
+                    widest: Math.max(...outside.map(right)),
+                    boxes: Array.from(document.querySelectorAll('table')).map(t => [
+                        t.closest('section') ? t.closest('section').id : '', right(t.parentElement),
+                        getComputedStyle(t.parentElement).overflowX, right(t)]),
+                    notes: Array.from(document.querySelectorAll('#recommend td:last-child')).map(
+                        td => [td.getBoundingClientRect().height, parseFloat(getComputedStyle(td).lineHeight)])};
+        """)
     finally:
         driver.quit()
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
     assert (pixels < 128).mean() > 0.01  # text, tables and plots put ink on the page
+    assert layout["inner"] <= 1280 and layout["scroll"] <= layout["inner"], layout
+    assert layout["widest"] <= layout["inner"], layout
+    assert layout["boxes"] and all(box <= layout["inner"] and overflow == "auto"
+                                   for _, box, overflow, _ in layout["boxes"]), layout["boxes"]
+    recommend = [(box, table) for section, box, _, table in layout["boxes"] if section == "recommend"]
+    assert recommend and all(table <= box + 0.5 for box, table in recommend), recommend
+    # the tie notes name configurations at length: they wrap over several lines of their cell
+    assert max(height / line for height, line in layout["notes"]) >= 3, layout["notes"]
 
 
 def _kind_rows(kind: str, algo: str, task: str, width: int = 1) -> list[dict]:
@@ -303,3 +325,24 @@ def test_within_tables_show_every_algorithm_labelled_and_small_cells_say_so():
     assert "(too few rows)" not in within.split("Within each bit width", 1)[0]  # 10 rows per dimension
     # the null of EIS, described once
     assert document.count(html.escape(EIS_NULL)) == 1 and "2d/n" not in document.replace(html.escape(EIS_NULL), "")
+
+
+def test_report_says_when_a_measure_only_repeats_a_baseline_and_names_units(page):
+    from embstab.selection import BASELINES, oracle_decisions
+
+    document, _ = page
+    section = document.split('id="oracle"', 1)[1].split("</section>", 1)[0]
+    # which measures pick, in every decision, what a bit-width rule picks: computed here apart
+    decisions = oracle_decisions(from_published_csv(PUBLISHED))
+    picks = decisions.pivot_table(index=["task", "memory", "seed"], columns="selector", values="bitrate")
+    repeats = {m: b for m in picks.columns if m not in BASELINES for b in BASELINES if (picks[m] == picks[b]).all()}
+    assert repeats == {"pip_loss": "lowest_precision"}  # in the published CBOW table
+    assert section.count("<th>pip_loss (= lowest_precision)</th>") == 2  # mean and worst-case tables
+    assert "pip_loss picks exactly what &#x27;always the lowest precision&#x27; picks, at every budget, task and seed" \
+        in section
+    assert "<th>eis</th>" in section and "eis (=" not in section
+    # numbers carry their unit or reference
+    recs = document.split('id="recommend"', 1)[1].split("</section>", 1)[0]
+    assert "<th>budget (bits per word)</th>" in recs and "<th>memory (bits per word)</th>" in recs
+    assert "percentage points of disagreement" in section
+    assert "<th>intercept (%)</th>" in document and "a random order gets about 0.5 wrong" in document

@@ -17,12 +17,14 @@ import embstab.report.html as H
 from embstab.report.plots import disagreement_vs_memory, measure_vs_disagreement, to_base64_png
 from embstab.errors import OptionalDependencyError
 from embstab.selection import (
+    BASELINES,
     BudgetError,
     ResultsError,
     as_results,
     best_measures,
     fit_trend,
     measure_columns,
+    oracle_decisions,
     oracle_gap,
     prediction_gap,
     recommendation_gap_of,
@@ -117,6 +119,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         inside = _within_tables(df)
         sel = _or_reason(selection_error, df)
         gap = _or_reason(oracle_gap, df)
+        decisions = _or_reason(oracle_decisions, df)
         predicted_gap = _prediction_gaps(df, measure)
         bar.update()
         trends = _trends(df, threshold)
@@ -142,14 +145,14 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
     sections = [
         *([chance] if chance is not None else []),
         *([nulls] if nulls is not None else []),
-        _recommend_section(recs, measure, threshold),
+        _recommend_section(recs, measure, unit),
         *([_predicted_section(predicted)] if len(predicted) else []),
         _trend_section(memory_fig, trends, threshold),
         _correlation_section(rho, without_signal(df)),
         *([_within_section(inside)] if inside else []),
         *kind_sections,
         _selection_section(sel),
-        _oracle_section(gap),
+        _oracle_section(gap, decisions),
         _prediction_section(predicted_gap, measure),
         _measures_section(measure_figs),
     ]
@@ -241,8 +244,10 @@ def _recommendation_row(rec, budget: float, measure: str, kinds: list[str], resu
     row.update({"budget": budget, "algo": rec.algo, "dim": rec.dim, "bitrate": rec.bitrate,
                 "memory": rec.memory, "predictions lean on": rec.measure, "value": rec.measure_value,
                 "null": np.nan if rec.measure_null is None else rec.measure_null,
-                "predicted disagreement (%)": rec.mean_predicted_disagreement,
-                "predicted interval (%)": (f"[{np.mean(lows):.2f}, {np.mean(highs):.2f}]" if lows else ""),
+                # the value and its interval in one cell: one column less on a table that is already wide
+                "predicted disagreement (%)": (f"{rec.mean_predicted_disagreement:.2f}"
+                                               + (f" [{np.mean(lows):.2f}, {np.mean(highs):.2f}]" if lows else "")
+                                               if np.isfinite(rec.mean_predicted_disagreement) else "–"),
                 "measured disagreement (%)": float(np.mean(list(rec.observed_disagreement.values())))})
     try:
         gap = recommendation_gap_of(rec, results)
@@ -340,22 +345,39 @@ def _chance_section(everything: pd.DataFrame, keep: bool) -> H.Section | None:
     return sec
 
 
-def _recommend_section(recs, measure: str, threshold) -> H.Section:
+def _recommend_section(recs, measure: str, unit: str) -> H.Section:
     sec = H.Section("Recommendations by memory budget", "recommend")
     if isinstance(recs, str):
         return sec.add(H.paragraph(f"No recommendation: {recs}", "note"))
+    several = "kind" in recs.columns and recs["kind"].nunique() > 1
+    unit = "in each kind's unit" if several else unit
+    shown = recs.rename(columns={"budget": f"budget ({unit})", "memory": f"memory ({unit})",
+                                 "bitrate": "bits per entry"})
+    # columns that say nothing on this page are left out, so the table fits a laptop's window: the
+    # empty ones, and those holding one value throughout, which the text above the table names instead
+    empty = [c for c in ("null", "outside calibration", "note") if c in shown.columns
+             and not shown[c].replace("", np.nan).notna().any()]
+    lean = shown["predictions lean on"].dropna().unique() if "predictions lean on" in shown.columns else []
+    algos = shown["algo"].dropna().unique() if "algo" in shown.columns else []
+    constant = [c for c, values in (("predictions lean on", lean), ("algo", algos)) if len(values) == 1]
+    shown = shown.drop(columns=empty + constant)
+    null_text = "" if "null" in empty else " and 'null' its level for unrelated tables"
+    whose = (f"Every prediction leans on {lean[0]} (requested: {measure}); 'value' is its raw value "
+             if "predictions lean on" in constant else
+             f"'predictions lean on' names the measure the predictions use (requested: {measure}), 'value' its raw "
+             "value ")
     sec.add(H.paragraph(
-        "For each budget, the configurations with dim × bits ≤ budget ranked by their downstream "
+        f"For each budget ({unit}), the configurations with dim × bits ≤ budget ranked by their downstream "
         "disagreement (the share of predictions that flip): measured where the results measured it "
         "(mean over seeds), else predicted from the configuration's measures by the calibrated model "
         "of its algorithm and task. A configuration ties with the best when each one's value lies "
         "inside the other's interval; the cheapest of a tie is shipped ('note' says so). 'predicted "
         "disagreement' is what the calibrated model predicts for the pick from its measures alone "
-        "(mean over tasks, with its 90 % interval), beside the disagreement measured for it, the least "
-        f"measured under the same budget and the gap between the two. 'predictions lean on' names the "
-        f"measure the predictions use (requested: {measure}), 'value' its raw value for the pick and "
-        "'null' its level for unrelated tables."))
-    sec.add(H.table(recs, digits={"value": 4, "null": 4}, index=False))
+        "(mean over tasks, in percent of predictions, with its 90 % interval), beside the disagreement "
+        "measured for it, the least measured under the same budget and the gap between the two (in "
+        f"percentage points). {whose}for the pick{null_text}."
+        + (f" Every pick is of {algos[0]}." if "algo" in constant else "")))
+    sec.add(H.table(shown, digits={"value": 4, "null": 4}, index=False))
     if (recs.get("outside calibration", pd.Series(dtype=str)) == "yes").any():
         sec.add(H.paragraph("'outside calibration': some task of the pick lies outside the measures, "
                             "dimensions or bit widths the calibrated model saw, so it predicts nothing "
@@ -383,8 +405,10 @@ def _trend_section(fig_b64: str, trends: dict, threshold) -> H.Section:
     sec.add(H.table(pd.DataFrame(rows), digits=3, index=False))
     memory = trends["memory"]
     if not isinstance(memory, str):
-        sec.add(H.paragraph("Intercepts of the memory trend:"))
-        sec.add(H.table(memory.intercepts, digits=3, index=False))
+        sec.add(H.paragraph("Intercepts of the memory trend: the disagreement (%) each fit gives at x = 1, "
+                            "over the rows it was fitted on:"))
+        sec.add(H.table(memory.intercepts.rename(columns={"intercept": "intercept (%)", "n_rows": "rows"}),
+                        digits=3, index=False))
     return sec
 
 
@@ -536,26 +560,66 @@ def _selection_section(sel) -> H.Section:
     sec = H.Section("Pairwise selection error and robustness", "selection")
     if isinstance(sel, str):
         return sec.add(H.paragraph(f"Not computed: {sel}", "note"))
-    sec.add(H.paragraph("Selection error: share of pairs of configurations (per seed, mean over "
-                        "seeds) that the measure orders differently from their disagreement. "
-                        "Lower is better."))
+    sec.add(H.paragraph("Selection error: share of pairs of configurations (a fraction from 0 to 1, per seed, "
+                        "mean over seeds) that the measure orders differently from their disagreement; a random order gets "
+                        "about 0.5 wrong. Lower is better."))
     sec.add(H.table(wide(sel, "selection_error"), digits=2))
     sec.add(H.paragraph("Robustness: the largest disagreement gap (percentage points) among the "
                         "wrongly ordered pairs, max over seeds. Lower is better."))
     return sec.add(H.table(wide(sel, "robustness"), digits=2))
 
 
-def _oracle_section(gap) -> H.Section:
+#: What each baseline selector of :func:`embstab.selection.oracle_decisions` does, in words.
+_RULES = {"highest_precision": "always the highest precision", "lowest_precision": "always the lowest precision"}
+
+
+def _oracle_section(gap, decisions) -> H.Section:
     sec = H.Section("Choosing dimension and precision under a memory budget", "oracle")
     if isinstance(gap, str):
         return sec.add(H.paragraph(f"Not computed: {gap}", "note"))
     sec.add(H.paragraph("For each memory budget with two or more configurations and each seed, "
                         "the disagreement of the selector's choice minus the smallest one "
-                        "available (percentage points). Baselines: always the highest or the "
-                        "lowest precision. Mean over budgets and seeds (lower is better):"))
-    sec.add(H.table(wide(gap, "mean_gap", index="selector"), digits=2))
-    sec.add(H.paragraph("Worst case (max over budgets and seeds):"))
-    return sec.add(H.table(wide(gap, "max_gap", index="selector"), digits=2))
+                        "available, in percentage points of disagreement (0 = the best choice). "
+                        "Baselines that ignore the embeddings: always the highest precision (the smallest "
+                        "dimension that fits) or always the lowest (the largest). Mean over budgets and "
+                        "seeds (lower is better):"))
+    same = {} if isinstance(decisions, str) else _same_as_baselines(decisions)
+    # a measure that only ever repeats a baseline's picks is labelled so in the tables themselves
+    labels = {key: f"{key[1]} (= {rule})" for key, (rule, _) in same.items()}
+    shown = gap.assign(selector=[labels.get((a, m), m) for a, m in zip(gap["algo"], gap["selector"])])
+    sec.add(H.table(wide(shown, "mean_gap", index="selector"), digits=2))
+    several = gap["algo"].nunique() > 1
+    for (algo, measure), (rule, tasks) in same.items():
+        where = "every budget, task and seed" if tasks is None else f"every budget and seed of {', '.join(tasks)}"
+        sec.add(H.paragraph(
+            f"{f'{algo}: ' if several else ''}{measure} picks exactly what '{_RULES[rule]}' picks, at {where}: "
+            "there it ranks the configurations as their bit width alone does, so its gap is that rule's and it "
+            "adds nothing over ignoring the embeddings.", "note"))
+    sec.add(H.paragraph("Worst case (max over budgets and seeds, percentage points of disagreement):"))
+    return sec.add(H.table(wide(shown, "max_gap", index="selector"), digits=2))
+
+
+def _same_as_baselines(decisions: pd.DataFrame) -> dict[tuple[str, str], tuple[str, list[str] | None]]:
+    """The measures whose pick equals a baseline's in every decision of one task or more.
+
+    Returns ``{(algo, measure): (baseline, tasks)}``, ``tasks`` None when it is every task of the
+    algorithm; a measure matching both baselines somewhere is reported against the first.
+    """
+    keys = ["algo", "task", "memory", "seed"]
+    config = ["dim", "bitrate"]
+    base = {b: decisions[decisions["selector"] == b].set_index(keys)[config] for b in BASELINES}
+    out = {}
+    measured = decisions[~decisions["selector"].isin(BASELINES)]
+    for (algo, measure), part in measured.groupby(["algo", "selector"], sort=False):
+        mine = part.set_index(keys)[config]
+        all_tasks = list(dict.fromkeys(part["task"]))
+        for rule, theirs in base.items():
+            equal = (mine == theirs.reindex(mine.index)).all(axis=1)
+            tasks = [t for t, hit in equal.groupby(level="task", sort=False) if hit.all()]
+            if tasks:
+                out[(algo, measure)] = (rule, None if tasks == all_tasks else tasks)
+                break
+    return out
 
 
 def _prediction_gaps(df: pd.DataFrame, measure: str) -> pd.DataFrame | str:

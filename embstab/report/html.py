@@ -11,15 +11,21 @@ __all__ = ["Section", "image", "page", "paragraph", "table"]
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
-       max-width: 1100px; padding: 0 1em; color: #222; line-height: 1.45; }
+       max-width: 1100px; padding: 0 1em; color: #222; line-height: 1.45; overflow-wrap: break-word; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+.table-box { max-width: 100%; overflow-x: auto; margin: 0.8em 0; }
+table { border-collapse: collapse; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+table.long-text-last td:last-child { min-width: 14em; max-width: 32em; }
+table.long-text-last td:last-child, table.long-text-last th:last-child { text-align: left; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 img { max-width: 100%; height: auto; display: block; margin: 0.8em 0; }
 .note { color: #555; font-size: 0.9em; }
 nav ul { columns: 2; }
 """
+
+#: Characters from which a last column's text counts as long (a note that should wrap, not squeeze).
+_LONG_TEXT = 40
 
 
 class Section:
@@ -86,10 +92,11 @@ def paragraph(text: str, css_class: str | None = None) -> str:
 
 
 def table(df: pd.DataFrame, digits: int | dict[str, int] = 2, index: bool = True) -> str:
-    """A DataFrame as an HTML table.
+    """A DataFrame as an HTML table, inside a box that scrolls sideways when the table is wider than the page.
 
     Floats are rounded to ``digits`` decimals (or per column, with a dict whose missing columns
-    get 2); NaN shows as an en dash.
+    get 2); NaN shows as an en dash. A last column of long text (a note) wraps inside a readable width
+    instead of being squeezed to its longest word.
 
     Parameters
     ----------
@@ -103,7 +110,7 @@ def table(df: pd.DataFrame, digits: int | dict[str, int] = 2, index: bool = True
     Returns
     -------
     str
-        The ``<table>`` element, cells escaped.
+        A ``<div class="table-box">`` holding the ``<table>`` element, cells escaped.
     """
     def fmt(n: int):
         return lambda v: "–" if not np.isfinite(v) else f"{v:.{n}f}"
@@ -112,8 +119,14 @@ def table(df: pd.DataFrame, digits: int | dict[str, int] = 2, index: bool = True
     default = 2 if isinstance(digits, dict) else digits
     formatters = {c: fmt(per_column.get(c, default)) for c in df.columns
                   if pd.api.types.is_float_dtype(df[c])}
-    return df.to_html(index=index, escape=True, na_rep="–", formatters=formatters,
-                      float_format=fmt(default), border=0)
+    last = df.iloc[:, -1] if df.shape[1] else None
+    long_text = (last is not None and not pd.api.types.is_numeric_dtype(last)
+                 and last.astype(str).str.len().max() > _LONG_TEXT)
+    # the box keeps a wide table from widening the page: it scrolls inside its own width instead
+    return ('<div class="table-box">'
+            + df.to_html(index=index, escape=True, na_rep="–", formatters=formatters, float_format=fmt(default),
+                         border=0, classes="long-text-last" if long_text else None)
+            + "</div>")
 
 
 def image(b64_png: str, alt: str) -> str:
