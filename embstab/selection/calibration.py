@@ -20,9 +20,10 @@ from embstab._numbers import is_real
 from embstab.compress.memory import memory_bits
 from embstab.errors import ConfigError, OptionalDependencyError, lookup
 from embstab.measures import REGISTRY
+from embstab.measures.registry import fallback_order
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import measure_distance
-from embstab.selection.signal import FALLBACK_ORDER, has_nulls, signal_flags
+from embstab.selection.signal import has_nulls, signal_flags
 
 __all__ = ["MODELS", "MEASURE_TOLERANCE", "RIDGE_ALPHA", "MIN_ROWS", "SOURCE_COLUMN", "GroupCalibration",
            "measured_rows"]
@@ -431,7 +432,7 @@ def _check_level(level) -> float:
 def _candidate_measures(df: pd.DataFrame, measures: Sequence[str] | str | None) -> list[str]:
     if measures is None:
         # the scale-dependent PIP loss and Frobenius distance rank precisions, not stability
-        return [m for m in FALLBACK_ORDER if m in df.columns]
+        return [m for m in fallback_order() if m in df.columns]
     if isinstance(measures, str):
         measures = [measures]
     out = []
