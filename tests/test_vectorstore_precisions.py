@@ -99,11 +99,11 @@ def test_self_calibration_matches_and_warns_below_100_rows():
 
 def test_clipping_and_packing_rules_without_the_reference():
     # values beyond the calibration range clip to the end codes (no wrap-around)
-    calibration = np.array([[0.0, -1.0], [1.0, 1.0]])
-    codes = quantize_embeddings(np.array([[-5.0, 9.0], [0.5, 0.0]]), "uint8", calibration=calibration)
+    ranges = np.array([[0.0, -1.0], [1.0, 1.0]])  # minima, maxima
+    codes = quantize_embeddings(np.array([[-5.0, 9.0], [0.5, 0.0]]), "uint8", ranges=ranges)
     assert codes[0].tolist() == [0, 255]
     assert codes[1].tolist() == [127, 127]
-    assert quantize_embeddings(np.array([[-5.0, 9.0]]), "int8", calibration=calibration)[0].tolist() == [-128, 127]
+    assert quantize_embeddings(np.array([[-5.0, 9.0]]), "int8", ranges=ranges)[0].tolist() == [-128, 127]
     # binary: most significant bit first, the last byte padded with zero bits, binary = ubinary - 128
     v = np.array([[1.0, -1, 1, 1, -1, -1, -1, -1, 1, 0.0]])
     assert quantize_embeddings(v, "ubinary").tolist() == [[0b10110000, 0b10000000]]
@@ -257,6 +257,10 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     _one_line_error(capsys, ["compress", str(tmp_path / "q.txt"), out, "--precision", "int8"], "--calibration")
     assert cli.main(["compress", str(tmp_path / "q.txt"), out, "--precision", "int8", "--calibration", src,
                      "--quiet"]) == 0
+    _embedding(n=30).save(tmp_path / "few.txt")  # below 100 rows: one warning line naming the flag
+    assert cli.main(["compress", str(tmp_path / "few.txt"), out, "--precision", "uint8", "--quiet"]) == 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "only 30 vectors" in err and "--calibration FILE" in err, err
 
 
 def test_library_errors_are_one_line():
@@ -282,5 +286,11 @@ def test_library_errors_are_one_line():
         with pytest.raises(kind) as info:
             call()
         assert "\n" not in str(info.value)
-    with pytest.raises(ConfigError, match="all zeros.*calibration="):
+    with pytest.raises(ConfigError, match="single vector.*bucket 0; pass calibration="):
         quantize_embeddings(x[:1], "int8")
+    with pytest.raises(ConfigError, match="single vector"):  # a one-row calibration set: the same flaw
+        quantize_embeddings(x, "uint8", calibration=x[:1])
+    with pytest.raises(ConfigError, match="maximum below its minimum"):
+        quantize_embeddings(x, "uint8", ranges=np.array([[0.0] * 8, [-1.0] * 8]))
+    with pytest.warns(UserWarning, match="only 10 vectors"):
+        quantize_embeddings(x[:1], "int8", calibration=x)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from embstab.cli.names import EMBEDDING_FORMATS
 from embstab.cli.options import add_no_clobber, add_progress, add_trust_pickle, bits, seed, show_progress
@@ -281,10 +282,17 @@ def _run_precision(args: argparse.Namespace) -> int:
     if args.truncate_dim is not None and args.truncate_dim > emb.dim:
         raise EmbstabError(f"--truncate-dim {args.truncate_dim} exceeds the {emb.dim} dimensions of {args.input}")
     calibration = None if args.calibration is None else load(args.calibration, trust_pickle=args.trust_pickle)
-    if buckets and calibration is None and len(emb) == 1:
-        raise EmbstabError(f"{args.input} holds one vector: {args.precision} buckets cut from its own range make "
-                           "every code 0; give --calibration FILE (e.g. the documents' vectors)")
-    out = compress_for_store(emb, args.precision, truncate_dim=args.truncate_dim, calibration=calibration)
+    for label, source in (("--calibration", calibration), (args.input, None if calibration else emb)):
+        if buckets and source is not None and len(source) == 1:
+            raise EmbstabError(f"{label} holds one vector: {args.precision} buckets cut from its range put every "
+                               "value in bucket 0; give --calibration FILE with many vectors (e.g. the documents')")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        out = compress_for_store(emb, args.precision, truncate_dim=args.truncate_dim, calibration=calibration)
+    for w in caught:  # a caveat about these buckets: one line, in the CLI's voice
+        caveat = str(w.message).split("; ")[0]
+        print(f"embstab compress: warning: {caveat}; calibrate on more vectors with --calibration FILE",
+              file=sys.stderr)
     if args.output_format == "embstab":
         save(out, args.output, format="embstab")  # the exact 8-bit or 1-bit codes
     else:

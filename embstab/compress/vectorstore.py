@@ -15,6 +15,10 @@ The codes are those of sentence-transformers' ``quantize_embeddings`` (6.x), bit
   ``d`` is not a multiple of 8; ``binary`` is ``ubinary - 128`` as int8.
 - ``float32``: the vectors as float32.
 
+Where sentence-transformers would quietly give something, embstab refuses in one line: NaN or
+Inf in the vectors (NaN has no code; an infinite value would take an end code), empty input, and
+int8/uint8 input (already codes).
+
 Search follows faiss's exact indexes: :func:`hamming_topk` ranks packed codes by Hamming
 distance, :func:`rescore` is sentence-transformers' recipe for large stores (binary candidates,
 ``k * multiplier`` of them, rescored with the float query). Both break ties by document index,
@@ -146,7 +150,7 @@ def quantization_ranges(vectors: Any, *, calibration: Any = None, ranges: Any = 
         ``calibration`` nor ``ranges`` is given).
     calibration : array_like of shape (m, d), optional
         Representative vectors (e.g. the document collection) whose per-dimension min and max
-        are the ranges.
+        are the ranges; at least 2 of them, and fewer than 100 are warned of.
     ranges : array_like of shape (2, d), optional
         The minima (first row) and maxima (second row) themselves.
     precision : str
@@ -160,13 +164,19 @@ def quantization_ranges(vectors: Any, *, calibration: Any = None, ranges: Any = 
     Raises
     ------
     ConfigError
-        With only one vector to calibrate on (its own range would make every code 0): pass
-        ``calibration=`` or ``ranges=``; or with both ``calibration`` and ``ranges``.
+        With only one vector to calibrate on (its range is a point: every value would fall in
+        bucket 0), with both ``calibration`` and ``ranges``, or ranges whose maxima lie below
+        their minima.
     ShapeError
         For ranges or calibration vectors whose width differs from the vectors', or that are
         empty or hold NaN/Inf.
     """
-    x = _as_matrix(vectors, "vectors")
+    return _ranges(_as_matrix(vectors, "vectors"), calibration, ranges, precision)
+
+
+def _ranges(x: np.ndarray, calibration: Any, ranges: Any, precision: str) -> np.ndarray:
+    """:func:`quantization_ranges` of checked vectors (called from a public function: the
+    warning's stack level names its caller)."""
     d = x.shape[-1]
     if ranges is not None and calibration is not None:
         raise ConfigError("give calibration= or ranges=, not both")
@@ -174,21 +184,26 @@ def quantization_ranges(vectors: Any, *, calibration: Any = None, ranges: Any = 
         r = _as_matrix(ranges, "ranges")
         if r.shape != (2, d):
             raise ShapeError(f"ranges must have shape (2, {d}) (minima, maxima), got {r.shape}")
+        if (r[1] < r[0]).any():
+            raise ConfigError(f"ranges: a maximum below its minimum (dimension {int(np.argmax(r[1] < r[0]))}); "
+                              "the first row holds the minima, the second the maxima")
         return r.astype(np.float32, copy=False)
     if calibration is not None:
         c = _as_matrix(calibration, "calibration")
         if c.shape[-1] != d:
             raise ShapeError(f"calibration vectors have {c.shape[-1]} dimensions, the vectors {d}")
-        c = c.reshape(-1, d)
+        c, source = c.reshape(-1, d), "calibration"
     else:
-        if x.ndim == 1 or x.shape[0] == 1:
-            raise ConfigError(f"{precision} of a single vector calibrated on itself gives all zeros; "
-                              "pass calibration= (e.g. the document vectors) or ranges=")
-        if x.shape[0] < CALIBRATION_WARN_BELOW:
-            warnings.warn(f"{precision} buckets computed from the {x.shape[0]} vectors themselves are unstable "
-                          f"below {CALIBRATION_WARN_BELOW}; pass calibration= or ranges= from more vectors",
-                          stacklevel=3)
-        c = x
+        c, source = x.reshape(-1, d), "vectors themselves"
+    # sentence-transformers refuses one vector calibrating itself and warns below 100 of them;
+    # a one-row or small calibration set has the same flaw, so it is refused or warned of too
+    if c.shape[0] == 1:
+        raise ConfigError(f"{precision} buckets cut from a single vector (the {source}) put every value in "
+                          "bucket 0; pass calibration= (e.g. the document vectors) or ranges=")
+    if c.shape[0] < CALIBRATION_WARN_BELOW:
+        warnings.warn(f"{precision} buckets cut from only {c.shape[0]} vectors (the {source}) are unstable "
+                      f"(below {CALIBRATION_WARN_BELOW}); calibrate on more vectors (calibration= or ranges=)",
+                      stacklevel=3)
     return np.vstack((c.min(axis=0), c.max(axis=0))).astype(np.float32, copy=False)
 
 
@@ -242,7 +257,7 @@ def quantize_embeddings(vectors: Any, precision: str, *, calibration: Any = None
         for i in range(0, flat.shape[0], block):
             out[i:i + block] = np.packbits(flat[i:i + block] > 0, axis=-1)
     else:
-        r = quantization_ranges(x, calibration=calibration, ranges=ranges, precision=precision)
+        r = _ranges(x, calibration, ranges, precision)
         starts = r[0]
         steps = (r[1] - starts) / np.float32(255)
         steps = np.where(steps == 0, np.float32(1), steps)
@@ -517,7 +532,7 @@ def compress_for_store(emb: Embedding, precision: str, *, truncate_dim: int | No
         calibration = truncate_embeddings(calibration, truncate_dim, normalize=normalize)
     if precision.endswith("int8"):  # the ranges once, kept so queries can share the buckets
         how = "ranges" if ranges is not None else "given" if calibration is not None else "self"
-        ranges = quantization_ranges(x, calibration=calibration, ranges=ranges, precision=precision)
+        ranges = _ranges(x, calibration, ranges, precision)
         calibration = None
     codes = quantize_embeddings(x, precision, calibration=calibration, ranges=ranges)
     dim = x.shape[1]
