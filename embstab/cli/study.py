@@ -494,7 +494,7 @@ def _recommend(results: Any, budgets: tuple[int, ...]) -> None:
         for row in gap.itertuples():
             print(f"  {row.task:<12} chosen {row.disagreement:6.2f} %, best {row.oracle_disagreement:6.2f} % "
                   f"({row.oracle_algo} dim={row.oracle_dim} {row.oracle_bitrate}-bit): gap {row.gap:.2f} points "
-                  f"(a random pick: {row.mean_disagreement - row.oracle_disagreement:.2f})")
+                  f"(a random pick's gap: {row.mean_disagreement - row.oracle_disagreement:.2f} points, on average)")
 
 
 def _first_measure(results: Any) -> str:
