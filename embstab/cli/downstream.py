@@ -307,7 +307,8 @@ def _warn_near_chance(quality_old: float, quality_new: float, chance: float | No
     if near:
         print(f"embstab downstream: warning: the {' and '.join(near)} model{'s score' if len(near) > 1 else ' scores'} "
               f"within {NEAR_CHANCE_MARGIN:g} points of chance ({chance:.2f}%): such predictions are mostly noise, so "
-              "the disagreement says little about the embeddings; train longer (--epochs) or on more data (--limit)",
+              "the disagreement says little about the embeddings; train longer (--epochs), try another --model (mlp, "
+              "cnn), or check the token coverage: words the embedding lacks carry nothing",
               file=sys.stderr)
 
 
