@@ -347,12 +347,17 @@ def _words(codes: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(codes).view(np.uint64)
 
 
-def _hamming(q: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """Hamming distances between every row of ``q`` and of ``d`` (uint64 words), as int64."""
-    x = q[:, None, :] ^ d[None, :, :]
-    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
-        return np.bitwise_count(x).sum(axis=2, dtype=np.int64)
-    return _POPCOUNT[x.view(np.uint8)].sum(axis=2, dtype=np.int64)
+def _hamming(q: np.ndarray, d_words: np.ndarray) -> np.ndarray:
+    """Hamming distances (int64) between every row of ``q`` (uint64 words) and every document of
+    ``d_words`` (its words, one row per word): one ``(queries, documents)`` slab per word."""
+    acc = np.zeros((q.shape[0], d_words.shape[1]), dtype=np.int64)
+    for w in range(q.shape[1]):
+        x = q[:, w, None] ^ d_words[w][None, :]
+        if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+            acc += np.bitwise_count(x)
+        else:
+            acc += _POPCOUNT[x.view(np.uint8)].reshape(x.shape + (8,)).sum(axis=2, dtype=np.int64)
+    return acc
 
 
 def hamming_topk(query_codes: Any, doc_codes: Any, k: int) -> HammingTopK:
@@ -389,17 +394,17 @@ def hamming_topk(query_codes: Any, doc_codes: Any, k: int) -> HammingTopK:
     k = min(_check_k(k), d.shape[0])
     q, d = _words(q), _words(d)
     n_docs = d.shape[0]
-    nbytes = d.shape[1] * 8
-    # x (nbytes) and the word counts (8 bytes a word) per query-document pair, a block at a time
+    d_words = np.ascontiguousarray(d.T)  # one row per word: each slab reads contiguous memory
+    # per query-document pair: the distance, one word's XOR and its count
     q_block = min(q.shape[0], 64)
-    doc_block = max(k, min(n_docs, _BLOCK_BYTES // (q_block * nbytes * 2)))
+    doc_block = max(k, min(n_docs, _BLOCK_BYTES // (q_block * 24)))
     indices = np.empty((q.shape[0], k), dtype=np.int64)
     distances = np.empty((q.shape[0], k), dtype=np.int64)
     for i in range(0, q.shape[0], q_block):
         qb = q[i:i + q_block]
         best = np.empty((qb.shape[0], 0), dtype=np.int64)  # keys dist * n_docs + row: unique, so ties go by row
         for j in range(0, n_docs, doc_block):
-            dist = _hamming(qb, d[j:j + doc_block])
+            dist = _hamming(qb, d_words[:, j:j + doc_block])
             keys = dist * n_docs + np.arange(j, j + dist.shape[1], dtype=np.int64)
             keys = np.concatenate([best, keys], axis=1)
             best = np.take_along_axis(keys, _select(keys, min(k, keys.shape[1])), axis=1)
