@@ -346,3 +346,5 @@ def test_report_says_when_a_measure_only_repeats_a_baseline_and_names_units(page
     assert "<th>budget (bits per word)</th>" in recs and "<th>memory (bits per word)</th>" in recs
     assert "percentage points of disagreement" in section
     assert "<th>intercept (%)</th>" in document and "a random order gets about 0.5 wrong" in document
+    predicted = document.split('id="predicted-gap"', 1)[1].split("</section>", 1)[0]
+    assert "<th>budget (bits per word)</th>" in predicted and "percentage points of disagreement" in predicted

@@ -153,7 +153,7 @@ def build_report(results: pd.DataFrame | str | os.PathLike, *, title: str | None
         *kind_sections,
         _selection_section(sel),
         _oracle_section(gap, decisions),
-        _prediction_section(predicted_gap, measure),
+        _prediction_section(predicted_gap, measure, unit),
         _measures_section(measure_figs),
     ]
     variants = _variant_table(df, measures)
@@ -650,7 +650,7 @@ def _prediction_gaps(df: pd.DataFrame, measure: str) -> pd.DataFrame | str:
     return pd.concat([table.reset_index(), total], ignore_index=True)
 
 
-def _prediction_section(table, measure: str) -> H.Section:
+def _prediction_section(table, measure: str, unit: str) -> H.Section:
     sec = H.Section("Choosing by predicted disagreement, on a seed the calibration never saw", "predicted-gap")
     if isinstance(table, str):
         return sec.add(H.paragraph(f"Not computed: {table}", "note"))
@@ -661,9 +661,11 @@ def _prediction_section(table, measure: str) -> H.Section:
         "calibration), and its measured disagreement is compared with the least measured among them. "
         "'predicted': the least predicted disagreement (what the recommendation ships where nothing was "
         f"measured; predictions never tie); '{measure}': the best raw value of the measure, pooled over dimensions; 'random': a "
-        "pick at random, on average. Mean gap to the best pick, in percentage points, over algorithms, tasks "
+        "pick at random, on average. Each selector's cell is its mean gap to the best pick, in percentage points of "
+        "disagreement, over algorithms, tasks "
         "and held-out seeds (lower is better); 'decisions' counts the (algorithm, task, seed) decisions."))
-    return sec.add(H.table(table, digits=2, index=False))
+    unit = "in each kind's unit" if "kind" in table.columns else unit
+    return sec.add(H.table(table.rename(columns={"budget": f"budget ({unit})"}), digits=2, index=False))
 
 
 def _measures_section(figs: dict[str, str]) -> H.Section:
