@@ -49,20 +49,20 @@ def test_pretrain_pair_follows_the_protocol():
                          threads=1, fraction=0.1, pair_seed=7, heldout_fraction=0.05)
     train, held = split_heldout(docs, 0.05, seed=7)
     version_a, version_b = make_corpus_pair(train, kind="leave_out", fraction=0.1, seed=7)
-    assert pair.settings["documents_a"] == len(version_a) == pair.a.settings["train_documents"]
-    assert pair.settings["documents_b"] == len(version_b) == pair.b.settings["train_documents"]
+    assert pair.settings["documents_a"] == len(version_a) == pair.old.settings["train_documents"]
+    assert pair.settings["documents_b"] == len(version_b) == pair.new.settings["train_documents"]
     assert pair.settings["heldout_documents"] == len(held) == 8
     # one tokenizer for all three models
-    vocab = pair.a.model.tokenizer.get_vocab()
-    assert vocab == pair.b.model.tokenizer.get_vocab() == pair.baseline.model.tokenizer.get_vocab()
+    vocab = pair.old.model.tokenizer.get_vocab()
+    assert vocab == pair.new.model.tokenizer.get_vocab() == pair.baseline.model.tokenizer.get_vocab()
     # same initialisation seed for A and B: the same held-out loss before training; the baseline differs
-    assert pair.a.initial_heldout_loss == pair.b.initial_heldout_loss
-    assert pair.baseline.initial_heldout_loss != pair.a.initial_heldout_loss
-    assert pair.baseline.settings["seed"] == 4 and pair.a.settings["seed"] == pair.b.settings["seed"] == 3
+    assert pair.old.initial_heldout_loss == pair.new.initial_heldout_loss
+    assert pair.baseline.initial_heldout_loss != pair.old.initial_heldout_loss
+    assert pair.baseline.settings["seed"] == 4 and pair.old.settings["seed"] == pair.new.settings["seed"] == 3
     for res in pair.results().values():
         assert res.steps == 2 and len(res.train_losses) == 2
         assert res.heldout_perplexity == pytest.approx(math.exp(res.heldout_loss))
-    assert pair.a.model.metadata["corpus_version"] == "A" and pair.b.model.metadata["corpus_version"] == "B"
+    assert pair.old.model.metadata["corpus_version"] == "A" and pair.new.model.metadata["corpus_version"] == "B"
 
 
 def test_training_lowers_the_heldout_loss():
@@ -210,6 +210,6 @@ def test_pretraining_twice_with_the_same_arguments_gives_identical_models():
     kw = dict(steps=2, seed=3, vocab_size=800, max_length=64, batch_size=4, threads=1, fraction=0.1,
               pair_seed=7, heldout_fraction=0.05)
     p1, p2 = pretrain_pair(docs, "tiny", **kw), pretrain_pair(docs, "tiny", **kw)
-    for r1, r2 in ((p1.a, p2.a), (p1.b, p2.b)):
+    for r1, r2 in ((p1.old, p2.old), (p1.new, p2.new)):
         assert r1.model.tokenizer.to_str() == r2.model.tokenizer.to_str()
         assert _same(_state(r1.model), _state(r2.model))

@@ -143,16 +143,17 @@ def _toy_graph(n=30, m=300, seed=0):
 def test_remove_and_add_pairs_share_vocabulary():
     g = _toy_graph()
     p = version_pair(g, "remove", 0.1, seed=3, lost="protect")
-    assert p.a.train is g.train and len(p.b.train) == len(g.train) - p.n_changed == len(g.train) - round(0.1 * len(g.train))
-    assert p.a.entities == p.b.entities == g.entities and p.a.relations == p.b.relations
-    assert np.array_equal(p.a.test, p.b.test) and np.array_equal(p.a.valid, p.b.valid)
-    rows_b = set(map(tuple, p.b.train.tolist()))
+    assert p.old.train is g.train
+    assert len(p.new.train) == len(g.train) - p.n_changed == len(g.train) - round(0.1 * len(g.train))
+    assert p.old.entities == p.new.entities == g.entities and p.old.relations == p.new.relations
+    assert np.array_equal(p.old.test, p.new.test) and np.array_equal(p.old.valid, p.new.valid)
+    rows_b = set(map(tuple, p.new.train.tolist()))
     assert rows_b < set(map(tuple, g.train.tolist()))
-    assert (p.b.degree() > 0).all() == (g.degree() > 0).all()
+    assert (p.new.degree() > 0).all() == (g.degree() > 0).all()
     q = version_pair(g, "add", 0.1, seed=3, lost="protect")
-    assert set(map(tuple, q.a.train.tolist())) == rows_b and q.b.train is g.train  # same seed, same triples
+    assert set(map(tuple, q.old.train.tolist())) == rows_b and q.new.train is g.train  # same seed, same triples
     again = version_pair(g, "remove", 0.1, seed=3, lost="protect")
-    assert np.array_equal(again.b.train, p.b.train)
+    assert np.array_equal(again.new.train, p.new.train)
 
 
 def test_losing_entities_is_an_error_or_explicit():
@@ -165,12 +166,12 @@ def test_losing_entities_is_an_error_or_explicit():
     with pytest.raises(VocabularyError, match=r"loses every training triple of 1 entities \['e3'\].*lost='protect'"):
         version_pair(g, "remove", 0.2, s)
     dropped = version_pair(g, "remove", 0.2, s, lost="drop")
-    assert dropped.dropped_entities == ("e3",) and "e3" not in dropped.a.entities
-    assert dropped.a.entities == dropped.b.entities
-    assert (dropped.b.degree() > 0).all()
-    assert dropped.a.labeled("test") == [("e1", "r", "e2")]  # the triple naming e3 left with it
+    assert dropped.dropped_entities == ("e3",) and "e3" not in dropped.old.entities
+    assert dropped.old.entities == dropped.new.entities
+    assert (dropped.new.degree() > 0).all()
+    assert dropped.old.labeled("test") == [("e1", "r", "e2")]  # the triple naming e3 left with it
     protected = version_pair(g, "remove", 0.2, s, lost="protect")
-    assert (protected.b.degree() > 0).all() and len(protected.b.train) == 4
+    assert (protected.new.degree() > 0).all() and len(protected.new.train) == 4
     with pytest.raises(UnknownNameError):
         version_pair(g, "shuffle")
 

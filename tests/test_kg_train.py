@@ -98,11 +98,11 @@ def test_save_load_and_compare(nations, transe, tmp_path):
 
 def test_version_pair_models_are_aligned(nations):
     pair = version_pair(nations, "remove", 0.1, seed=0)
-    a = train(pair.a, "DistMult", dim=6, epochs=2, seed=0, progress=False, evaluate_on=None)
-    b = train(pair.b, "DistMult", dim=6, epochs=2, seed=0, progress=False, evaluate_on=None)
+    a = train(pair.old, "DistMult", dim=6, epochs=2, seed=0, progress=False, evaluate_on=None)
+    b = train(pair.new, "DistMult", dim=6, epochs=2, seed=0, progress=False, evaluate_on=None)
     assert a.entities.words == b.entities.words
     assert not np.array_equal(a.entities.vectors, b.entities.vectors)  # different data, same seed
-    assert isinstance(pair.b, KnowledgeGraph) and pair.b.name == "nations-0.1"
+    assert isinstance(pair.new, KnowledgeGraph) and pair.new.name == "nations-0.1"
 
 
 def test_training_freezes_the_heap_only_while_it_runs(nations):
@@ -142,8 +142,8 @@ def test_one_model_has_one_mrr_whichever_version_of_its_graph_scores_it():
 
     graph = load_graph("nations")
     pair = version_pair(graph, "remove", 0.1, seed=3, lost="protect")
-    assert len(pair.b.train) < len(graph.train)
-    np.testing.assert_array_equal(pair.b.known_triples(), graph.known_triples())
-    model = train(pair.b, "DistMult", 8, 3, seed=1, evaluate_on=None, progress=False).model
-    on_version, on_full = evaluate(model, pair.b), evaluate(model, graph)
+    assert len(pair.new.train) < len(graph.train)
+    np.testing.assert_array_equal(pair.new.known_triples(), graph.known_triples())
+    model = train(pair.new, "DistMult", 8, 3, seed=1, evaluate_on=None, progress=False).model
+    on_version, on_full = evaluate(model, pair.new), evaluate(model, graph)
     assert on_version.mrr == on_full.mrr and on_version.hits_at_10 == on_full.hits_at_10

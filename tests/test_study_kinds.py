@@ -1,21 +1,22 @@
-"""Study kinds: every registered kind plans, runs a tiny study, resumes without recomputing, and its
-rows carry the kind; kind-specific schema errors name the key; word studies keep their names."""
+"""Study kinds: every registered kind passes the kind contract (``tests/_kind_contract.py``: it plans,
+runs a tiny study, resumes without recomputing, reproduces its rows, and its rows carry the kind);
+kind-specific schema errors name the key; word studies keep their names."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
-import sqlite3
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may reach a hub
 
-from embstab.study import ArtifactStore, Steps, StudyDefinitionError, load_study, parse_study, plan_study, run_study  # noqa: E402
+from _kind_contract import (NEVER, broken, check_plans_its_grid, check_rejects,  # noqa: E402
+                            check_report_and_recommend, check_reproduces, check_resumes, check_rows, run_tiny)
+
+from embstab.study import ArtifactStore, load_study, parse_study, plan_study  # noqa: E402
 from embstab.study.kinds import KINDS, get_kind  # noqa: E402
 from embstab.study.plan import row_configs  # noqa: E402
 from embstab.study.steps import default_steps  # noqa: E402
@@ -56,18 +57,19 @@ HYPERBOLIC = {
     "measures": {"names": ["hyperbolic_knn", "hyperbolic_map", "distortion_avg"]},
     "downstream": [{"task": "reconstruction"}],
 }
+#: The tiny study of each kind of the package's registry (a new kind adds its own here).
 TINY = {"word": WORD, "kg": KG, "contextual": CONTEXTUAL, "hyperbolic": HYPERBOLIC}
 #: The trainer each kind calls: broken on a resumed run, which must not train anything.
 TRAINERS = {"kg": ("embstab.kg.training", "train"), "contextual": ("embstab.contextual.pretrain", "train_mlm"),
             "hyperbolic": ("embstab.hyperbolic", "embed")}
-
-
-def _broken(*args, **kwargs):
-    raise AssertionError("a resumed study must not train again")
+#: The contract runs over the registry, not over a list of its own.
+REGISTERED = list(KINDS)
+_broken = broken
 
 
 def test_registry_covers_every_tiny_definition():
-    assert set(KINDS) == set(TINY) == {"word", "kg", "contextual", "hyperbolic"}
+    assert set(REGISTERED) == set(TINY) == {"word", "kg", "contextual", "hyperbolic"}
+    assert set(TRAINERS) | {"word"} == set(REGISTERED)
     assert get_kind("kg").source_key == "graph" and get_kind("word").source_key == "corpus"
     with pytest.raises(KeyError, match="study kind"):
         get_kind("hyperbolic_nope")
@@ -100,7 +102,7 @@ def test_a_registered_kind_is_parsed_and_planned_without_naming_it_anywhere(tmp_
         spec = parse_study({**WORD, "kind": "word_twin"})
         assert spec.kind == "word_twin" and spec.study_kind is twin
         assert spec.to_dict()["kind"] == "word_twin" and spec.fingerprint() != parse_study(WORD).fingerprint()
-        plan = plan_study(spec, ArtifactStore(tmp_path), Steps(*[_broken] * 6))
+        plan = plan_study(spec, ArtifactStore(tmp_path), NEVER)
         assert {m["kind"] for m in plan.all_rows.values()} == {"word_twin"}
         from embstab.selection import kind_label
 
@@ -120,51 +122,23 @@ def test_importing_selection_imports_no_kind():
     assert out.stdout.strip() == "[]", out.stdout
 
 
-@pytest.mark.parametrize("kind", sorted(TINY))
+@pytest.mark.parametrize("kind", REGISTERED)
 def test_every_kind_plans_its_grid(kind, tmp_path):
-    spec = parse_study(TINY[kind])
-    assert spec.kind == kind
-    never = Steps(*[_broken] * 6)
-    plan = plan_study(spec, ArtifactStore(tmp_path), never)
-    counts = plan.stage_counts()
-    # one source pair; 2 sides x 2 dims trainings; 2 dims x 2 bits pairs (the 32-bit top pair is the anchor)
-    assert counts[get_kind(kind).source_stage] == 1
-    assert counts["train"] == 4 and counts["compress"] == 4 and counts["measures"] == 4
-    assert counts["row"] == len(plan.all_rows) == spec.n_rows() == 4 * len(spec.downstream)
-    assert {m["kind"] for m in plan.all_rows.values()} == {kind}
-    # the definition round-trips through plain data (what StudyRun.save writes) with its fingerprint
-    again = parse_study(spec.to_dict())
-    assert again == spec and again.fingerprint() == spec.fingerprint()
-    if kind != "word":  # a kind's configurations never collide with a word study's
-        assert all(cfg["measures"]["pair"]["new"]["kind"] == kind for _, _, cfg in row_configs(spec))
+    check_plans_its_grid(kind, TINY[kind], tmp_path)
 
 
-@pytest.fixture(scope="module", params=sorted(TINY))
+@pytest.fixture(scope="module", params=REGISTERED)
 def finished(request, tmp_path_factory):
     kind = request.param
     root = tmp_path_factory.mktemp(f"kind_{kind}")
-    spec = parse_study(TINY[kind])
-    run = run_study(spec, root / "store", root / "results.sqlite", progress=False)
+    spec, run = run_tiny(TINY[kind], root)
     return kind, spec, root, run
 
 
 def test_tiny_study_of_each_kind_completes_with_rows_of_its_kind(finished):
     kind, spec, _, run = finished
-    assert run.n_failed == 0, run.failures[["stage", "error"]].to_string()
-    assert run.complete and len(run.results) == spec.n_rows()
+    check_rows(kind, spec, run)
     df = run.results
-    assert set(df["kind"]) == {kind}
-    for name in spec.measures.names:
-        assert df[name].notna().all()
-        # every kind's rows carry the measure's null and whether the value is apart from it
-        assert df[f"{name}_null"].notna().all() and df[f"{name}_signal"].notna().all()
-    assert df["disagreement"].between(0, 100).all() and df["quality"].between(0, 100).all()
-    assert df["chance"].between(0, 100).all()  # every row states its task's chance level
-    # memory: the stored row's entries times the bits (KG: bits per entity row; contextual: per vector)
-    assert (df["memory"] == df["dim"] * df["bitrate"]).all()
-    # the fewest-bit members keep fewer of their own neighbourhoods than full-precision ones
-    by_bits = df.groupby("bitrate")["agreement_uncompressed"].mean().sort_index()
-    assert by_bits.iloc[0] < by_bits.iloc[-1]
     if kind == "kg":  # quality is the filtered MRR; Hits@10 of both models is kept beside it
         lp = df[df["task"] == "link_prediction"]
         assert set(lp["quality_metric"]) == {"filtered MRR (%)"}
@@ -172,26 +146,19 @@ def test_tiny_study_of_each_kind_completes_with_rows_of_its_kind(finished):
         assert lp["hits_at_10"].between(0, 100).all()
         assert (lp["quality"] <= lp["hits_at_10"] + 0.1 * (100 - lp["hits_at_10"]) + 1e-9).all()
         assert lp["top_k_overlap"].between(0, 1).all()
-    with sqlite3.connect(run.db_path) as conn:
-        assert {r[0] for r in conn.execute("SELECT kind FROM results")} == {kind}
 
 
 def test_each_kind_resumes_without_recomputing(finished, monkeypatch):
     """A fresh results database over the same store: every row is rebuilt from stored artifacts,
     the same values, with the trainer broken (so nothing was trained again)."""
     kind, spec, root, run = finished
-    again = run_study(spec, root / "store", run.db_path, steps=Steps(*[_broken] * 6), progress=False)
-    assert again.n_skipped == spec.n_rows() and again.n_new == 0  # same database: nothing planned
     steps = default_steps()
     if kind == "word":
         steps = dataclasses.replace(steps, train_embedding=_broken)
     else:
         module, name = TRAINERS[kind]
         monkeypatch.setattr(f"{module}.{name}", _broken)
-    resumed = run_study(spec, root / "store", root / "fresh.sqlite", steps=steps, progress=False)
-    assert resumed.n_failed == 0 and resumed.n_new == spec.n_rows()
-    pd.testing.assert_frame_equal(resumed.results, run.results)
-    pd.testing.assert_frame_equal(again.results, run.results)
+    check_resumes(spec, root, run, steps)
 
 
 @pytest.mark.parametrize("finished", ["kg"], indirect=True)
@@ -204,10 +171,10 @@ def test_kg_rows_are_the_quantized_models_disagreement(finished):
 
     pair = version_pair(load_graph("nations"), "remove", 0.1, 0, lost="protect")
     models = [train(g, "TransE", 4, epochs=3, seed=0, batch_size=512, evaluate_on=None, progress=False)
-              for g in (pair.a, pair.b)]
+              for g in (pair.old, pair.new)]
     q_old, q_new = quantize_pair(*models, 1)
-    lp = link_prediction_disagreement(q_old, q_new, pair.a)
-    tc = triple_classification_disagreement(q_old, q_new, pair.a, seed=0)
+    lp = link_prediction_disagreement(q_old, q_new, pair.old)
+    tc = triple_classification_disagreement(q_old, q_new, pair.old, seed=0)
     rows = run.results.query("dim == 4 and bitrate == 1").set_index("task")
     assert rows.loc["link_prediction", "disagreement"] == pytest.approx(lp.disagreement, abs=1e-9)
     assert rows.loc["link_prediction", "quality"] == pytest.approx(100 * lp.metrics_new.mrr, abs=1e-9)
@@ -218,43 +185,17 @@ def test_kg_rows_are_the_quantized_models_disagreement(finished):
     n_pos, n_neg = tc.settings["n_positives"], tc.settings["n_negatives"]
     assert rows.loc["triple_classification", "chance"] == pytest.approx(100 * max(n_pos, n_neg) / (n_pos + n_neg))
     # at 1 bit the quantized scores differ from the full-precision model's
-    full = link_prediction_disagreement(models[0], models[1], pair.a)
+    full = link_prediction_disagreement(models[0], models[1], pair.old)
     assert full.metrics_new.mrr != pytest.approx(lp.metrics_new.mrr, abs=1e-12)
 
 
 def test_report_and_recommend_read_each_kind(finished):
     kind, spec, _, run = finished
-    from embstab.selection import as_results, recommend
-
-    # the tiny studies' downstream models barely learn: keep the rows near chance to read every section
-    document = run.report(keep_near_chance=True)
-    assert 'id="chance"' in document
-    if kind != "word":
-        assert "kind-" + kind in document and document.count("<img ") == 2 + len(spec.measures.names)
-    measure = "eis" if "eis" in spec.measures.names else spec.measures.names[0]
-    rec = recommend(as_results(run.results, keep_near_chance=True), int(run.results["memory"].max()), measure)
-    assert rec.kind == kind and rec.unit.startswith("bits per") and rec.near_chance_left_out == 0
-    assert rec.unit in str(rec)
+    check_report_and_recommend(kind, spec, run)
 
 
 # --------------------------------------------------------------------------------------------
 # schema: kind-specific values are rejected with the dotted key
-
-
-def _with(base: dict, path: str, value) -> dict:
-    data = copy.deepcopy(base)
-    *parents, last = path.split(".")
-    node = data
-    for p in parents:
-        node = node[int(p)] if isinstance(node, list) else node[p]
-    if value is _DROP:
-        del node[last]
-    else:
-        node[last] = value
-    return data
-
-
-_DROP = object()
 
 
 @pytest.mark.parametrize("base, path, value, key, words", [
@@ -298,11 +239,7 @@ _DROP = object()
     (WORD, "downstream", [{"task": "link_prediction"}], "downstream[0].task", "word study has no downstream task"),
 ])
 def test_kind_specific_values_are_rejected_with_their_key(base, path, value, key, words):
-    with pytest.raises(StudyDefinitionError) as err:
-        parse_study(_with(base, path, value), source="s.yaml")
-    assert err.value.key == key, str(err.value)
-    assert words in str(err.value)
-    assert str(err.value).startswith(f"s.yaml: key '{key}': ")
+    check_rejects(base, path, value, key, words)
 
 
 def test_word_studies_keep_their_fingerprints_and_configurations():
@@ -327,8 +264,7 @@ def test_pipeline_files_parse(name):
 def test_each_kind_reproduces_in_a_fresh_store(finished, tmp_path):
     """Deterministic under the seeds: a second store computes every row again, to the same values."""
     _, spec, _, run = finished
-    again = run_study(spec, tmp_path / "store", tmp_path / "results.sqlite", progress=False)
-    pd.testing.assert_frame_equal(again.results, run.results)
+    check_reproduces(spec, run, tmp_path)
 
 
 def test_corpus_vocabulary_is_a_function_of_its_inputs_and_splits_kept_words_as_minilm():

@@ -62,8 +62,8 @@ def test_the_study_compares_at_most_top_n_words_all_four_share():
     anchor_new = _emb([f"w{i}" for i in range(25)], seed=2)
     anchor_old = _emb([f"w{i}" for i in range(30)], seed=3)
     config = {"names": ["knn"], "top_n": 1000, "params": {"knn": {"k": 3}}}
-    assert measure_pair(a, b, anchor_new, anchor_old, config)["n_words"] == 25  # capped, not refused
-    assert measure_pair(a, b, anchor_new, anchor_old, {**config, "top_n": 20})["n_words"] == 20
+    assert measure_pair(b, a, anchor_old, anchor_new, config)["n_words"] == 25  # capped, not refused
+    assert measure_pair(b, a, anchor_old, anchor_new, {**config, "top_n": 20})["n_words"] == 20
 
 
 def test_no_other_module_slices_by_top_n():

@@ -208,7 +208,7 @@ def run_train(args: argparse.Namespace) -> int:
         pair = version_pair(graph, args.version, 0.05 if args.share is None else args.share,
                             args.pair_seed or 0, lost=args.lost)
         # "remove": the new version lacks the triples; "add": the old version lacks them
-        graph = pair.b if args.version == "remove" else pair.a
+        graph = pair.new if args.version == "remove" else pair.old
     res = train(graph, args.model, args.dim, args.epochs, args.seed, lr=args.lr, batch_size=args.batch_size,
                 negatives=args.negatives, progress=show_progress(args), threads=args.threads,
                 early_stopping=stopping)

@@ -97,27 +97,29 @@ class PretrainPair:
 
     Attributes
     ----------
-    a, b : PretrainResult
-        Same size, seed, tokenizer and steps; corpus version A vs B.
+    old, new : PretrainResult
+        Same size, seed, tokenizer and steps; the old member on corpus version A, the new on B.
     baseline : PretrainResult or None
         Version A again with another seed: the instability that seeds alone cause.
     settings : dict
         Corpus pair settings (fraction, pair seed, documents per version, held-out documents).
     """
 
-    a: PretrainResult
-    b: PretrainResult
+    old: PretrainResult
+    new: PretrainResult
     baseline: PretrainResult | None
     settings: dict[str, Any] = field(default_factory=dict)
 
     def results(self) -> dict[str, PretrainResult]:
-        """``{"a": …, "b": …, "baseline": …}`` (the baseline only when trained).
+        """``{"a": old, "b": new, "baseline": …}``, keyed by corpus version (the baseline only when trained).
+
+        The keys name the folders ``embstab contextual pretrain`` writes the models to.
 
         Returns
         -------
         dict of str to PretrainResult
         """
-        out = {"a": self.a, "b": self.b}
+        out = {"a": self.old, "b": self.new}
         if self.baseline is not None:
             out["baseline"] = self.baseline
         return out

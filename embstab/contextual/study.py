@@ -31,7 +31,7 @@ import numpy as np
 from embstab.study.corpus import parse_corpus
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
-from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded, run_compress
+from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, run_compress
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "contextual_source_config",
@@ -520,7 +520,7 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     Returns
     -------
     dict
-        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent
+        ``disagreement`` and both members' qualities (:func:`embstab.study.steps.downstream_output`), in percent
         (accuracy), ``chance`` (the majority-class accuracy), ``n_test`` and ``details``.
     """
     if store.has_json("downstream", key):
@@ -537,9 +537,8 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     options.pop("pooling", None)
     with GLOBAL_RNG_LOCK:
         result = feature_disagreement(old_q, new_q, config["task"], config["model"], int(config["seed"]), **options)
-    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_new),
-             "quality_b": float(result.quality_old), "n_test": int(result.n_test),
-             "chance": float(result.settings["chance"]), "details": {"quality_metric": "accuracy (%)"}}
+    value = downstream_output(result.disagreement, result.quality_old, result.quality_new, int(result.n_test),
+                              chance=float(result.settings["chance"]), details={"quality_metric": "accuracy (%)"})
     store.put_json("downstream", key, value, config)
     return value
 

@@ -39,7 +39,7 @@ from embstab.compress.memory import memory_bits
 from embstab.errors import did_you_mean
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
-from embstab.study.steps import Steps, guarded
+from embstab.study.steps import Steps, downstream_output, guarded
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["KIND", "GRAPHS", "ALGORITHMS", "TRAINING", "HyperbolicGraphSpec", "parse_graph", "check_algorithms",
@@ -319,17 +319,19 @@ def nearest_neighbours(emb: Any) -> np.ndarray:
     return out
 
 
-def measure_pair(new: Any, old: Any, anchor_new: Any, anchor_old: Any, config: Mapping[str, Any]) -> dict[str, Any]:
-    """The hyperbolic measures of one pair, and their nulls from shuffled rows of the old member.
+def measure_pair(old: Any, new: Any, anchor_old: Any, anchor_new: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The hyperbolic measures of one pair, old member first, and their nulls from shuffled rows of the old member.
 
-    The anchors are not used: the hyperbolic measures compare the pair's decoded distances.
+    The anchors are not used: the hyperbolic measures compare the pair's decoded distances. The
+    new member's distances are the reference of the distortions and of the MAP (those measures are
+    not symmetric), as the kind's stored values have always been read.
     ``knn`` (the shared self-agreement check) is read as ``hyperbolic_knn``.
 
     Parameters
     ----------
-    new, old : Embedding
+    old, new : Embedding
         The compressed pair (Poincaré coordinates, node labels as words).
-    anchor_new, anchor_old : Embedding
+    anchor_old, anchor_new : Embedding
         The anchors (unused).
     config : mapping
         ``names``, ``params`` and optionally ``null`` (``samples``, ``seed``), as
@@ -343,7 +345,7 @@ def measure_pair(new: Any, old: Any, anchor_new: Any, anchor_old: Any, config: M
     from embstab.hyperbolic.embedding import HyperbolicEmbedding  # noqa: PLC0415
     from embstab.measures.compare import compare  # noqa: PLC0415 (the package attribute may be the module)
 
-    a, b = _hyperbolic(new), _hyperbolic(old)
+    reference, other_member = _hyperbolic(new), _hyperbolic(old)
     asked = list(config["names"])
     real = {name: "hyperbolic_knn" if name == "knn" else name for name in asked}
     given = dict(config.get("params") or {})
@@ -351,11 +353,12 @@ def measure_pair(new: Any, old: Any, anchor_new: Any, anchor_old: Any, config: M
               for n in asked}
 
     def values(other: Any) -> dict[str, float]:
-        df = compare(a, other, measures=list(real.values()), params=params)
+        # compare's first side is the reference of the asymmetric measures: the new member here
+        df = compare(reference, other, measures=list(real.values()), params=params)
         by_name = dict(zip(df["measure"], df["value"]))
         return {n: float(by_name[real[n]]) for n in asked}
 
-    out: dict[str, Any] = {"n_words": float(len(a)), **values(b)}
+    out: dict[str, Any] = {"n_words": float(len(reference)), **values(other_member)}
     null = dict(config.get("null") or {})
     samples = int(null.get("samples", 0))
     if samples:
@@ -363,7 +366,8 @@ def measure_pair(new: Any, old: Any, anchor_new: Any, anchor_old: Any, config: M
         draws = []
         for s in range(samples):
             perm = np.random.default_rng(int(null.get("seed", 0)) + s).permutation(len(coords))
-            draws.append(values(HyperbolicEmbedding(coords[perm], scale=b.scale, nodes=list(a.nodes))))
+            draws.append(values(HyperbolicEmbedding(coords[perm], scale=other_member.scale,
+                                                    nodes=list(reference.nodes))))
         out["nulls"] = {n: {"value": float(np.mean([d[n] for d in draws])),
                             "spread": float(np.std([d[n] for d in draws], ddof=1)) if samples > 1 else 0.0,
                             "samples": samples, "method": "permutation"} for n in asked}
@@ -509,8 +513,9 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     Returns
     -------
     dict
-        ``disagreement`` (% of nodes whose nearest neighbour differs), ``quality_a`` (new member's
-        reconstruction MAP on the new graph, %), ``quality_b`` (old member's on the old graph),
+        ``disagreement`` (% of nodes whose nearest neighbour differs), the qualities
+        (:func:`embstab.study.steps.downstream_output`: the old member's reconstruction MAP on the old
+        graph and the new member's on the new graph, %),
         ``chance`` (MAP of a random embedding of the new graph, %), ``n_test`` (nodes) and ``details``.
     """
     if store.has_json("downstream", key):
@@ -529,10 +534,10 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     x = rng.standard_normal((len(new), int(new.dim)))
     x *= (rng.uniform(0.0, 0.99, len(new)) / np.linalg.norm(x, axis=1))[:, None]
     chance = evaluate(g_new, HyperbolicEmbedding(x, nodes=list(new.nodes)), progress=False)
-    value = {"disagreement": 100.0 * float(flipped.mean()), "quality_a": 100.0 * float(e_new.map),
-             "quality_b": 100.0 * float(e_old.map), "chance": 100.0 * float(chance.map), "n_test": int(len(new)),
-             "details": {"quality_metric": "graph reconstruction MAP (%)", "d_avg": float(e_new.d_avg),
-                         "d_avg_old": float(e_old.d_avg)}}
+    value = downstream_output(100.0 * float(flipped.mean()), 100.0 * float(e_old.map), 100.0 * float(e_new.map),
+                              int(len(new)), chance=100.0 * float(chance.map),
+                              details={"quality_metric": "graph reconstruction MAP (%)", "d_avg": float(e_new.d_avg),
+                                       "d_avg_old": float(e_old.d_avg)})
     store.put_json("downstream", key, value, config)
     return value
 

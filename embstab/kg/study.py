@@ -27,7 +27,7 @@ import numpy as np
 from embstab.errors import did_you_mean
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
-from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded
+from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["KIND", "GraphSpec", "TRAINING", "TASK_MODELS", "graph_source_config", "graph_train_config",
@@ -283,8 +283,8 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
 
     pair = version_pair(load_graph(config["name"]), change=config["change"], share=config["share"],
                         seed=config["seed"], lost=config["lost"])
-    store.put_bytes("graph_old", key, "npz", _graph_bytes(pair.a), config)
-    store.put_bytes("graph_new", key, "npz", _graph_bytes(pair.b), config)
+    store.put_bytes("graph_old", key, "npz", _graph_bytes(pair.old), config)
+    store.put_bytes("graph_new", key, "npz", _graph_bytes(pair.new), config)
     return key
 
 
@@ -372,9 +372,9 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     return key
 
 
-def _stopping_details(new: Any, old: Any) -> dict[str, Any]:
+def _stopping_details(old: Any, new: Any) -> dict[str, Any]:
     """With early stopping, the epochs each member trained and its validation MRR (%, full precision)."""
-    if new.stopping is None or old.stopping is None:
+    if old.stopping is None or new.stopping is None:
         return {}
 
     def mrr(member: Any) -> float | None:
@@ -408,12 +408,12 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     Returns
     -------
     dict
-        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent (filtered
-        MRR for link prediction, accuracy for triple classification), ``chance`` (what a model that
-        learned nothing scores, in the same unit: a random ranking's filtered MRR, computed exactly
-        from each query's candidate count; the share of the more frequent label), ``n_test`` and
-        ``details`` (with early stopping: ``epochs_trained``, ``best_epoch`` and ``valid_mrr`` of the
-        new member, and the same with ``_old`` for the old one).
+        ``disagreement`` and both members' qualities (:func:`embstab.study.steps.downstream_output`),
+        in percent (filtered MRR for link prediction, accuracy for triple classification), ``chance``
+        (what a model that learned nothing scores, in the same unit: a random ranking's filtered MRR,
+        computed exactly from each query's candidate count; the share of the more frequent label),
+        ``n_test`` and ``details`` (with early stopping: ``epochs_trained``, ``best_epoch`` and
+        ``valid_mrr`` of the new member, and the same with ``_old`` for the old one).
     """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
@@ -430,21 +430,19 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     if config["task"] == "link_prediction":
         r = link_prediction_disagreement(q_old, q_new, graph, split=options.get("split", "test"),
                                          k=int(options.get("k", 10)), batch_size=int(options.get("batch_size", 256)))
-        value = {"disagreement": float(r.disagreement), "quality_a": 100.0 * r.metrics_new.mrr,
-                 "quality_b": 100.0 * r.metrics_old.mrr, "n_test": int(r.n_queries),
-                 "chance": 100.0 * float(r.settings["chance_mrr"]),
-                 "details": {"quality_metric": "filtered MRR (%)", "top_k_overlap": float(r.top_k_overlap),
-                             "k": int(r.k), "hits_at_10": 100.0 * r.metrics_new.hits_at_10,
-                             "hits_at_10_old": 100.0 * r.metrics_old.hits_at_10}}
-        value["details"].update(_stopping_details(new, old))
+        value = downstream_output(r.disagreement, 100.0 * r.metrics_old.mrr, 100.0 * r.metrics_new.mrr,
+                                  int(r.n_queries), chance=100.0 * float(r.settings["chance_mrr"]),
+                                  details={"quality_metric": "filtered MRR (%)",
+                                           "top_k_overlap": float(r.top_k_overlap), "k": int(r.k), "hits_at_10": 100.0 * r.metrics_new.hits_at_10,
+                                           "hits_at_10_old": 100.0 * r.metrics_old.hits_at_10})
+        value["details"].update(_stopping_details(old, new))
     else:
         r = triple_classification_disagreement(q_old, q_new, graph, seed=int(config["seed"]))
         # always answering the more frequent label (positives and negatives are nearly balanced)
         n_pos, n_neg = int(r.settings["n_positives"]), int(r.settings["n_negatives"])
-        value = {"disagreement": float(r.disagreement), "quality_a": float(r.accuracy_new),
-                 "quality_b": float(r.accuracy_old), "n_test": int(r.n_test),
-                 "chance": 100.0 * max(n_pos, n_neg) / (n_pos + n_neg),
-                 "details": {"quality_metric": "accuracy (%)", **_stopping_details(new, old)}}
+        value = downstream_output(r.disagreement, r.accuracy_old, r.accuracy_new, int(r.n_test),
+                                  chance=100.0 * max(n_pos, n_neg) / (n_pos + n_neg),
+                                  details={"quality_metric": "accuracy (%)", **_stopping_details(old, new)})
     store.put_json("downstream", key, value, config)
     return value
 

@@ -37,7 +37,7 @@ class GraphPair:
 
     Attributes
     ----------
-    a, b : KnowledgeGraph
+    old, new : KnowledgeGraph
         The old and the new version (same entities, relations, validation and test triples).
     change : str
         ``"remove"``, ``"add"`` or ``"seed"`` (the same graph twice: the seed-only baseline).
@@ -51,8 +51,8 @@ class GraphPair:
         Labels removed from both versions under ``lost="drop"``.
     """
 
-    a: KnowledgeGraph
-    b: KnowledgeGraph
+    old: KnowledgeGraph
+    new: KnowledgeGraph
     change: str
     share: float
     seed: int
@@ -173,14 +173,14 @@ def version_pair(graph: KnowledgeGraph, change: str = "remove", share: float = 0
                 f"{int(ent_bad.sum())} entities {names} and {int(rel_bad.sum())} relations {rels}: their "
                 "embeddings would stay random; use lost='protect' (keep them trained) or lost='drop' "
                 "(remove them from both versions)")
-        (a, b), dropped_e, dropped_r = _drop(graph, ent_bad, rel_bad, trains, suffixes)
+        (old, new), dropped_e, dropped_r = _drop(graph, ent_bad, rel_bad, trains, suffixes)
     else:
         # both versions filter their rankings with every triple of the full graph (the left-out ones
         # are still facts), so a model's MRR is the same whichever version or full graph scores it
         known = dict(graph.metadata, also_known=graph.known_triples())
-        a = replace(graph.with_splits(name=graph.name + suffixes.split("|")[0], train=trains[0]), metadata=known)
-        b = replace(graph.with_splits(name=graph.name + suffixes.split("|")[1], train=trains[1]), metadata=known)
-    return GraphPair(a, b, change, float(share), int(seed), int(count), dropped_e, dropped_r,
+        old = replace(graph.with_splits(name=graph.name + suffixes.split("|")[0], train=trains[0]), metadata=known)
+        new = replace(graph.with_splits(name=graph.name + suffixes.split("|")[1], train=trains[1]), metadata=known)
+    return GraphPair(old, new, change, float(share), int(seed), int(count), dropped_e, dropped_r,
                      {"lost": lost, "graph": graph.name})
 
 
@@ -194,6 +194,6 @@ def seed_pair(graph: KnowledgeGraph) -> GraphPair:
     Returns
     -------
     GraphPair
-        ``a`` and ``b`` both ``graph``, change ``"seed"``, nothing removed.
+        ``old`` and ``new`` both ``graph``, change ``"seed"``, nothing removed.
     """
     return GraphPair(graph, graph, "seed", 0.0, 0, 0)

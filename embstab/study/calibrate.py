@@ -31,7 +31,7 @@ import pandas as pd
 from embstab.errors import EmbstabError
 from embstab.selection.calibration import SOURCE_COLUMN
 from embstab.study.schema import CalibrationSpec
-from embstab.study.steps import assemble_row, guarded
+from embstab.study.steps import STORED_QUALITY_KEYS, assemble_row, guarded
 
 __all__ = ["STRATUM", "MIN_MEASURED", "SOURCE_COLUMN", "MEASURED", "PREDICTED", "UNCALIBRATED",
            "choose_measured", "assemble_unmeasured_row", "CalibrationOutcome", "predict_unmeasured",
@@ -132,7 +132,7 @@ def _config_order(configs: list[tuple[int, int]], rng: np.random.Generator) -> l
 
 
 #: What an unmeasured row's downstream part holds: nothing was run.
-_NO_DOWNSTREAM = {"disagreement": None, "quality_a": None, "quality_b": None}
+_NO_DOWNSTREAM = {"disagreement": None, **dict.fromkeys(STORED_QUALITY_KEYS.values())}
 
 
 @guarded("row")

@@ -34,12 +34,19 @@ from embstab.study.kinds import KINDS
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_compress", "run_measures", "assemble_row",
-           "NULL_SETTINGS", "nulls_key", "guarded", "GLOBAL_RNG_LOCK"]
+           "NULL_SETTINGS", "nulls_key", "guarded", "GLOBAL_RNG_LOCK", "STORED_QUALITY_KEYS", "downstream_output",
+           "stored_qualities"]
 
 #: Held while a task seeds torch's process-global RNG (``fork_rng`` + ``manual_seed``: downstream
 #: models, PyKEEN and BERT trainings), which two threads of one worker would share; serialising
 #: those tasks per process keeps each model a function of its seed on multi-threaded Dask workers too.
 GLOBAL_RNG_LOCK = threading.Lock()
+
+#: The keys under which a kind's downstream artifact stores each member's quality. They keep the
+#: names they were first stored under (the new member's ``quality_a``, the old member's
+#: ``quality_b``), so stored artifacts are read as they are; everywhere else, from the downstream
+#: model to the result row, the qualities are ``quality_old`` and ``quality_new``.
+STORED_QUALITY_KEYS = {"quality_old": "quality_b", "quality_new": "quality_a"}
 
 #: How a study row's nulls are found (:func:`embstab.compare`'s ``null_samples``, ``null_seed`` and
 #: ``null_method``): closed forms where they exist, else 3 seeded row shuffles. They name the nulls'
@@ -100,7 +107,7 @@ class Steps:
         (``recipe`` is passed only for a training recipe other than fp32)
     compress_pair : ``(old, new, bits, rounding, seed[, transform]) -> (old_q, new_q)``
         (``transform`` is passed only for a compression transform other than none)
-    measure_pair : ``(new, old, anchor_new, anchor_old, measures_config) -> {name: value}``
+    measure_pair : ``(old, new, anchor_old, anchor_new, measures_config) -> {name: value}``
         (when ``measures_config`` holds ``null``, settings as :data:`NULL_SETTINGS`, the result may
         also hold ``"nulls"``: measure name → ``{"value", "spread", "samples", "method"}``)
     disagreement : ``(old, new, task, model, seed, **options) -> result`` with attributes
@@ -154,18 +161,19 @@ def default_steps() -> Steps:
     return Steps(**given)
 
 
-def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_old: Embedding,
+def measure_pair(old: Embedding, new: Embedding, anchor_old: Embedding, anchor_new: Embedding,
                  config: Mapping[str, Any]) -> dict[str, float]:
-    """Every requested measure of one pair, with the paper's orientation (new = caller).
+    """Every requested measure of one pair, old member first; the new member's frequency order picks the words.
 
     The values come from :func:`embstab.compare`, the one path from a pair to measure values.
 
     Parameters
     ----------
-    new, old : Embedding
-        The compressed pair (new embedding first: its frequency order picks the top-n words).
-    anchor_new, anchor_old : Embedding
-        The anchors (highest-dimension, full-precision pair of the same algorithm and seed).
+    old, new : Embedding
+        The compressed pair, old member first (the new member's frequency order picks the top-n
+        words, as in the paper, where the new embedding is the caller).
+    anchor_old, anchor_new : Embedding
+        The anchors (highest-dimension, full-precision pair of the same algorithm and seed), old first.
     config : mapping
         ``names``, ``top_n`` and ``params`` (per-measure parameters; see
         :class:`embstab.study.schema.MeasureSpec`), and optionally ``null``: ``samples``, ``seed``
@@ -180,10 +188,10 @@ def measure_pair(new: Embedding, old: Embedding, anchor_new: Embedding, anchor_o
     """
     # anchors come from the same corpora, but a different dimension may in principle keep other
     # words (trainers can drop rare words differently); compare what all four share, up to top_n.
-    words = shared_vocabulary(new, old, int(config["top_n"]), rank_by="a", also_in=(anchor_new, anchor_old))
+    words = shared_vocabulary(old, new, int(config["top_n"]), rank_by="b", also_in=(anchor_old, anchor_new))
     null = dict(config.get("null") or {"samples": 0})
-    df = compare(new, old, anchors=_anchors(anchor_new, anchor_old), measures=list(config["names"]),
-                 top_n=len(words), rank_by="a", params=dict(config.get("params") or {}),
+    df = compare(old, new, anchors=_anchors(anchor_old, anchor_new), measures=list(config["names"]),
+                 top_n=len(words), rank_by="new", params=dict(config.get("params") or {}),
                  null_samples=int(null.get("samples", 0)), null_seed=int(null.get("seed", 0)),
                  null_method=str(null.get("method", "auto")))
     out: dict[str, Any] = {"n_words": float(df.attrs["n_words"])}
@@ -201,15 +209,15 @@ _ANCHORS_KEPT = 4
 _ANCHORS_LOCK = threading.Lock()
 
 
-def _anchors(anchor_new: Embedding, anchor_old: Embedding) -> Anchors:
+def _anchors(anchor_old: Embedding, anchor_new: Embedding) -> Anchors:
     # every pair of an (algorithm, seed) is measured against the same anchors (one object per
     # process, from _embedding's cache) and mostly on the same words: factor them once, not per pair
-    key = (id(anchor_new), id(anchor_old))
+    key = (id(anchor_old), id(anchor_new))
     with _ANCHORS_LOCK:  # threads of one worker share it
         if key not in _ANCHORS:
             while len(_ANCHORS) >= _ANCHORS_KEPT:
                 _ANCHORS.pop(next(iter(_ANCHORS)))
-            _ANCHORS[key] = Anchors(anchor_new, anchor_old)
+            _ANCHORS[key] = Anchors(anchor_old, anchor_new)
         return _ANCHORS[key]
 
 
@@ -347,9 +355,9 @@ def run_measures(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     values = store.get_json("measures", key) if have_values else None
     nulls = store.get_json("nulls", null_key) if have_nulls else None
     if values is None or nulls is None:
-        new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
-        anchor_new, anchor_old = _embedding(store, "pair_new", anchor_key), _embedding(store, "pair_old", anchor_key)
-        measured = dict(steps.measure_pair(new, old, anchor_new, anchor_old,
+        old, new = store.get_embedding("pair_old", pair_key), store.get_embedding("pair_new", pair_key)
+        anchor_old, anchor_new = _embedding(store, "pair_old", anchor_key), _embedding(store, "pair_new", anchor_key)
+        measured = dict(steps.measure_pair(old, new, anchor_old, anchor_new,
                                            {**config["measures"], "null": dict(NULL_SETTINGS)}))
         nulls = measured.pop("nulls", None)
         if values is None:
@@ -373,8 +381,8 @@ def _measured_values(store: ArtifactStore, steps: Steps, config: Mapping[str, An
         raw = _embedding(store, "embedding", uncompressed_key)
         params = dict(config["measures"].get("params") or {})
         self_cfg = {"names": ["knn"], "top_n": config["measures"]["top_n"], "params": {"knn": params.get("knn", {})}}
-        # the compressed member against itself uncompressed: its own anchors are the raw pair
-        own = steps.measure_pair(new, raw, raw, raw, self_cfg)
+        # the compressed member (new) against itself uncompressed (old): the raw member anchors both
+        own = steps.measure_pair(raw, new, raw, raw, self_cfg)
         values["agreement_uncompressed"] = float(own["knn"])
     stored = (new.metadata.get("compression") or {}).get("memory_bits_per_word")
     # a transform stores more (OCS, padding) or less (TT) than dim x bits per word; a member of a
@@ -392,6 +400,46 @@ def _signal(name: str, value: Any, level: Mapping[str, Any]) -> bool | None:
     null = NullLevel(float(level["value"]), float(level.get("spread", 0.0)), int(level.get("samples", 0)),
                      str(level.get("method", "permutation")))
     return has_signal(REGISTRY[name], float(value), null)
+
+
+def downstream_output(disagreement: float, quality_old: float, quality_new: float, n_test: int,
+                      **more: Any) -> dict[str, Any]:
+    """What a kind's downstream task stores: the disagreement and both qualities, under their stored keys.
+
+    Parameters
+    ----------
+    disagreement : float
+        The share of flipped predictions, in percent.
+    quality_old, quality_new : float
+        Each member's downstream quality, in percent (stored under :data:`STORED_QUALITY_KEYS`).
+    n_test : int
+        The number of test items the disagreement is a share of.
+    **more
+        Further entries, stored as given (``chance``, ``details``...).
+
+    Returns
+    -------
+    dict
+        ``disagreement``, the two qualities, ``n_test`` and ``more``.
+    """
+    return {"disagreement": float(disagreement), STORED_QUALITY_KEYS["quality_new"]: float(quality_new),
+            STORED_QUALITY_KEYS["quality_old"]: float(quality_old), "n_test": int(n_test), **more}
+
+
+def stored_qualities(downstream: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The old and the new member's quality in a stored downstream output.
+
+    Parameters
+    ----------
+    downstream : mapping
+        The output of a kind's downstream task (:func:`downstream_output`).
+
+    Returns
+    -------
+    (quality_old, quality_new)
+        In percent; None where nothing was run.
+    """
+    return downstream[STORED_QUALITY_KEYS["quality_old"]], downstream[STORED_QUALITY_KEYS["quality_new"]]
 
 
 @guarded("row")
@@ -427,10 +475,11 @@ def assemble_row(meta: Mapping[str, Any], measures: Mapping[str, float],
     measure_values = {k: v for k, v in measures.items() if k not in ("n_words", "memory_bits_per_word", "nulls")}
     # agreement_uncompressed stays with the measures: a column of the results beside them
     memory = measures.get("memory_bits_per_word", memory_bits(int(meta["dim"]), int(meta["bitrate"])))
+    quality_old, quality_new = stored_qualities(downstream)
     # "details": what a kind's task reports beside the disagreement (e.g. a KG model's Hits@10)
     return {**meta, "memory": float(memory),
-            "disagreement": downstream["disagreement"], "quality": downstream["quality_a"],
-            "quality_old": downstream["quality_b"], "chance": downstream.get("chance"), "measures": measure_values,
+            "disagreement": downstream["disagreement"], "quality": quality_new,
+            "quality_old": quality_old, "chance": downstream.get("chance"), "measures": measure_values,
             "nulls": dict(measures.get("nulls") or {}),
             "extra": {"n_words": int(measures.get("n_words", 0)), "n_test": downstream.get("n_test", 0),
                       **_disagreement_interval_columns(downstream), **dict(downstream.get("details") or {})}}

@@ -26,7 +26,7 @@ from embstab.study.settings import (
     TaskRule,
     source_config,
 )
-from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, guarded, run_compress
+from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, run_compress
 from embstab.study.store import ArtifactStore
 from embstab.train.api import train_embedding
 
@@ -277,7 +277,7 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     Returns
     -------
     dict
-        ``disagreement``, ``quality_a`` (new member), ``quality_b`` (old member), in percent,
+        ``disagreement`` and both members' qualities in percent (:func:`embstab.study.steps.downstream_output`),
         ``n_test`` and ``chance``: the task's chance level in the unit of the qualities (the
         disagreement result's ``settings["chance"]``; absent when it states none).
 
@@ -288,12 +288,12 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
-    new, old = store.get_embedding("pair_new", pair_key), store.get_embedding("pair_old", pair_key)
+    old, new = store.get_embedding("pair_old", pair_key), store.get_embedding("pair_new", pair_key)
     with GLOBAL_RNG_LOCK:
         result = steps.disagreement(old, new, task=config["task"], model=config["model"], seed=config["seed"],
                                     **dict(config.get("options", {})))
-    value = {"disagreement": float(result.disagreement), "quality_a": float(result.quality_new),
-             "quality_b": float(result.quality_old), "n_test": int(getattr(result, "n_test", 0) or 0)}
+    value = downstream_output(result.disagreement, result.quality_old, result.quality_new,
+                              int(getattr(result, "n_test", 0) or 0))
     chance = (getattr(result, "settings", None) or {}).get("chance")
     if chance is not None:  # a disagreement function that does not state it leaves the row's chance unknown
         value["chance"] = float(chance)
