@@ -113,6 +113,9 @@ def test_validation_plot_draws_predicted_against_measured_per_task(cbow):
     diagonal = _line(ax, "predicted = measured")
     assert list(diagonal.get_xdata()) == list(diagonal.get_ydata())
     assert f"coverage {validation.coverage:.0%}" in ax.get_title()
+    # its page shows the notes on what could not be validated, escaped
+    page = dataclasses.replace(validation, notes=("<algo>: one seed",))._repr_html_()
+    assert "<p>&lt;algo&gt;: one seed</p>" in page
 
 
 def test_correlation_plot_draws_each_rho_with_its_interval_and_the_null(cbow):
