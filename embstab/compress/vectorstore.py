@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from embstab.compress.memory import memory_bits
 from embstab.embedding import Embedding
 from embstab.errors import ConfigError, ShapeError, lookup
 from embstab.io.compressed import CompressedData
@@ -110,7 +111,7 @@ def bytes_per_vector(precision: str, dim: int) -> int:
     bits = PRECISIONS[_precision(precision)]
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
         raise ConfigError(f"dim must be an integer >= 1, got {dim!r}")
-    return (int(dim) * bits + 7) // 8
+    return (memory_bits(int(dim), bits) + 7) // 8  # whole bytes: a binary code pads its last byte
 
 
 def _as_matrix(vectors: Any, what: str) -> np.ndarray:
