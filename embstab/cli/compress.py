@@ -255,9 +255,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(out)} words x {out.dim} dims -> {info['memory_bits_per_word']:g} bits/word "
               f"({detail}){size}{knn_text}: {args.output}", file=sys.stderr)
     if overlap is not None and overlap < KNN_WARN_BELOW:
-        print(f"warning: {transform if transform != 'none' else 'compression'} keeps only {overlap:.3f} of the "
-              f"k-NN neighbourhoods of {args.input} ({_KNN_K} nearest, below {KNN_WARN_BELOW}); the compressed "
-              "table has lost most of its neighbour structure", file=sys.stderr)
+        _warn_low_overlap(transform if transform != "none" else "compression", overlap, args, len(emb))
     return 0
 
 
@@ -306,9 +304,19 @@ def _run_precision(args: argparse.Namespace) -> int:
         print(f"{len(out)} words x {out.dim} dims{cut} -> {args.precision}, {info['bytes_per_vector']} bytes/vector"
               f"{size}{knn_text}: {args.output}", file=sys.stderr)
     if overlap is not None and overlap < KNN_WARN_BELOW:
-        print(f"warning: {args.precision} keeps only {overlap:.3f} of the k-NN neighbourhoods of {args.input} "
-              f"({_KNN_K} nearest, below {KNN_WARN_BELOW})", file=sys.stderr)
+        _warn_low_overlap(args.precision, overlap, args, len(emb))
     return 0
+
+
+def _warn_low_overlap(what: str, overlap: float, args: argparse.Namespace, n_words: int) -> None:
+    """One line on stderr: the k-NN overlap against its reference points, and what decides instead."""
+    from embstab._shell import command
+
+    print(f"warning: {what} keeps only {overlap:.3f} of the k-NN neighbourhoods of {args.input} ({_KNN_K} nearest, "
+          f"below {KNN_WARN_BELOW}; 1 = every neighbour kept, an unrelated table about "
+          f"{_KNN_K / max(n_words - 1, 1):.2g}). Neighbourhoods are not predictions, and a study may still "
+          f"recommend this setting: measure the flips with `{command('embstab', 'downstream', args.input, args.output)}"
+          " --task TASK`, or estimate them with `embstab predict OLD NEW --calibration RESULTS`", file=sys.stderr)
 
 
 def _knn_overlap(reference, out) -> float | None:
