@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from embstab.selection.calibration import GroupCalibration
 from embstab.selection.correlation import (
+                                     CorrelationTable,
                                      best_measures,
                                      bootstrap_interval,
                                      partial_spearman,
@@ -133,6 +134,7 @@ __all__ = [
     "read_results",
     "selection_error",
     "spearman_table",
+    "CorrelationTable",
     "best_measures",
     "bootstrap_interval",
     "partial_spearman",
