@@ -167,7 +167,9 @@ def test_word_vectors_are_means_over_known_tokens_only():
 
 def test_the_catalogue_registers_retrieval_through_its_one_path():
     assert TASKS["wiki_retrieval"][0] == TASKS["bbc_retrieval"][0] == "retrieval"
-    assert MODELS["search"] == ("retrieval", {"k": 10, "precision": "float32", "batch_size": 256})
+    assert MODELS["search"] == ("retrieval", {"k": 10, "precision": "float32", "batch_size": 256, "index": "exact",
+                                              "hnsw_m": 32, "ef_construction": 40, "ef_search": 64, "nlist": None,
+                                              "nprobe": 8})
     assert default_model("wiki_retrieval") == "search" and default_model("rt_sentiment") == "linear"
     with pytest.raises(ConfigError, match="already registered"):
         register_task("wiki_retrieval", "retrieval", "again")

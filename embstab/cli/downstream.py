@@ -16,6 +16,7 @@ from pathlib import Path
 from embstab.cli.names import DOWNSTREAM_MODELS, DOWNSTREAM_TASKS, KG_TASKS, TRAINING_RECIPES
 from embstab.cli.options import (add_progress, add_trust_pickle, bits, learning_rate, positive_int, seed,
                                  show_progress, unit_fraction)
+from embstab.downstream.catalog import SEARCH_INDEXES
 from embstab.errors import EmbstabError
 
 __all__ = ["task_spec", "register", "load_embedding", "run", "run_kg"]
@@ -35,7 +36,10 @@ summary) and bbc_retrieval (each BBC News headline finds its article). Each text
 known words' vectors, model search ranks the documents by exact cosine similarity (ties by document
 index), and the disagreement is the share of queries whose top-k set of documents changes (--k,
 default 10), printed beside the mean top-k overlap, each side's recall@k and MRR and a random
-ranking's (recall@k = k/N).
+ranking's (recall@k = k/N). --index runs the search through a faiss index (pip install faiss-cpu):
+flat (exhaustive, float32), hnsw and ivf (approximate) or binary (Hamming search of the sign bits);
+the flips such an index adds on its own (its top k against exact search on OLD's vectors) are
+printed beside the pair's.
 
 OLD and NEW are embedding files (any format embstab loads) or builtin:NAME pretrained embeddings,
 the old one first.
@@ -66,13 +70,14 @@ examples:
   embstab downstream old.txt new.txt --task brown_pos --model bilstm --limit 2000
   embstab downstream old.txt --seed-baseline --task bbc_topic
   embstab downstream builtin:glove-6b-50d glove4.npz --task wiki_retrieval --k 10
+  embstab downstream builtin:glove-6b-50d glove4.npz --task wiki_retrieval --index hnsw
   embstab downstream umls_old umls_new --task link_prediction:umls
   embstab downstream umls_old umls_new --task triple_classification:umls --bits 4"""
 
 #: Options of the word-embedding path that a knowledge-graph task has no use for.
 _WORD_ONLY = (("model", "--model"), ("seed_baseline", "--seed-baseline"), ("limit", "--limit"),
               ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"), ("recipe", "--recipe"),
-              ("folds", "--folds"), ("k", "--k"))
+              ("folds", "--folds"), ("k", "--k"), ("index", "--index"))
 
 #: Options of the trained tasks that a retrieval task (which trains nothing) has no use for.
 _TRAINED_ONLY = (("epochs", "--epochs"), ("lr", "--lr"), ("recipe", "--recipe"), ("folds", "--folds"))
@@ -127,6 +132,9 @@ def register(subparsers) -> None:
                    help="model (default: linear, bilstm for tagging, search for retrieval)")
     p.add_argument("--k", type=positive_int, metavar="K",
                    help="retrieval tasks: documents returned per query, whose set a flip changes (default 10)")
+    p.add_argument("--index", choices=list(SEARCH_INDEXES),
+                   help="retrieval tasks: where the search runs: exact (default), or the faiss index flat, hnsw, "
+                        "ivf or binary (needs faiss-cpu)")
     p.add_argument("--seed", type=seed, default=0,
                    help="model seed for both models; KG triple classification: seed of the negatives (default 0)")
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on OLD only")
@@ -231,11 +239,15 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, attr) is not None:
                 raise EmbstabError(f"{flag} applies to trained tasks; {args.task} trains nothing (the vectors rank "
                                    "the documents)")
-    elif args.k is not None:
-        raise EmbstabError(f"--k applies to retrieval tasks (wiki_retrieval, bbc_retrieval), not to {args.task}")
+    else:
+        for attr, flag in (("k", "--k"), ("index", "--index")):
+            if getattr(args, attr) is not None:
+                raise EmbstabError(f"{flag} applies to retrieval tasks (wiki_retrieval, bbc_retrieval), not to "
+                                   f"{args.task}")
     model = args.model or default_model(args.task)
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
-                                ("recipe", args.recipe), ("folds", args.folds), ("k", args.k)) if v is not None}
+                                ("recipe", args.recipe), ("folds", args.folds), ("k", args.k),
+                                ("index", args.index)) if v is not None}
     kwargs["min_coverage"] = MIN_COVERAGE if args.min_coverage is None else args.min_coverage
     a = load_embedding(args.old, args.trust_pickle)
     if args.seed_baseline:
@@ -272,23 +284,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_retrieval(res) -> None:
-    """The table of a retrieval task's disagreement: flips, overlap, both searches' recall@k and MRR, chance."""
+    """The table of a retrieval task's disagreement: flips (and an index's own), overlap, both searches' recall@k
+    and MRR, chance."""
     s = res.settings
     k = s["k"]
-    print(f"task {res.task}, model {res.model} (exact cosine search, {s['precision']}), {res.n_test} queries over "
+    index = s.get("index", "exact")
+    how = {"exact": "exact cosine search", "flat": "faiss flat index", "binary": "faiss binary index",
+           "hnsw": f"faiss HNSW index, M {s.get('hnsw_m')}, efSearch {s.get('ef_search')}",
+           "ivf": f"faiss IVF index, nlist {s.get('nlist') or 'auto'}, nprobe {s.get('nprobe')}"}.get(index, index)
+    print(f"task {res.task}, model {res.model} ({how}, {s['precision']}), {res.n_test} queries over "
           f"{s['n_documents']} documents, k = {k}")
     print(f"disagreement: {res.disagreement:.2f}% of queries' top-{k} sets differ   "
           + _interval_text(res.disagreement_interval, s.get("interval_level", 0.95), "queries")
           + f";  mean top-{k} overlap {s['overlap_at_k']:.3f}")
+    if index != "exact":
+        own = (s["index_disagreement_low"], s["index_disagreement_high"])
+        print(f"the index by itself: {s['index_disagreement']:.2f}% of queries' top-{k} sets differ from exact search "
+              "on OLD's vectors   " + _interval_text(own, s.get("interval_level", 0.95), "queries")
+              + f";  recall@{k} against exact search {s['index_recall_at_k']:.3f}")
+    mrr = "MRR" if s.get("mrr_depth") is None else f"MRR@{s['mrr_depth']}"
     print(f"recall@{k} old: {res.quality_old:.2f}%   new: {res.quality_new:.2f}%   "
-          f"MRR old: {s['mrr_old']:.4f}   new: {s['mrr_new']:.4f}   "
+          f"{mrr} old: {s['mrr_old']:.4f}   new: {s['mrr_new']:.4f}   "
           f"(random ranking: recall@{k} {s['chance']:.2f}%, MRR {s['chance_mrr']:.4f})")
     _warn_near_chance(res.quality_old, res.quality_new, s.get("chance"))
     ties = max(s["ties_at_k_old"], s["ties_at_k_new"])
     coverage = (f"token coverage old: {s['token_coverage_old']:.1%}   new: {s['token_coverage_new']:.1%};  "
                 if "token_coverage_old" in s and "token_coverage_new" in s else "")
     print(coverage + f"search time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s"
-          + (f";  {ties} queries with a tie at rank {k} (decided by document index)" if ties else ""))
+          + (f";  {ties} queries with a tie at rank {k} (decided by "
+             f"{'document index' if index == 'exact' else 'the index'})" if ties else ""))
 
 
 def _interval_text(interval, level: float, unit: str) -> str:

@@ -29,6 +29,8 @@ from embstab.downstream.lookup import TaskVocabulary, lookup_table
 from embstab.downstream.retrieval import (
     RetrievalData,
     chance_levels,
+    check_index,
+    index_flips,
     load_retrieval,
     retrieval_token_counts,
     search,
@@ -360,12 +362,23 @@ class DisagreementResult:
         the quality of the best prediction that ignores the inputs (:func:`chance_level`: for
         classification the most frequent test label's share) and, for classification,
         ``majority_rate``: that same share. Per-member entries end in ``_old`` and ``_new``.
-        A retrieval task (model ``search``) adds ``k``, ``precision``, ``quality_metric``
-        (``"recall@k"``), ``overlap_at_k`` (the mean share of the top k both searches keep, 0 to 1),
-        ``mrr_old`` / ``mrr_new`` (0 to 1), ``n_documents``, ``chance`` (a random ranking's recall@k,
-        k/N in percent), ``chance_mrr`` (its MRR, H_N/N), ``chance_rule``, ``ties_at_k_old`` /
-        ``_new`` (queries whose k-th and (k+1)-th documents score alike) and ``empty_queries_*`` /
+        A retrieval task (model ``search``) adds ``k``, ``precision`` (``binary`` with the binary
+        index), ``quality_metric`` (``"recall@k"``), ``overlap_at_k`` (the mean share of the top k
+        both searches keep, 0 to 1), ``mrr_old`` / ``mrr_new`` (0 to 1), ``mrr_depth`` (None: the
+        relevant document ranked among all; k for a faiss index, which ranks only what it returns:
+        MRR truncated at k), ``n_documents``, ``chance`` (a random ranking's recall@k, k/N in
+        percent), ``chance_mrr`` (its MRR, H_N/N), ``chance_rule``, ``ties_at_k_old`` / ``_new``
+        (queries whose k-th and (k+1)-th documents score alike) and ``empty_queries_*`` /
         ``empty_documents_*`` (texts left with the zero vector); it has no dev scores or epochs.
+        Its search settings are there too: ``index`` (``exact``, or the faiss index ``flat``,
+        ``hnsw``, ``ivf``, ``binary``), ``hnsw_m``, ``ef_construction``, ``ef_search``, ``nlist``,
+        ``nprobe``, ``batch_size``. The flips an index adds on its own stand beside the pair's:
+        ``index_disagreement``, the percent of queries whose top k from the index differs from
+        exact search's on the *same* (old) vectors (ties at the k-th score are no flip; see
+        :func:`~embstab.downstream.retrieval.index_flips`), with its 95 % interval
+        ``index_disagreement_low`` / ``index_disagreement_high`` over the queries, and
+        ``index_recall_at_k``, the mean share of the index's top k that belongs in exact search's
+        (0 to 1). For ``index="exact"`` they are 0, its interval and 1 (nothing to separate).
     predictions_old, predictions_new : numpy.ndarray, optional
         Each model's test predictions, when kept (retrieval: the ``(n_queries, k)`` top-k tables).
     disagreement_interval : tuple of (float, float)
@@ -649,8 +662,10 @@ def disagreement(old: Embedding, new: Embedding = MISSING, task: str | Classific
         documents for every query by exact cosine search, and the disagreement is the share of
         queries whose top-k set of documents changes (see
         :mod:`embstab.downstream.retrieval`); there the members may also be text encoders
-        (callables from a list of texts to one row each), settings are ``k``, ``precision`` and
-        ``batch_size``, and the seeds play no part (the search is deterministic).
+        (callables from a list of texts to one row each), settings are ``k``, ``precision``,
+        ``batch_size`` and the search ``index`` with its settings (see
+        :func:`~embstab.downstream.retrieval.search`), and the seeds play no part (the search is
+        deterministic).
     model : str, optional
         A name from :data:`MODELS` matching the task kind: "linear" (the reference bag-of-words
         model, the default), "mlp", "cnn", "lstm" for classification; "bilstm" (the default),
@@ -777,20 +792,32 @@ def _retrieval_disagreement(old: Any, new: Any, task: str | RetrievalData, model
     n_docs = data.n_documents
     k = settings["k"]
     chance, chance_mrr = chance_levels(k, n_docs)  # refuses a bad k before any vector is made
+    index_settings = {key: settings[key] for key in ("hnsw_m", "ef_construction", "ef_search", "nlist", "nprobe")}
+    precision = check_index(settings["index"], settings["precision"], **index_settings)  # and a bad index
     words = {label: m for label, m in (("old", old), ("new", new)) if isinstance(m, Embedding)}
     coverage = _check_coverage(data, min_coverage, retrieval_token_counts(data), **words) if words else {}
     runs, info = {}, {}
+    own = None
     for label, member in (("old", old), ("new", new)):
         queries, documents, info[label] = text_vectors(member, data)
-        runs[label] = search(queries, documents, k, relevant=data.relevant, precision=settings["precision"],
-                             batch_size=settings["batch_size"])
+        runs[label] = search(queries, documents, k, relevant=data.relevant, precision=precision,
+                             batch_size=settings["batch_size"], index=settings["index"], **index_settings)
         info[label]["dim"] = queries.shape[1]
+        if label == "old" and settings["index"] != "exact":
+            # what the index changes on its own: its top k against exact search of the same old vectors
+            own = index_flips(search(queries, documents, k, precision=precision, batch_size=settings["batch_size"]),
+                              runs[label])
     ra, rb = runs["old"], runs["new"]
     flipped, overlap = top_k_churn(ra.top_k, rb.top_k)
     n = data.n_queries
-    out = {**settings, "seed_b": seed_b, "split_seed": split_seed, "limit": limit, "folds": 1, "n_items": n,
-           "n_documents": n_docs, "interval_level": INTERVAL_LEVEL, "quality_metric": f"recall@{k}",
-           "overlap_at_k": overlap, "mrr_old": ra.mrr(), "mrr_new": rb.mrr(), "chance": chance,
+    own_flipped, own_recall = (0, 1.0) if own is None else (own.flipped, own.recall)
+    own_low, own_high = disagreement_interval(own_flipped, n)
+    out = {**settings, "precision": precision, "seed_b": seed_b, "split_seed": split_seed, "limit": limit,
+           "folds": 1, "n_items": n, "n_documents": n_docs, "interval_level": INTERVAL_LEVEL,
+           "quality_metric": f"recall@{k}", "overlap_at_k": overlap,
+           "index_disagreement": float(100.0 * own_flipped / n), "index_disagreement_low": own_low,
+           "index_disagreement_high": own_high, "index_recall_at_k": own_recall,
+           "mrr_depth": ra.depth, "mrr_old": ra.mrr(), "mrr_new": rb.mrr(), "chance": chance,
            "chance_mrr": chance_mrr, "chance_rule": "a random ranking",
            "ties_at_k_old": ra.ties_at_k, "ties_at_k_new": rb.ties_at_k,
            "seconds_old": ra.seconds, "seconds_new": rb.seconds}

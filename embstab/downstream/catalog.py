@@ -7,7 +7,8 @@ from typing import Any
 from embstab._numbers import is_integer
 from embstab.errors import ConfigError, lookup
 
-__all__ = ["TASKS", "MODELS", "FOLDS", "KINDS", "register_task", "register_model", "default_model"]
+__all__ = ["TASKS", "MODELS", "FOLDS", "KINDS", "SEARCH_INDEXES", "register_task", "register_model",
+           "default_model"]
 
 #: The kinds of downstream task: what a model of the kind predicts and how its quality is counted.
 #: Classification and tagging train a model on the frozen vectors; retrieval trains nothing (the
@@ -142,5 +143,15 @@ def default_model(task: str) -> str:
 # Retrieval: known-item search, scored by the vectors themselves (embstab.downstream.retrieval).
 register_task("wiki_retrieval", "retrieval", "Wikipedia vital articles: each title finds its summary (known-item search)")
 register_task("bbc_retrieval", "retrieval", "BBC News: each headline finds its article (known-item search)")
-# k: documents returned per query; batch_size: queries scored at once
-register_model("search", "retrieval", {"k": 10, "precision": "float32", "batch_size": 256})
+#: Where model ``search`` runs a search: ``exact`` (embstab's exhaustive search, the reference) or a
+#: faiss index (``flat``, ``hnsw``, ``ivf``, ``binary``; see :mod:`embstab.downstream.retrieval`).
+SEARCH_INDEXES: tuple[str, ...] = ("exact", "flat", "hnsw", "ivf", "binary")
+
+# k: documents returned per query; batch_size: queries scored at once; index: where the search runs.
+# hnsw_m, ef_construction, ef_search: the HNSW graph's links per node and candidate lists when built
+# and searched (faiss's usual M and efConstruction; efSearch raised from faiss's 16 so that k = 10
+# draws on several times k candidates); nlist (None: about the square root of the documents) and
+# nprobe: the IVF lists and the lists searched per query.
+register_model("search", "retrieval", {"k": 10, "precision": "float32", "batch_size": 256, "index": "exact",
+                                       "hnsw_m": 32, "ef_construction": 40, "ef_search": 64, "nlist": None,
+                                       "nprobe": 8})

@@ -9,6 +9,12 @@ query's ``k`` nearest documents by exact cosine similarity, ties broken by docum
 search is a function of its vectors alone. Between two embeddings, :func:`top_k_churn` counts the
 queries whose top-k *set* changes and the mean share of the top k that both keep.
 
+Exact search is the reference. ``index=`` runs the same search through a faiss index instead (the
+optional package ``faiss-cpu``): ``flat`` (exhaustive inner product, as exact up to float32
+rounding), ``hnsw`` and ``ivf`` (approximate: they miss neighbours of their own) and ``binary``
+(exhaustive Hamming search of the sign bits). :func:`index_flips` separates what an index adds on
+its own: the queries whose top k from the index is not an exact top k of the same vectors.
+
 Nothing is trained, so nothing is seeded: the same vectors always give the same results, and an
 embedding compared with itself flips nothing.
 """
@@ -22,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -32,17 +38,41 @@ from embstab.compress.vectorstore import hamming_topk, quantize_embeddings
 from embstab.data.registry import dataset_root
 from embstab.data.tasks import bbc_documents
 from embstab.data.tokenize import tokenize
-from embstab.downstream.catalog import TASKS
+from embstab.downstream.catalog import SEARCH_INDEXES, TASKS
 from embstab.downstream.lookup import TaskVocabulary
 from embstab.embedding import Embedding
-from embstab.errors import ConfigError, DataFormatError, ShapeError, UnknownNameError, lookup
+from embstab.errors import (ConfigError, DataFormatError, OptionalDependencyError, ShapeError, UnknownNameError,
+                            lookup)
 
-__all__ = ["RetrievalData", "SearchResult", "PRECISIONS", "load_retrieval", "text_vectors", "search",
-           "top_k_churn", "chance_levels", "retrieval_token_counts"]
+__all__ = ["RetrievalData", "SearchResult", "IndexFlips", "PRECISIONS", "INDEXES", "APPROXIMATE_INDEXES",
+           "FLOAT_TIE", "load_retrieval", "text_vectors", "search", "check_index", "index_flips", "top_k_churn",
+           "chance_levels", "retrieval_token_counts"]
 
 #: How vectors are stored for search: ``float32`` (exact cosine search on float32 rows) or
 #: ``binary`` (one sign bit per dimension, searched by Hamming distance, as a vector store's binary index).
 PRECISIONS: tuple[str, ...] = ("float32", "binary")
+
+#: Where the search runs: ``exact`` (embstab's own exhaustive search, the reference), or a faiss
+#: index: ``flat`` (IndexFlatIP), ``hnsw`` (IndexHNSWFlat, inner product), ``ivf`` (IndexIVFFlat,
+#: inner product) or ``binary`` (IndexBinaryFlat on the packed sign bits, Hamming distance).
+INDEXES: tuple[str, ...] = SEARCH_INDEXES
+
+#: The indexes that skip documents, and so miss some of the true top k on their own.
+APPROXIMATE_INDEXES: tuple[str, ...] = ("hnsw", "ivf")
+
+#: Cosines closer than this count as equal when an index's results are checked against exact search:
+#: faiss scores in float32, whose rounding over a few hundred dimensions reaches a few 1e-7, so an
+#: exhaustive float32 index may order two documents that close either way.
+FLOAT_TIE = 1e-6
+
+
+def _faiss(index: str) -> Any:
+    """The faiss module, imported on first use (an optional dependency)."""
+    try:
+        import faiss  # noqa: PLC0415
+    except ImportError:
+        raise OptionalDependencyError("faiss-cpu", f"search index {index!r}", install="pip install faiss-cpu") from None
+    return faiss
 
 
 @dataclass(frozen=True)
@@ -303,17 +333,30 @@ class SearchResult:
     ----------
     top_k : numpy.ndarray
         ``(n_queries, k)`` int64 document indices, the most similar first (equal scores: the lower
-        document index first).
+        document index first). A faiss index that finds fewer than k documents for a query (an IVF
+        index probing small lists) leaves -1 in the places it could not fill.
     ranks : numpy.ndarray or None
         ``(n_queries,)`` int64: the 1-based rank of each query's relevant document among all
-        documents (ties broken as for ``top_k``); None when no relevant documents were given.
+        documents (ties broken as for ``top_k``); for a faiss index, which ranks only the k it
+        returns, its rank among them and 0 where it is not returned (see ``depth``). None when no
+        relevant documents were given.
     ties_at_k : int
         Queries whose k-th and (k+1)-th best documents score exactly alike: which of them is in
-        the top k is then decided by document index, not by the vectors.
+        the top k is then decided by document index (faiss: by the index), not by the vectors.
     precision : str
         How the vectors were stored for the search.
     seconds : float
-        Time the search took.
+        Time the search took (for a faiss index, building it included).
+    index : str, default "exact"
+        Where the search ran (see :data:`INDEXES`).
+    scores : numpy.ndarray or None
+        ``(n_queries, k)`` float64: the score of each returned document in exact search's own
+        arithmetic (the cosine of the float32 rows computed in float64; binary: the inner product
+        of the ±1 sign vectors, ``dim − 2 × Hamming distance``), whatever index found it; -inf
+        where nothing was returned. :func:`index_flips` compares them.
+    depth : int or None
+        None when ``ranks`` rank every document; k when they rank only the k returned (a faiss
+        index): ``mrr`` is then the MRR truncated at k (a relevant document not returned adds 0).
     """
 
     top_k: np.ndarray = field(repr=False)
@@ -321,6 +364,9 @@ class SearchResult:
     ties_at_k: int
     precision: str
     seconds: float
+    index: str = "exact"
+    scores: np.ndarray | None = field(default=None, repr=False)
+    depth: int | None = None
 
     @property
     def k(self) -> int:
@@ -339,10 +385,11 @@ class SearchResult:
         ConfigError
             If the search was run without relevant documents.
         """
-        return float(100.0 * np.mean(self._ranks() <= self.k))
+        ranks = self._ranks()
+        return float(100.0 * np.mean((ranks >= 1) & (ranks <= self.k)))
 
     def mrr(self) -> float:
-        """Mean reciprocal rank of the relevant documents, 0 to 1.
+        """Mean reciprocal rank of the relevant documents, 0 to 1 (truncated at ``depth`` when set).
 
         Returns
         -------
@@ -353,12 +400,25 @@ class SearchResult:
         ConfigError
             If the search was run without relevant documents.
         """
-        return float(np.mean(1.0 / self._ranks()))
+        ranks = self._ranks().astype(np.float64)
+        return float(np.mean(np.divide(1.0, ranks, out=np.zeros_like(ranks), where=ranks > 0)))
 
     def _ranks(self) -> np.ndarray:
         if self.ranks is None:
             raise ConfigError("this search was run without relevant documents (relevant=None): it has no recall")
         return self.ranks
+
+
+class IndexFlips(NamedTuple):
+    """How far an index's top k strays from exact search on the same vectors (:func:`index_flips`)."""
+
+    #: Queries whose top k from the index is not an exact top k (ties at the k-th score excused).
+    flipped: int
+    #: Queries compared.
+    n: int
+    #: Mean share, 0 to 1, of the index's k documents that belong in an exact top k (score at least the
+    #: exact k-th score): recall@k against exact search, a document tied with the k-th counted as in it.
+    recall: float
 
 
 def _check_k(k: Any, n_documents: int) -> int:
@@ -368,16 +428,23 @@ def _check_k(k: Any, n_documents: int) -> int:
     return int(k)
 
 
-def _unit_rows(x: np.ndarray, what: str) -> np.ndarray:
+def _unit_rows(x: np.ndarray, what: str, dtype: Any = np.float64, codes: bool = False) -> np.ndarray:
+    """Unit rows in float64 (cast to ``dtype``), or with ``codes`` their packed sign bits (ubinary)."""
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[1] < 1:
         raise ShapeError(f"{what} must be a 2-D array (rows, dim), got shape {x.shape}")
-    # stored as a float32 vector store holds them, multiplied in float64 so that equal rows score equally
-    x = x.astype(np.float32).astype(np.float64)
-    if not np.all(np.isfinite(x)):
-        raise DataFormatError(f"{what} hold values that are not finite numbers")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    out = np.empty((len(x), -(-x.shape[1] // 8)), np.uint8) if codes else np.empty(x.shape, dtype=dtype)
+    # a block of rows at a time: one output array and small temporaries, even for a million documents
+    step = max(1, (8 << 20) // (8 * x.shape[1]))
+    for lo in range(0, len(x), step):
+        # stored as a float32 vector store holds them, normalised in float64 so that equal rows score equally
+        block = x[lo:lo + step].astype(np.float32).astype(np.float64)
+        if not np.all(np.isfinite(block)):
+            raise DataFormatError(f"{what} hold values that are not finite numbers")
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        unit = np.divide(block, norms, out=np.zeros_like(block), where=norms > 0)
+        out[lo:lo + step] = quantize_embeddings(unit, "ubinary") if codes else unit
+    return out
 
 
 def _top_k_block(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -409,14 +476,143 @@ def _ranks_block(scores: np.ndarray, relevant: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _positive(name: str, value: Any, optional: bool = False) -> int | None:
+    if optional and value is None:
+        return None
+    if not is_integer(value) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer{' or None' if optional else ''}, got {value!r}")
+    return int(value)
+
+
+def check_index(index: str = "exact", precision: str = "float32", *, hnsw_m: int = 32, ef_construction: int = 40,
+                ef_search: int = 64, nlist: int | None = None, nprobe: int = 8) -> str:
+    """Refuse an index, a precision or index settings that :func:`search` cannot use, before any search.
+
+    Parameters
+    ----------
+    index : str, default "exact"
+        One of :data:`INDEXES`.
+    precision : str, default "float32"
+        One of :data:`PRECISIONS`.
+    hnsw_m, ef_construction, ef_search, nlist, nprobe
+        The index settings, as for :func:`search`.
+
+    Returns
+    -------
+    str
+        The precision the search stores its vectors in: ``"binary"`` for the binary index, else
+        ``precision``.
+
+    Raises
+    ------
+    UnknownNameError
+        For an index or precision not listed.
+    ConfigError
+        For a float index (flat, hnsw, ivf) asked to search binary codes, or a setting that is not a
+        positive integer (``nlist`` may be None).
+    OptionalDependencyError
+        For a faiss index when faiss (``pip install faiss-cpu``) is not installed.
+    """
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise UnknownNameError("precision", str(precision), PRECISIONS)
+    if not isinstance(index, str) or index not in INDEXES:
+        raise UnknownNameError("index", str(index), INDEXES)
+    if precision == "binary" and index in ("flat", "hnsw", "ivf"):
+        raise ConfigError(f"index {index!r} searches float32 vectors; binary codes are searched with index 'exact' "
+                          "(embstab's Hamming search) or 'binary' (faiss IndexBinaryFlat)")
+    for name, value in (("hnsw_m", hnsw_m), ("ef_construction", ef_construction), ("ef_search", ef_search),
+                        ("nprobe", nprobe)):
+        _positive(name, value)
+    _positive("nlist", nlist, optional=True)
+    if index != "exact":
+        _faiss(index)
+    return "binary" if index == "binary" else precision
+
+
+class _OneThread:
+    """faiss's OpenMP threads set to one for the block, then restored: an HNSW graph built by several
+    threads depends on which thread inserts first, an IVF's k-means on how its sums are split."""
+
+    def __init__(self, faiss: Any) -> None:
+        self.faiss = faiss
+
+    def __enter__(self) -> None:
+        self.threads = self.faiss.omp_get_max_threads()
+        self.faiss.omp_set_num_threads(1)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.faiss.omp_set_num_threads(self.threads)
+
+
+def _faiss_search(index: str, q: np.ndarray, d: np.ndarray, want: int, params: dict[str, Any]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Build a faiss index of ``d`` and return the ``want`` best (index scores, ids) of each row of ``q``,
+    the best first; float indexes read float32 unit rows, the binary index packed codes."""
+    faiss = _faiss(index)
+    if index == "binary":
+        store = faiss.IndexBinaryFlat(d.shape[1] * 8)
+        store.add(np.ascontiguousarray(d))
+        dist, ids = store.search(np.ascontiguousarray(q), want)
+        return -dist.astype(np.float64), ids.astype(np.int64)
+    dim = d.shape[1]
+    if index == "flat":
+        store = faiss.IndexFlatIP(dim)
+        store.add(d)
+    elif index == "hnsw":
+        store = faiss.IndexHNSWFlat(dim, params["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
+        store.hnsw.efConstruction = params["ef_construction"]
+        with _OneThread(faiss):  # the levels come from faiss's fixed seed; one thread fixes the links
+            store.add(d)
+        store.hnsw.efSearch = max(params["ef_search"], want)
+    else:
+        nlist = params["nlist"]
+        if nlist is None:  # about sqrt(N) lists, with the 39 training points per list k-means asks for
+            nlist = max(1, min(round(math.sqrt(len(d))), len(d) // 39))
+        if nlist > len(d):
+            raise ConfigError(f"nlist (IVF lists) must be at most the {len(d)} documents searched, got {nlist}")
+        quantizer = faiss.IndexFlatIP(dim)
+        store = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        store.cp.seed = 0
+        with _OneThread(faiss):
+            store.train(d)
+            store.add(d)
+        store.nprobe = min(params["nprobe"], nlist)
+    score, ids = store.search(q, want)
+    return score.astype(np.float64), ids.astype(np.int64)
+
+
+def _returned_scores(q: np.ndarray, documents: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """Exact search's score of each returned document (``q``: the queries' unit rows in float64), -inf for -1."""
+    out = np.full(top.shape, -np.inf)
+    step = max(1, (32 << 20) // (8 * top.shape[1] * q.shape[1]))
+    for lo in range(0, len(q), step):
+        t = top[lo:lo + step]
+        rows = _unit_rows(np.asarray(documents)[np.maximum(t, 0).ravel()], "the document vectors")
+        dots = np.einsum("qkd,qd->qk", rows.reshape(*t.shape, -1), q[lo:lo + step])
+        out[lo:lo + step] = np.where(t >= 0, dots, -np.inf)
+    return out
+
+
 def search(queries: np.ndarray, documents: np.ndarray, k: int = 10, *, relevant: np.ndarray | None = None,
-           precision: str = "float32", batch_size: int = 256) -> SearchResult:
-    """Exact cosine search: the ``k`` documents most similar to each query.
+           precision: str = "float32", batch_size: int = 256, index: str = "exact", hnsw_m: int = 32,
+           ef_construction: int = 40, ef_search: int = 64, nlist: int | None = None, nprobe: int = 8
+           ) -> SearchResult:
+    """Cosine search: the ``k`` documents most similar to each query, exactly or through a faiss index.
 
     Rows are L2-normalised (a zero row stays zero and scores 0 against everything) and compared by
-    inner product, ``batch_size`` queries at a time. Documents with equal scores are ordered by
-    index, so the result depends on the vectors alone and never on the order a sort happens to
-    leave equal values in.
+    inner product. With ``index="exact"`` (the reference) every document is scored, ``batch_size``
+    queries at a time, and documents with equal scores are ordered by index, so the result depends
+    on the vectors alone and never on the order a sort happens to leave equal values in.
+
+    The other indexes hand the same unit rows, as float32, to faiss (``pip install faiss-cpu``):
+    ``flat`` scores every document (float32 arithmetic: documents whose cosines differ by less than
+    about 1e-6 may come in either order); ``hnsw`` walks a graph of ``hnsw_m`` links per node built
+    with candidate lists of ``ef_construction`` and searched with lists of ``ef_search`` (at least
+    k + 1); ``ivf`` clusters the documents into ``nlist`` lists (k-means, seed 0) and scores those of
+    the ``nprobe`` lists nearest each query (``nprobe = nlist``: every document). Both build with one
+    thread, so the same vectors build the same index. ``binary`` is faiss's exhaustive Hamming search
+    of the packed sign bits (the precision is then ``binary``). A faiss index breaks ties as faiss
+    does, not by document index; :func:`index_flips` excuses them.
 
     Parameters
     ----------
@@ -434,7 +630,16 @@ def search(queries: np.ndarray, documents: np.ndarray, k: int = 10, *, relevant:
         positive; :func:`embstab.compress.vectorstore.quantize_embeddings`) searched by Hamming
         distance (:func:`embstab.compress.vectorstore.hamming_topk`), fewer differing bits first.
     batch_size : int, default 256
-        Queries scored at once (memory: ``batch_size × n_documents`` scores).
+        Queries scored at once by exact search (memory: ``batch_size × n_documents`` scores).
+    index : {"exact", "flat", "hnsw", "ivf", "binary"}, default "exact"
+        Where the search runs (see :data:`INDEXES`).
+    hnsw_m, ef_construction, ef_search : int, default 32, 40, 64
+        The HNSW index's links per node and candidate lists when built and when searched.
+    nlist : int, optional
+        The IVF index's lists, at most ``n_documents`` (default: about the square root of the
+        documents, at most one list per 39 documents).
+    nprobe : int, default 8
+        IVF lists searched per query (at most ``nlist``).
 
     Returns
     -------
@@ -443,19 +648,31 @@ def search(queries: np.ndarray, documents: np.ndarray, k: int = 10, *, relevant:
     Raises
     ------
     ConfigError
-        For a ``k`` outside 1 to ``n_documents``, a bad ``batch_size`` or an unknown ``precision``.
+        For a ``k`` outside 1 to ``n_documents``, a bad ``batch_size`` or index setting, or a float
+        index asked for binary codes.
+    UnknownNameError
+        For an unknown ``precision`` or ``index``.
+    OptionalDependencyError
+        For a faiss index without faiss installed.
     ShapeError
         If the arrays are not 2-D with the same dimension, or ``relevant`` does not fit.
     DataFormatError
         If a vector holds a value that is not finite.
     """
-    if not isinstance(precision, str) or precision not in PRECISIONS:
-        raise UnknownNameError("precision", str(precision), PRECISIONS)
+    params = {"hnsw_m": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search, "nlist": nlist,
+              "nprobe": nprobe}
+    precision = check_index(index, precision, **params)
     if not is_integer(batch_size) or batch_size < 1:
         raise ConfigError(f"batch_size (queries scored at once) must be a positive integer, got {batch_size!r}")
     start = time.perf_counter()
-    q, d = _unit_rows(queries, "the query vectors"), _unit_rows(documents, "the document vectors")
-    if q.shape[1] != d.shape[1]:
+    q = _unit_rows(queries, "the query vectors")
+    if index == "binary":  # only the codes are kept: 1/64 of the float64 rows
+        d = _unit_rows(documents, "the document vectors", codes=True)
+        if q.shape[1] != np.asarray(documents).shape[1]:
+            raise ShapeError(f"queries have {q.shape[1]} dimensions and documents {np.asarray(documents).shape[1]}")
+    else:
+        d = _unit_rows(documents, "the document vectors", np.float32 if index != "exact" else np.float64)
+    if q.shape[1] != d.shape[1] and index != "binary":
         raise ShapeError(f"queries have {q.shape[1]} dimensions and documents {d.shape[1]}")
     if len(d) == 0:
         raise ShapeError("there are no documents to search")
@@ -465,6 +682,8 @@ def search(queries: np.ndarray, documents: np.ndarray, k: int = 10, *, relevant:
         if relevant.shape != (len(q),) or (relevant.size and (relevant.min() < 0 or relevant.max() >= len(d))):
             raise ShapeError(f"relevant must hold one document index in [0, {len(d)}) per query ({len(q)})")
         relevant = relevant.astype(np.int64)
+    if index != "exact":
+        return _index_search(index, q, d, documents, k, relevant, precision, params, start)
     store_top = None
     if precision == "binary":
         q_codes, d_codes = quantize_embeddings(q, "ubinary"), quantize_embeddings(d, "ubinary")
@@ -473,17 +692,101 @@ def search(queries: np.ndarray, documents: np.ndarray, k: int = 10, *, relevant:
         # distance, exact in float64, so it orders the documents as the distance does
         q, d = (np.unpackbits(c, axis=1, count=q.shape[1]).astype(np.float64) * 2.0 - 1.0 for c in (q_codes, d_codes))
     top = np.zeros((len(q), k), dtype=np.int64)
+    top_scores = np.zeros((len(q), k), dtype=np.float64)
     ranks = None if relevant is None else np.zeros(len(q), dtype=np.int64)
     ties = 0
     for lo in range(0, len(q), int(batch_size)):
         scores = q[lo:lo + batch_size] @ d.T
         top[lo:lo + len(scores)], tied = _top_k_block(scores, k)
+        top_scores[lo:lo + len(scores)] = np.take_along_axis(scores, top[lo:lo + len(scores)], axis=1)
         ties += int(tied.sum())
         if ranks is not None:
             ranks[lo:lo + len(scores)] = _ranks_block(scores, relevant[lo:lo + len(scores)])
     if store_top is not None:
-        top = store_top
-    return SearchResult(top, ranks, ties, precision, time.perf_counter() - start)
+        top = store_top  # the same documents in the same order (both break ties by index)
+    return SearchResult(top, ranks, ties, precision, time.perf_counter() - start, "exact", top_scores)
+
+
+def _index_search(index: str, q: np.ndarray, d: np.ndarray, documents: np.ndarray, k: int,
+                  relevant: np.ndarray | None, precision: str, params: dict[str, Any], start: float) -> SearchResult:
+    """:func:`search` through a faiss index (``q``: float64 unit rows; ``d``: float32 unit rows, or packed codes)."""
+    want = min(k + 1, len(d))  # one more than asked: whether the k-th place is tied
+    if index == "binary":  # d holds the documents' codes
+        score, ids = _faiss_search(index, quantize_embeddings(q, "ubinary"), d, want, params)
+    else:
+        score, ids = _faiss_search(index, q.astype(np.float32), d, want, params)
+    # within what faiss returns, the order of _top_k_block: the best first, equal scores by document index
+    keys = np.where(ids >= 0, ids, np.iinfo(np.int64).max)
+    order = np.lexsort((keys, -score), axis=1)
+    score, ids = np.take_along_axis(score, order, axis=1), np.take_along_axis(ids, order, axis=1)
+    ties = int(np.sum((ids[:, k - 1] >= 0) & (ids[:, -1] >= 0) & (score[:, k - 1] == score[:, -1]))) if want > k else 0
+    top = ids[:, :k]
+    if precision == "binary":
+        dim = q.shape[1]
+        exact = dim + 2.0 * score[:, :k]  # score is −Hamming: the ±1 inner product, dim − 2 × distance
+        exact = np.where(top >= 0, exact, -np.inf)
+    else:
+        exact = _returned_scores(q, documents, top)
+    ranks = None
+    if relevant is not None:
+        hit = top == relevant[:, None]
+        ranks = np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, 0).astype(np.int64)
+    return SearchResult(top, ranks, ties, precision, time.perf_counter() - start, index, exact, depth=k)
+
+
+def index_flips(reference: SearchResult, result: SearchResult, *, tolerance: float | None = None) -> IndexFlips:
+    """The queries whose top k from an index is not an exact top k of the same vectors.
+
+    ``reference`` is exact search (``index="exact"``) of the vectors and precision ``result``
+    searched. A query flips when the k documents ``result`` returned, ordered by their exact
+    scores, fall short of the exact top k's scores at some place: a different document with the
+    same score as the one it replaces (a tie at the k-th place, broken another way) is no flip.
+    These are the flips an approximate index adds on its own, on top of those between two
+    embeddings.
+
+    Parameters
+    ----------
+    reference : SearchResult
+        Exact search of the vectors.
+    result : SearchResult
+        A search of the same queries and documents, with the same k and precision, through any index.
+    tolerance : float, optional
+        Scores closer than this are equal. Default: 0 for binary codes (integer scores),
+        :data:`FLOAT_TIE` for float32 vectors (faiss's float32 rounding).
+
+    Returns
+    -------
+    IndexFlips
+
+    Raises
+    ------
+    ShapeError
+        If the two searches differ in shape, or either lacks its returned documents' scores.
+    ConfigError
+        If ``reference`` is not an exact search, the two differ in precision, or ``tolerance`` is
+        negative.
+    """
+    if reference.index != "exact":
+        raise ConfigError(f"the reference of index_flips must be an exact search, got index {reference.index!r}")
+    if reference.precision != result.precision:
+        raise ConfigError(f"the two searches stored their vectors differently ({reference.precision} and "
+                          f"{result.precision}): compare an index with exact search of the same precision")
+    if reference.scores is None or result.scores is None or reference.scores.shape != result.scores.shape:
+        raise ShapeError("index_flips needs two searches of the same queries with the same k, both with the scores "
+                         "of the documents they returned")
+    if tolerance is None:
+        tolerance = 0.0 if result.precision == "binary" else FLOAT_TIE
+    if not isinstance(tolerance, (int, float)) or not tolerance >= 0:
+        raise ConfigError(f"tolerance must be a number >= 0, got {tolerance!r}")
+    n = len(result.scores)
+    if n == 0:
+        return IndexFlips(0, 0, float("nan"))
+    best = -np.sort(-reference.scores, axis=1)  # each place's best possible score
+    got = -np.sort(-result.scores, axis=1)
+    # the i-th best of any k documents is at most the i-th best of all: falling short anywhere is a flip
+    flipped = int(np.sum(np.any(got < best - tolerance, axis=1)))
+    recall = float(np.mean(result.scores >= best[:, -1:] - tolerance))
+    return IndexFlips(flipped, n, recall)
 
 
 def top_k_churn(top_old: np.ndarray, top_new: np.ndarray) -> tuple[int, float]:
@@ -493,7 +796,7 @@ def top_k_churn(top_old: np.ndarray, top_new: np.ndarray) -> tuple[int, float]:
     ----------
     top_old, top_new : numpy.ndarray
         ``(n_queries, k)`` document indices of the old and the new search (order within a row
-        does not matter).
+        does not matter; -1, a place a faiss index left empty, matches nothing).
 
     Returns
     -------
@@ -514,8 +817,10 @@ def top_k_churn(top_old: np.ndarray, top_new: np.ndarray) -> tuple[int, float]:
         return 0, float("nan")
     sa, sb = np.sort(a, axis=1), np.sort(b, axis=1)
     flipped = int(np.sum(np.any(sa != sb, axis=1)))
-    # rows hold distinct indices, so the shared ones are the matches of a sorted merge
-    shared = np.array([np.intersect1d(x, y, assume_unique=True).size for x, y in zip(sa, sb)], dtype=np.float64)
+    # rows hold distinct indices (-1, an index's empty place, shares nothing), so the shared ones are
+    # the matches of a sorted merge
+    shared = np.array([np.intersect1d(x[x >= 0], y[y >= 0], assume_unique=True).size for x, y in zip(sa, sb)],
+                      dtype=np.float64)
     return flipped, float(np.mean(shared / a.shape[1]))
 
 
