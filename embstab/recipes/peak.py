@@ -185,6 +185,74 @@ class Recomputed:
     inputs: dict[int, int] = field(default_factory=dict)
 
 
+def _graph(root) -> tuple[list, dict]:
+    """The nodes of the backward graph from ``root`` and, per node, how many edges reach it."""
+    nodes, stack = [], [root]
+    seen: set = set()
+    while stack:
+        f = stack.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        nodes.append(f)
+        stack.extend(nf for nf, _ in f.next_functions)
+    pending = {f: 0 for f in nodes}
+    for f in nodes:
+        for nf, _ in f.next_functions:
+            if nf is not None:
+                pending[nf] += 1
+    return nodes, pending
+
+
+def _saved_tensors(nodes: list, skip: set[int], held: dict[int, int], regions: Sequence[Recomputed]) -> tuple:
+    """What the nodes save, keyed by storage: ``saved`` per node, each checkpointed node's region,
+    the region's readers still to run, the holders and size of each storage, and the storages
+    each region recomputes."""
+    saved = {f: _saved_storages(f, skip) for f in nodes}
+    region_of: dict = {}
+    readers: dict[int, int] = {}  # region -> its nodes still to run that read saved tensors
+    for g, region in enumerate(regions):
+        for f in region.nodes:
+            if f in saved:
+                region_of[f] = g
+                readers[g] = readers.get(g, 0) + bool(saved[f])
+                # a recomputed tensor is a storage of its own, apart from the forward's original
+                saved[f] = {p if p in region.inputs else (g, p): b for p, b in saved[f].items()}
+    holders: dict = {}
+    size: dict = {}
+    for f, st in saved.items():
+        for ptr, b in st.items():
+            holders[ptr] = holders.get(ptr, 0) + 1
+            size[ptr] = max(size.get(ptr, 0), b)
+    kept = [held] + [region.inputs for region in regions]  # the checkpoints' inputs: one holder more each
+    for ptrs in kept:
+        for ptr, b in ptrs.items():
+            holders[ptr] = holders.get(ptr, 0) + 1
+            size[ptr] = max(size.get(ptr, 0), b)
+    pending_regions = {g: {p for f, h in region_of.items() if h == g for p in saved[f] if isinstance(p, tuple)}
+                       for g in set(region_of.values())}
+    return saved, region_of, readers, holders, size, pending_regions
+
+
+def _accumulate(f, slots: dict, grads: _Gradients, live: int, leaf_grads: int, peak: int) -> tuple[int, int]:
+    """An ``AccumulateGrad`` node runs: its gradients become (or add into) the leaf's ``.grad``;
+    the new peak and the bytes of new leaf gradients."""
+    for sid, layout in slots.values():
+        if getattr(getattr(f, "variable", None), "grad", None) is None:
+            # the gradient becomes the leaf's .grad: taken over if it is dense and nothing
+            # else holds its storage, else copied to a dense one
+            metas = getattr(f, "_input_metadata", ())
+            dense = _meta_bytes(metas[0]) if metas else 0
+            if (layout is None or is_dense(layout)) and grads.refs[sid] == 1 and grads.size[sid] == dense:
+                grads.live -= dense
+                grads.size[sid] = 0
+            else:
+                peak = max(peak, live + grads.live + leaf_grads + dense)
+            leaf_grads += dense
+        grads.drop(sid)  # (or it is summed into the .grad the leaf already holds, in place)
+    return peak, leaf_grads
+
+
 def backward_peak(root, skip: set[int] | None = None, regions: Sequence[Recomputed] = (),
                   held: dict[int, int] | None = None, kernels: KernelMemory | None = None) -> int:
     """Most bytes live at once while the backward pass from ``root`` runs, replayed on the graph.
@@ -214,46 +282,10 @@ def backward_peak(root, skip: set[int] | None = None, regions: Sequence[Recomput
         Peak of saved and held tensors + gradients in flight + new leaf gradients + the running
         node's allocations (the ``.grad`` tensors held before the pass are not included).
     """
-    skip = skip or set()
     kernels = kernels if kernels is not None else KernelMemory()
-    nodes, stack = [], [root]
-    seen: set = set()
-    while stack:
-        f = stack.pop()
-        if f is None or f in seen:
-            continue
-        seen.add(f)
-        nodes.append(f)
-        stack.extend(nf for nf, _ in f.next_functions)
-    pending = {f: 0 for f in nodes}
-    for f in nodes:
-        for nf, _ in f.next_functions:
-            if nf is not None:
-                pending[nf] += 1
-    saved = {f: _saved_storages(f, skip) for f in nodes}
-    held = held or {}
-    region_of: dict = {}
-    readers: dict[int, int] = {}  # region -> its nodes still to run that read saved tensors
-    for g, region in enumerate(regions):
-        for f in region.nodes:
-            if f in saved:
-                region_of[f] = g
-                readers[g] = readers.get(g, 0) + bool(saved[f])
-                # a recomputed tensor is a storage of its own, apart from the forward's original
-                saved[f] = {p if p in region.inputs else (g, p): b for p, b in saved[f].items()}
-    holders: dict = {}
-    size: dict = {}
-    for f, st in saved.items():
-        for ptr, b in st.items():
-            holders[ptr] = holders.get(ptr, 0) + 1
-            size[ptr] = max(size.get(ptr, 0), b)
-    kept = [held] + [region.inputs for region in regions]  # the checkpoints' inputs: one holder more each
-    for ptrs in kept:
-        for ptr, b in ptrs.items():
-            holders[ptr] = holders.get(ptr, 0) + 1
-            size[ptr] = max(size.get(ptr, 0), b)
-    pending_regions = {g: {p for f, h in region_of.items() if h == g for p in saved[f] if isinstance(p, tuple)}
-                       for g in set(region_of.values())}
+    nodes, pending = _graph(root)
+    saved, region_of, readers, holders, size, pending_regions = _saved_tensors(nodes, skip or set(), held or {},
+                                                                               regions)
     live = sum(b for ptr, b in size.items() if not isinstance(ptr, tuple))
     grads = _Gradients()
     leaf_grads = 0
@@ -264,19 +296,7 @@ def backward_peak(root, skip: set[int] | None = None, regions: Sequence[Recomput
         _, _, f = heapq.heappop(ready)
         slots = grads.buffers.pop(f, {})
         if type(f).__name__ == "AccumulateGrad":
-            for sid, layout in slots.values():
-                if getattr(getattr(f, "variable", None), "grad", None) is None:
-                    # the gradient becomes the leaf's .grad: taken over if it is dense and nothing
-                    # else holds its storage, else copied to a dense one
-                    metas = getattr(f, "_input_metadata", ())
-                    dense = _meta_bytes(metas[0]) if metas else 0
-                    if (layout is None or is_dense(layout)) and grads.refs[sid] == 1 and grads.size[sid] == dense:
-                        grads.live -= dense
-                        grads.size[sid] = 0
-                    else:
-                        peak = max(peak, live + grads.live + leaf_grads + dense)
-                    leaf_grads += dense
-                grads.drop(sid)  # (or it is summed into the .grad the leaf already holds, in place)
+            peak, leaf_grads = _accumulate(f, slots, grads, live, leaf_grads, peak)
             continue
         g = region_of.get(f)
         if g is not None and g in pending_regions and saved[f]:  # the recomputation starts at a read
