@@ -41,11 +41,17 @@ from embstab.data.tokenize import tokenize
 from embstab.downstream.catalog import SEARCH_INDEXES, TASKS
 from embstab.downstream.lookup import TaskVocabulary
 from embstab.embedding import Embedding
-from embstab.errors import (ConfigError, DataFormatError, OptionalDependencyError, ShapeError, UnknownNameError,
-                            lookup)
+from embstab.errors import (
+    ConfigError,
+    DataFormatError,
+    OptionalDependencyError,
+    ShapeError,
+    UnknownNameError,
+    lookup,
+)
 
-__all__ = ["RetrievalData", "SearchResult", "IndexFlips", "PRECISIONS", "INDEXES", "APPROXIMATE_INDEXES",
-           "FLOAT_TIE", "load_retrieval", "text_vectors", "search", "check_index", "index_flips", "top_k_churn",
+__all__ = ["RetrievalData", "SearchResult", "IndexFlips", "PRECISIONS", "INDEXES", "FLOAT_TIE",
+           "load_retrieval", "text_vectors", "search", "check_index", "index_flips", "top_k_churn",
            "chance_levels", "retrieval_token_counts"]
 
 #: How vectors are stored for search: ``float32`` (exact cosine search on float32 rows) or
@@ -56,9 +62,6 @@ PRECISIONS: tuple[str, ...] = ("float32", "binary")
 #: index: ``flat`` (IndexFlatIP), ``hnsw`` (IndexHNSWFlat, inner product), ``ivf`` (IndexIVFFlat,
 #: inner product) or ``binary`` (IndexBinaryFlat on the packed sign bits, Hamming distance).
 INDEXES: tuple[str, ...] = SEARCH_INDEXES
-
-#: The indexes that skip documents, and so miss some of the true top k on their own.
-APPROXIMATE_INDEXES: tuple[str, ...] = ("hnsw", "ivf")
 
 #: Cosines closer than this count as equal when an index's results are checked against exact search:
 #: faiss scores in float32, whose rounding over a few hundred dimensions reaches a few 1e-7, so an
@@ -540,7 +543,7 @@ class _OneThread:
         self.threads = self.faiss.omp_get_max_threads()
         self.faiss.omp_set_num_threads(1)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.faiss.omp_set_num_threads(self.threads)
 
 
