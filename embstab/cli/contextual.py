@@ -7,11 +7,24 @@ import json
 import sys
 from pathlib import Path
 
-from embstab.cli.options import (add_progress, add_threads, learning_rate, positive_int, seed, show_progress,
-                                 threads_or_all, unit_fraction)
+from embstab.cli.options import (
+    add_progress,
+    add_threads,
+    learning_rate,
+    positive_int,
+    seed,
+    show_progress,
+    threads_or_all,
+    unit_fraction,
+)
 from embstab.errors import EmbstabError
 
-__all__ = ["register", "run_pretrain", "run_features", "run_disagreement", "run_download"]
+#: The retrieval tasks of embstab.downstream (kept here as names: the CLI starts without importing them).
+RETRIEVAL_TASKS = ("wiki_retrieval", "bbc_retrieval")
+#: Vector-store precisions (embstab.compress.vectorstore.PRECISIONS).
+STORE_PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+
+__all__ = ["register", "run_disagreement", "run_download", "run_features", "run_pretrain"]
 
 HELP = "pretrain BERT pairs, extract word-type embeddings, measure frozen-feature disagreement, download models"
 DESCRIPTION = """\
@@ -29,7 +42,11 @@ a model by itself).
                 its occurrences in a corpus or text file; writes any format `embstab compare` reads
   disagreement  the same classifier (linear or mlp) trained on each model's frozen sentence
                 features of a task, or the same tagger (bilstm) on each model's frozen per-word
-                features of brown_pos; percent of test predictions (tags) that differ
+                features of brown_pos; percent of test predictions (tags) that differ. On
+                wiki_retrieval / bbc_retrieval each model's sentence vectors search the documents
+                (stored at --precision: float32, int8, uint8, binary, ubinary, as
+                sentence-transformers quantizes them; --new-precision for NEW alone): percent of
+                queries whose top-k documents change, beside recall@k, MRR and bytes per vector
   download      fetch a BERT model (config.json, model.safetensors, tokenizer) from the Hugging
                 Face hub or a mirror into the cache, where hub:ORG/NAME finds it; pickle weights
                 (pytorch_model.bin) are refused"""
@@ -46,6 +63,9 @@ examples:
   embstab contextual disagreement builtin:minilm_l6 --quantize-new fp8_e4m3 --task bbc_topic
   embstab contextual disagreement runs/bert/a --seed-baseline --task rt_subjectivity
   embstab contextual disagreement runs/bert/a runs/bert/b --task brown_pos --limit 2000
+  embstab contextual disagreement builtin:minilm_l6 builtin:minilm_l6 --task wiki_retrieval --new-precision binary
+  embstab contextual disagreement builtin:minilm_l6 builtin:minilm_l6 --task wiki_retrieval --new-precision binary --rescore 4
+  embstab contextual disagreement runs/ft/a runs/ft/b --task wiki_retrieval --precision int8 --k 10
   embstab contextual download sentence-transformers/all-MiniLM-L6-v2
   embstab contextual features hub:sentence-transformers/all-MiniLM-L6-v2 --corpus gensim_lee --out g.txt"""
 
@@ -74,7 +94,9 @@ ACTIONS = {
                 "in a corpus or text file; writes any format `embstab compare` reads.",
     "disagreement": "The same classifier (linear or mlp) trained on each model's frozen sentence features of a task, "
                     "or the same tagger (bilstm) on each model's frozen per-word features of brown_pos; prints the "
-                    "percent of test predictions (tags) that differ, beside each model's quality.",
+                    "percent of test predictions (tags) that differ, beside each model's quality. On a retrieval "
+                    "task each model's sentence vectors, stored at a vector-store precision, search the documents: "
+                    "prints the percent of queries whose top-k set changes, recall@k, MRR and bytes per vector.",
 }
 
 
@@ -142,20 +164,32 @@ def register(subparsers) -> None:
                      help="the new model (omit with --seed-baseline or --quantize-new)")
     dis.add_argument("--quantize-new", metavar="FORMAT", help="NEW = OLD with weights rounded to this lowprec format")
     dis.add_argument("--seed-baseline", action="store_true", help="OLD against OLD, classifier seeds S and S+1000")
-    dis.add_argument("--task", choices=["rt_sentiment", "rt_subjectivity", "bbc_topic", "brown_pos"],
-                     default="rt_sentiment", help="classification task, or brown_pos tagging on per-word features")
+    dis.add_argument("--task", choices=["rt_sentiment", "rt_subjectivity", "bbc_topic", "brown_pos", *RETRIEVAL_TASKS],
+                     default="rt_sentiment", help="classification task, brown_pos tagging on per-word features, or a "
+                                                  "retrieval task (known-item search with the sentence vectors)")
     dis.add_argument("--classifier", choices=["linear", "mlp", "bilstm", "bilstm_crf"],
                      help="task model: linear (default) or mlp for classification, bilstm (default) or bilstm_crf "
                           "for brown_pos")
     dis.add_argument("--seed", type=seed, default=0, help="classifier seed (default 0)")
-    dis.add_argument("--limit", type=positive_int, help="use at most N examples")
+    dis.add_argument("--limit", type=positive_int, help="use at most N examples (retrieval: query-document pairs)")
     dis.add_argument("--epochs", type=positive_int, help="maximum epochs (default per classifier)")
     dis.add_argument("--lr", type=learning_rate, help="Adam learning rate, 1e-8 to 10 (default per classifier)")
     dis.add_argument("--layer", type=int, default=-1, help="hidden state to pool (default -1, the last)")
-    dis.add_argument("--pooling", choices=["mean", "cls"], default="mean", help="sentence features (default mean)")
+    dis.add_argument("--pooling", choices=["mean", "cls"],
+                     help="sentence features (default mean; retrieval: the model's own pipeline)")
     dis.add_argument("--subword", choices=["first", "mean"], default="first",
                      help="brown_pos: a word's vector is its first piece's (default) or its pieces' mean")
     dis.add_argument("--batch-size", type=positive_int, default=32, help="extraction batch size")
+    ret = dis.add_argument_group("retrieval tasks (wiki_retrieval, bbc_retrieval)")
+    ret.add_argument("--k", type=positive_int, help="documents returned per query, whose set a flip changes (default 10)")
+    ret.add_argument("--precision", choices=STORE_PRECISIONS,
+                     help="how both models' document and query vectors are stored (default float32); int8/uint8 "
+                          "buckets are calibrated on the documents, binary codes searched by Hamming distance")
+    ret.add_argument("--new-precision", choices=STORE_PRECISIONS, help="NEW's precision, when it differs")
+    ret.add_argument("--truncate-dim", type=positive_int, metavar="D",
+                     help="keep the leading D dimensions of both models' vectors (Matryoshka), renormalised")
+    ret.add_argument("--rescore", type=_multiplier, metavar="M",
+                     help="binary members: re-rank the k x M nearest codes with the float query")
     add_threads(dis)
     dis.add_argument("--output", choices=["table", "json"], default="table")
     add_progress(dis)
@@ -173,6 +207,19 @@ def register(subparsers) -> None:
     add_progress(dl)
     dl.set_defaults(func=run_download)
     p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def _multiplier(text: str) -> float:
+    """argparse type of --rescore: a finite number >= 1."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 1):
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return value
 
 
 def _model_folder(spec: str | None) -> str | None:
@@ -346,14 +393,19 @@ def run_disagreement(args: argparse.Namespace) -> int:
     given = sum(x is not None and x is not False for x in (args.new, args.quantize_new, args.seed_baseline or None))
     if given != 1:
         raise EmbstabError("give a new model NEW, or one of --quantize-new FORMAT / --seed-baseline")
+    retrieval = args.task in RETRIEVAL_TASKS
+    _check_task_options(args, retrieval)
     check_inputs([("OLD", _model_folder(args.old)), ("NEW", _model_folder(args.new))])
     a = _model(args.old)
-    b = (a if args.seed_baseline else quantize_weights(a, args.quantize_new) if args.quantize_new
-         else _model(args.new))
+    # the same model named twice is loaded (and its texts encoded) once
+    b = (a if args.seed_baseline or args.new == args.old else quantize_weights(a, args.quantize_new)
+         if args.quantize_new else _model(args.new))
+    if retrieval:
+        return _retrieval(args, a, b)
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
     res = contextual_disagreement(a, b, args.task, args.classifier, args.seed,
                                   seed_b=args.seed + 1000 if args.seed_baseline else None, limit=args.limit,
-                                  layer=args.layer, pooling=args.pooling, subword=args.subword,
+                                  layer=args.layer, pooling=args.pooling or "mean", subword=args.subword,
                                   batch_size=args.batch_size,
                                   threads=threads_or_all(args.threads, hint=show_progress(args)),
                                   progress=show_progress(args), **kwargs)
@@ -372,6 +424,57 @@ def run_disagreement(args: argparse.Namespace) -> int:
     print(f"disagreement: {res.disagreement:.2f}% of predictions differ")
     print(f"accuracy old: {res.quality_old:.2f}%   accuracy new: {res.quality_new:.2f}%"
           + (f"   (majority class: {s['majority_rate']:.2f}%)" if "majority_rate" in s else ""))
+    return 0
+
+
+def _check_task_options(args: argparse.Namespace, retrieval: bool) -> None:
+    """Refuse the options of the other family of tasks (trained models vs. search), naming the flag."""
+    if retrieval:
+        for attr, flag in (("classifier", "--classifier"), ("epochs", "--epochs"), ("lr", "--lr")):
+            if getattr(args, attr) is not None:
+                raise EmbstabError(f"{flag} applies to trained tasks; {args.task} trains nothing (the sentence vectors "
+                                   "rank the documents)")
+        return
+    for attr, flag in (("k", "--k"), ("precision", "--precision"), ("new_precision", "--new-precision"),
+                       ("truncate_dim", "--truncate-dim"), ("rescore", "--rescore")):
+        if getattr(args, attr) is not None:
+            raise EmbstabError(f"{flag} applies to retrieval tasks ({', '.join(RETRIEVAL_TASKS)}), not to {args.task}")
+
+
+def _retrieval(args: argparse.Namespace, a, b) -> int:
+    """``contextual disagreement`` on a retrieval task: each model's sentence vectors, stored at their
+    precision, search the documents; prints the flipped queries, recall@k, MRR and bytes per vector."""
+    from embstab.contextual.retrieval import contextual_retrieval_disagreement
+
+    res = contextual_retrieval_disagreement(
+        a, b, args.task, layer=args.layer, pooling=args.pooling, batch_size=args.batch_size,
+        threads=threads_or_all(args.threads, hint=show_progress(args)), progress=show_progress(args),
+        precision=args.precision or "float32", new_precision=args.new_precision, truncate_dim=args.truncate_dim,
+        rescore=args.rescore, k=10 if args.k is None else args.k, limit=args.limit)
+    if args.output == "json":
+        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
+        print()
+        return 0
+    s = res.settings
+    k, level = s["k"], s.get("interval_level", 0.95)
+    low, high = res.disagreement_interval
+    print(f"task {res.task}, exact search of layer {args.layer} sentence vectors, {res.n_test} queries over "
+          f"{s['n_documents']} documents, k = {k}"
+          + (f", truncated to {s['truncate_dim']} dims" if s.get("truncate_dim") else ""))
+    for label in ("old", "new"):
+        how = s[f"precision_{label}"] + (f", rescored x{s['rescore']:g}" if s[f"mrr_depth_{label}"] else "")
+        print(f"{label}: {s[f'model_{label}']} ({how}, {s[f'dim_{label}']} dims, "
+              f"{s[f'bytes_per_vector_{label}']} bytes per vector)")
+    print(f"disagreement: {res.disagreement:.2f}% of queries' top-{k} sets differ   [{low:.2f}, {high:.2f}] "
+          f"{level:.0%} interval over the queries;  mean top-{k} overlap {s['overlap_at_k']:.3f}")
+    mrr = lambda label: ("MRR" if s[f"mrr_depth_{label}"] is None
+                         else f"MRR@{s[f'mrr_depth_{label}']}")
+    print(f"recall@{k} old: {res.quality_old:.2f}%   new: {res.quality_new:.2f}%   {mrr('old')} old: "
+          f"{s['mrr_old']:.4f}   {mrr('new')} new: {s['mrr_new']:.4f}   (random ranking: recall@{k} "
+          f"{s['chance']:.2f}%, MRR {s['chance_mrr']:.4f})")
+    ties = max(s["ties_at_k_old"], s["ties_at_k_new"])
+    print(f"search time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s"
+          + (f";  {ties} queries with a tie at rank {k} (decided by document index)" if ties else ""))
     return 0
 
 
