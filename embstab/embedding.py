@@ -12,7 +12,7 @@ import numpy as np
 from embstab._numbers import is_integer
 from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError
 
-__all__ = ["Embedding", "shared_vocabulary", "take_top_n", "procrustes_rotation", "register_writer"]
+__all__ = ["DEFAULT_TOP_N", "Embedding", "shared_vocabulary", "take_top_n", "procrustes_rotation", "register_writer"]
 
 # The writer behind Embedding.save. embstab.io builds Embedding objects, so this module cannot
 # import it without closing an import cycle; io installs its ``save`` here instead, and
@@ -512,6 +512,18 @@ def shared_vocabulary(a: Embedding, b: Embedding, top_n: int | None = None, rank
     return take_top_n(shared, top_n, exact=exact, names=names, note=" (with the anchors)" if others else "")
 
 
+class _AtMost(int):
+    """A ``top_n`` that is a ceiling: fewer shared words are all kept, where a plain integer is exact."""
+
+    def __repr__(self) -> str:
+        return str(int(self))
+
+
+#: The default ``top_n`` of :func:`embstab.compare` and ``embstab compare``: the paper's 10,000
+#: most frequent shared words, or all of them when a pair shares fewer (a ceiling, not a demand).
+DEFAULT_TOP_N = _AtMost(10000)
+
+
 def take_top_n(words: Sequence[str], top_n: int | None, *, exact: bool = False,
                names: str = "the two embeddings", note: str = "") -> list[str]:
     """The first ``top_n`` of a shared vocabulary in rank order: how every part of embstab applies ``top_n``.
@@ -524,7 +536,8 @@ def take_top_n(words: Sequence[str], top_n: int | None, *, exact: bool = False,
     words : sequence of str
         The shared words, most frequent first.
     top_n : int or None
-        How many to keep, > 0; None keeps all.
+        How many to keep, > 0; None keeps all. :data:`DEFAULT_TOP_N` is a ceiling even with
+        ``exact``.
     exact : bool, default False
         Refuse fewer than ``top_n`` words instead of keeping them all.
     names : str, optional
@@ -548,9 +561,10 @@ def take_top_n(words: Sequence[str], top_n: int | None, *, exact: bool = False,
         return words
     if not is_integer(top_n) or top_n <= 0:
         raise ShapeError(f"top_n must be a positive integer (or None for all shared words), got {top_n!r}")
-    if exact and len(words) < top_n:
+    if exact and len(words) < top_n and not isinstance(top_n, _AtMost):
+        # both spellings: this reaches the command line as it is (one line, naming the flag)
         raise VocabularyError(f"top_n={top_n} was asked but {names} share only {len(words)} words{note}; "
-                              "pass a smaller top_n or top_n=None for all shared words")
+                              "pass a smaller top_n (--top-n), or top_n=None (--top-n 0) for all shared words")
     return words[:top_n]
 
 

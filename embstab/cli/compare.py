@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import warnings
 import sys
 
 from embstab.cli.options import add_trust_pickle, non_negative_int
+from embstab.embedding import DEFAULT_TOP_N
 from embstab.errors import EmbstabError
 from embstab.cli.names import DEFAULT_MEASURES, EUCLIDEAN_MEASURES, LARGER_IS_MORE_STABLE
 
@@ -68,7 +68,7 @@ def register(subparsers) -> None:
     p.add_argument("--anchor-new", metavar="ANCHOR", help="anchor embedding of NEW's side (for EIS)")
     p.add_argument("--measures", nargs="+", metavar="NAME", choices=sorted(WORD_MEASURES),
                    help=f"measures to compute (default: {' '.join(DEFAULT_MEASURES)})")
-    p.add_argument("--top-n", type=non_negative_int, default=None, metavar="N",
+    p.add_argument("--top-n", type=_top_n, default=DEFAULT_TOP_N, metavar="N",
                    help="compare the N most frequent shared words (default 10000, or all when fewer are "
                         "shared; 0 = all)")
     p.add_argument("--rank-by", choices=["old", "new"], default="old",
@@ -84,6 +84,11 @@ def register(subparsers) -> None:
                    help="a word repeated in a file is an error (default) or keeps its first occurrence")
     add_trust_pickle(p)
     p.set_defaults(func=run)
+
+
+def _top_n(text: str) -> int | None:
+    """argparse type: N of --top-n, 0 spelling the library's None (all shared words)."""
+    return non_negative_int(text) or None
 
 
 def _null_samples(text: str) -> int:
@@ -117,25 +122,13 @@ def _emit(df, output: str, document: dict, header: list[str], footer: list[str])
         print("\n".join([*header, df.to_string(index=False, float_format=lambda v: f"{v:.6g}"), *footer]))
 
 
-def _manifold_file(path: str) -> bool:
-    """Whether ``path`` is a file of :mod:`embstab.hyperbolic` (its first line is one of their magic lines)."""
-    if not os.path.isfile(path):  # a FIFO or device would block the read: the loader says what is wrong
-        return False
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(64).strip()
-    except OSError:
-        return False
-    return first.startswith(b"# embstab-")
-
-
-def _run_manifold(args: argparse.Namespace) -> int:
+def _run_manifold(args: argparse.Namespace, formats: tuple[str | None, str | None]) -> int:
     """``embstab compare`` of two hyperbolic (or product) embeddings of the same nodes, by their distances."""
     from embstab.hyperbolic.io import load_embedding
     from embstab.measures.compare import compare
 
-    for side, path in (("OLD", args.old), ("NEW", args.new)):
-        if not _manifold_file(path):
+    for side, path, fmt in (("OLD", args.old, formats[0]), ("NEW", args.new, formats[1])):
+        if fmt != "hyperbolic":
             raise EmbstabError(f"{side} ({path}) is not an embstab hyperbolic embedding file, but the other side is: "
                                "compare two of a kind")
     if args.anchor_old or args.anchor_new:
@@ -168,10 +161,12 @@ def run(args: argparse.Namespace) -> int:
         If only one anchor is given, ``--top-n`` exceeds the shared vocabulary, or loading or a
         measure fails on bad input.
     """
+    from embstab.io import sniff_format
     from embstab.measures.compare import compare
 
-    if _manifold_file(args.old) or _manifold_file(args.new):
-        return _run_manifold(args)
+    formats = (sniff_format(args.old), sniff_format(args.new))  # embstab.io tells the files apart
+    if "hyperbolic" in formats:
+        return _run_manifold(args, formats)
     if (args.anchor_old is None) != (args.anchor_new is None):
         raise EmbstabError("give both --anchor-old and --anchor-new, or neither")
     a = _load(args.old, args.duplicates, args.trust_pickle)
@@ -182,19 +177,9 @@ def run(args: argparse.Namespace) -> int:
     if args.anchor_old:
         anchors = (_load(args.anchor_old, args.duplicates, args.trust_pickle),
                    _load(args.anchor_new, args.duplicates, args.trust_pickle))
-    shared = set(a.words).intersection(b.words)
-    if anchors != "self":
-        shared = shared.intersection(anchors[0].words, anchors[1].words)
-    top_n = args.top_n
-    if top_n is None:
-        top_n = min(10000, len(shared))  # the default adapts to small vocabularies
-    elif top_n > len(shared):
-        raise EmbstabError(f"--top-n {top_n} asks for more words than the {len(shared)} that OLD and NEW"
-                           f"{' and the anchors' if anchors != 'self' else ''} share; give a smaller --top-n, "
-                           "or --top-n 0 for all shared words")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        df = compare(a, b, anchors=anchors, measures=args.measures, top_n=top_n or None, rank_by=args.rank_by,
+        df = compare(a, b, anchors=anchors, measures=args.measures, top_n=args.top_n, rank_by=args.rank_by,
                      device=args.device, null_samples=args.null_samples)
     for w in caught:  # a caveat about this comparison: one line, in the CLI's voice
         print(f"embstab compare: warning: {w.message}", file=sys.stderr)

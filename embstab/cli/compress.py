@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         format, an output would overwrite an input, or loading fails on bad input.
     """
     from embstab._fs import check_outputs, check_writable, is_special
-    from embstab.compress import compress_embedding, optimal_clip
+    from embstab.compress import compress_like
     from embstab.compress.embedding import resolve_storage
     from embstab.errors import EmbstabError
     from embstab.io import format_of_path, load, save
@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
                            "applies with --precision")
     fmt = None if args.format.lower() == "uniform" else args.format
     try:
-        kind, spec, _ = resolve_storage(args.bits, fmt, None)
+        kind, _, _ = resolve_storage(args.bits, fmt, None)  # checked here to name the flag
     except ValueError as exc:
         if args.bits is None and fmt is None:
             raise EmbstabError("give --bits B for uniform quantization, or --format FMT for a number format") \
@@ -224,36 +224,21 @@ def run(args: argparse.Namespace) -> int:
     transform = _transform(args)
     if transform != "none" and kind != "uniform":
         raise EmbstabError(f"--rotate/--ocs/--tt-ranks apply to uniform quantization (--bits), not --format {args.format}")
-    progress = show_progress(args)
     emb = load(args.input, trust_pickle=args.trust_pickle)
-    if transform != "none":
-        out, reference = _compress_transformed(emb, args, spec, transform)
-    else:
-        clip = None
-        if args.like:
-            old = load(args.like, trust_pickle=args.trust_pickle)
-            emb = emb.align_to(old)
-            if kind == "uniform":
-                clip = optimal_clip(old.vectors, spec, progress=progress)
-        out = compress_embedding(emb, spec if kind == "uniform" else None,
-                                 format=None if kind == "uniform" else spec, clip=clip, rounding=args.rounding,
-                                 seed=args.seed, progress=progress)
-        reference = emb
+    like = load(args.like, trust_pickle=args.trust_pickle) if args.like else None
+    result = compress_like(emb, like, args.bits, format=fmt, transform=transform, rounding=args.rounding,
+                           seed=args.seed, progress=show_progress(args))
+    out = result.embedding
     if args.output_format == "embstab":
         save(out, args.output, format="embstab")  # the exact codes, bit-packed
     else:
         save(out.astype("float32"), args.output, format=args.output_format)
-    overlap = _knn_overlap(reference, out)
+    overlap = _knn_overlap(result.reference, out)
     if not args.quiet:
-        info = out.metadata["compression"]
-        if transform != "none":
-            detail = transform
-        else:
-            detail = f"clip {info['clip']:.4g}" if "clip" in info else info.get("format", "")
         size = "" if is_special(args.output) else f", {os.path.getsize(args.output)} bytes"
         knn_text = "" if overlap is None else f", k-NN overlap {overlap:.3f}"
-        print(f"{len(out)} words x {out.dim} dims -> {info['memory_bits_per_word']:g} bits/word "
-              f"({detail}){size}{knn_text}: {args.output}", file=sys.stderr)
+        print(f"{len(out)} words x {out.dim} dims -> {result.bits_per_word:g} bits/word "
+              f"({result.method}){size}{knn_text}: {args.output}", file=sys.stderr)
     if overlap is not None and overlap < KNN_WARN_BELOW:
         _warn_low_overlap(transform if transform != "none" else "compression", overlap, args, len(emb))
     return 0
@@ -329,24 +314,3 @@ def _knn_overlap(reference, out) -> float | None:
     # float32 scores: half the time of float64 on a large table, and a summary needs no more
     return float(knn(reference.vectors, out.vectors, k=_KNN_K, n_queries=_KNN_QUERIES if n > _KNN_QUERIES else None,
                      seed=_KNN_SEED, dtype="float32"))
-
-
-def _compress_transformed(emb, args: argparse.Namespace, bits: int, transform: str):
-    """Quantize ``emb`` through a transform, against ``--like`` when given (its clip and splits).
-
-    Returns the compressed embedding, which keeps its codes in the transformed coordinates, and
-    the uncompressed one it stands for (aligned to ``--like``).
-    """
-    from embstab._fs import json_safe
-    from embstab.compress import transform_quantize_pair
-    from embstab.io import load
-
-    seed_value = 0 if args.seed is None else args.seed
-    old = load(args.like, trust_pickle=args.trust_pickle) if args.like else emb
-    new = emb.align_to(old) if args.like else emb
-    res = transform_quantize_pair(old.vectors, new.vectors, bits, transform, rounding=args.rounding, seed=seed_value)
-    meta = {"method": "uniform", "bits": bits, "transform": transform, "rounding": args.rounding,
-            "memory_bits_per_word": res.bits_per_word, **res.details}
-    out = new.with_vectors(res.new, compression=meta)
-    out.codes = res.stored[1].to_data(out.words, out.counts, out.name, json_safe(out.metadata))
-    return out, new

@@ -5,7 +5,8 @@ bit-packed ``.esq`` file format (:mod:`embstab.io.compressed`).
 
 from __future__ import annotations
 
-from embstab.compress.embedding import compress_embedding, compress_pair, quantize_embedding, save_compressed
+from embstab.compress.embedding import (CompressResult, compress_embedding, compress_like, compress_pair,
+                                       quantize_embedding, save_compressed)
 from embstab.compress.memory import bits_per_entry, memory_bits, memory_table
 from embstab.compress.pca import truncate_dimension
 from embstab.compress.transforms import TRANSFORMS, Transform, TransformError, parse_transform, transform_quantize_pair
@@ -16,7 +17,7 @@ from embstab.compress.vectorstore import (PRECISIONS, HammingTopK, RescoredTopK,
 from embstab.io.compressed import CompressedData, read_compressed, read_compressed_data
 
 __all__ = [
-    "CompressedData", "bits_per_entry", "compress_embedding", "compress_pair", "memory_bits", "memory_table",
+    "CompressResult", "CompressedData", "bits_per_entry", "compress_embedding", "compress_like", "compress_pair", "memory_bits", "memory_table",
     "optimal_clip", "quantization_error", "quantize_embedding", "read_compressed", "read_compressed_data",
     "save_compressed", "truncate_dimension", "uniform_quantize",
     "TRANSFORMS", "Transform", "TransformError", "parse_transform", "transform_quantize_pair",

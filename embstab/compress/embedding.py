@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,8 @@ from embstab.pair import MISSING, unpack_pair
 from embstab.lowprec import (Format, UniformFormat, as_generator, check_rounding, get_format, handler_for,
                              quantize)
 
-__all__ = ["quantize_embedding", "compress_embedding", "compress_pair", "save_compressed", "resolve_storage"]
+__all__ = ["CompressResult", "quantize_embedding", "compress_embedding", "compress_like", "compress_pair",
+           "save_compressed", "resolve_storage"]
 
 
 def resolve_storage(bits: int | None, format: Format | str | None, clip: float | None) -> tuple[str, Any, int]:
@@ -222,13 +224,9 @@ def compress_pair(old: Embedding, new: Embedding = MISSING, bits: int = MISSING,
     gen = as_generator(seed, torch.device("cpu"))
     if not t.is_identity:
         res = transform_quantize_pair(old.vectors, aligned.vectors, spec, t, rounding=rounding, seed=gen)
-        meta = {"method": "uniform", "bits": spec, "transform": t.name, "rounding": rounding,
-                "memory_bits_per_word": res.bits_per_word, **res.details}
-        old_c = old.with_vectors(res.old, compression=dict(meta))
-        new_c = aligned.with_vectors(res.new, compression={**meta, "aligned_to": old.name})
-        for emb, stored in zip((old_c, new_c), res.stored):
-            emb.codes = stored.to_data(emb.words, emb.counts, emb.name, json_safe(emb.metadata))
-        return old_c, new_c
+        meta = _transform_metadata(spec, t.name, rounding, res)
+        return (_with_codes(old, res.old, dict(meta), res.stored[0]),
+                _with_codes(aligned, res.new, {**meta, "aligned_to": old.name}, res.stored[1]))
     if kind == "uniform":
         r = optimal_clip(old.vectors, spec, progress=progress)
         old_c = compress_embedding(old, spec, clip=r, rounding=rounding, seed=gen)
@@ -238,6 +236,137 @@ def compress_pair(old: Embedding, new: Embedding = MISSING, bits: int = MISSING,
         new_c = compress_embedding(aligned, format=spec, rounding=rounding, seed=gen)
     new_c.metadata["compression"]["aligned_to"] = old.name
     return old_c, new_c
+
+
+def _transform_metadata(bits: int, name: str, rounding: str, res: Any) -> dict[str, Any]:
+    """``metadata["compression"]`` of a member quantized through a transform (``res``: a TransformedPair)."""
+    return {"method": "uniform", "bits": bits, "transform": name, "rounding": rounding,
+            "memory_bits_per_word": res.bits_per_word, **res.details}
+
+
+def _with_codes(emb: Embedding, vectors: np.ndarray, meta: dict[str, Any], stored: Any) -> Embedding:
+    """``emb`` holding the dequantized ``vectors``, with its codes kept in the transformed coordinates."""
+    out = emb.with_vectors(vectors, compression=meta)
+    out.codes = stored.to_data(out.words, out.counts, out.name, json_safe(out.metadata))
+    return out
+
+
+@dataclass
+class CompressResult:
+    """One embedding compressed by :func:`compress_like`, with what it stands for and how.
+
+    Parameters
+    ----------
+    embedding : Embedding
+        The compressed embedding, dequantized (float32) in the original coordinates; it keeps its
+        exact codes, so saving it to ``.esq`` stores them, and ``metadata["compression"]``
+        describes the method and its memory per word.
+    reference : Embedding
+        The uncompressed embedding it stands for: the input, aligned to ``like`` when one was given
+        (what its k-NN overlap is measured against).
+    transform : str
+        The transform quantized through, as spelled by the caller (``"none"`` without one).
+    """
+
+    embedding: Embedding
+    reference: Embedding
+    transform: str = "none"
+
+    @property
+    def method(self) -> str:
+        """How the entries were quantized, in a few words: the transform, the uniform clip or the number format.
+
+        Returns
+        -------
+        str
+            ``"hadamard+ocs:0.03"``, ``"clip 1.234"`` or ``"fp8_e4m3fn"``.
+        """
+        if self.transform != "none":
+            return self.transform
+        info = self.embedding.metadata["compression"]
+        return f"clip {info['clip']:.4g}" if "clip" in info else str(info.get("format", ""))
+
+    @property
+    def bits_per_word(self) -> float:
+        """Memory per word of the compressed embedding, in bits (its codes, transforms included).
+
+        Returns
+        -------
+        float
+        """
+        return self.embedding.metadata["compression"]["memory_bits_per_word"]
+
+
+def compress_like(emb: Embedding, like: Embedding | None = None, bits: int | None = None, *,
+                  format: Format | str | None = None, transform: str | None = None, rounding: str = "nearest",
+                  seed: Any = None, progress: bool = False) -> CompressResult:
+    """Compress one embedding, as the newer member of a pair when ``like`` (the older one) is given.
+
+    This is ``embstab compress IN OUT [--like OLD]``. With ``like``, ``emb`` is first rotated onto
+    it (orthogonal Procrustes on the shared words, see :meth:`Embedding.align_to`) and quantized
+    on the grid chosen on ``like``: the uniform clip found on ``like``, and through a transform,
+    ``like``'s outlier splits (the same ``seed`` gives the same rotation for both members).
+    Compressing ``like`` itself with the same settings and no ``like`` gives the other member.
+    Without ``like`` the grid is ``emb``'s own.
+
+    Parameters
+    ----------
+    emb : Embedding
+        The embedding to compress.
+    like : Embedding, optional
+        The older member of the pair, of the same dimension and sharing words with ``emb``.
+    bits : int, optional
+        Uniform bit rate (see :func:`quantize_embedding`).
+    format : Format or str, optional
+        A number format instead of uniform (see :func:`quantize_embedding`).
+    transform : str, optional
+        Around uniform quantization (see :func:`embstab.compress.transforms.parse_transform`):
+        ``"hadamard"``, ``"orthogonal"``, ``"ocs:R"``, a rotation and OCS joined by ``+``,
+        ``"tt:R"`` or ``"none"``; recorded in the metadata as spelled.
+    rounding : str, default "nearest"
+        Rounding mode (any of :data:`embstab.lowprec.ROUNDINGS`).
+    seed : int or torch.Generator, optional
+        Randomness of stochastic rounding and of the rotation. Through a transform None is 0 (the
+        rotation is reproducible); otherwise None is torch's default generator.
+    progress : bool, default False
+        Progress bar for the clip search.
+
+    Returns
+    -------
+    CompressResult
+        The compressed embedding (with its codes), the uncompressed one it stands for, and the
+        transform.
+
+    Raises
+    ------
+    TransformError
+        A transform with a number format (transforms apply to uniform quantization), or a
+        malformed one.
+    ValueError
+        For contradictory or unsupported bits/format (a :class:`~embstab.errors.ConfigError`).
+    ShapeError
+        For an empty embedding, or ``like`` of another dimension.
+    VocabularyError
+        When ``emb`` and ``like`` share too few words to align.
+    """
+    rounding = check_rounding(rounding)
+    t = parse_transform(transform)
+    kind, spec, _ = resolve_storage(bits, format, None)  # bits with a format: checked against its width
+    if not t.is_identity and kind != "uniform":
+        raise TransformError(f"compression transform {t.name!r} applies to uniform quantization (bits=), not format=")
+    reference = emb if like is None else emb.align_to(like)
+    if t.is_identity:
+        clip = optimal_clip(like.vectors, spec, progress=progress) if like is not None and kind == "uniform" else None
+        out = compress_embedding(reference, spec if kind == "uniform" else None,
+                                 format=None if kind == "uniform" else spec, clip=clip, rounding=rounding, seed=seed,
+                                 progress=progress)
+        return CompressResult(out, reference)
+    name = transform if isinstance(transform, str) else t.name
+    # the grid (clip, splits) is chosen on the first member: like's, or emb's own
+    res = transform_quantize_pair((reference if like is None else like).vectors, reference.vectors, spec, t,
+                                  rounding=rounding, seed=0 if seed is None else seed)
+    return CompressResult(_with_codes(reference, res.new, _transform_metadata(spec, name, rounding, res),
+                                      res.stored[1]), reference, name)
 
 
 def save_compressed(emb: Embedding | CompressedData, path: str | os.PathLike, bits: int | None = None, *,

@@ -30,11 +30,10 @@ from embstab._fs import atomic_write, json_safe
 from embstab._textfiles import loads_json
 from embstab.errors import EmbeddingFormatError
 from embstab.hyperbolic.errors import HyperbolicError
+# the magic lines live with the other formats' leading bytes, where files are told apart
+from embstab.io import HYPERBOLIC_MAGIC, PRODUCT_MAGIC
 
 __all__ = ["HYPERBOLIC_MAGIC", "PRODUCT_MAGIC", "register_kind", "save_embedding", "load_embedding", "parse_label"]
-
-HYPERBOLIC_MAGIC = "# embstab-hyperbolic v1"
-PRODUCT_MAGIC = "# embstab-product v1"
 
 #: Embedding classes by the magic line of their files; each class registers itself when defined
 #: (see :class:`embstab.hyperbolic.base.ManifoldEmbedding`), so this module imports none of them.

@@ -42,7 +42,8 @@ from embstab.io.arrays import read_npy, read_npz, vocab_path_for, write_npy, wri
 from embstab.io.binary import read_word2vec_binary, write_word2vec_binary
 from embstab.io.text import BOM, parse_header, read_text, write_text
 
-__all__ = ["FORMATS", "PICKLE_RISK", "detect_format", "format_of_path", "is_pickle", "load", "save"]
+__all__ = ["FORMATS", "HYPERBOLIC_MAGIC", "PICKLE_RISK", "PRODUCT_MAGIC", "detect_format", "format_of_path",
+           "is_pickle", "load", "save", "sniff_format"]
 
 FORMATS = ("word2vec", "vec", "glove", "word2vec_binary", "npz", "npy", "gensim", "embstab")
 _SUFFIXES = {".txt": "word2vec", ".w2v": "word2vec", ".vec": "vec", ".glove": "glove", ".bin": "word2vec_binary",
@@ -56,6 +57,15 @@ PICKLE_RISK = ("unpickling runs code stored in the file: trust a pickled gensim 
 
 #: ``embstab.load("builtin:NAME")`` loads a pretrained embedding that ships in a package.
 BUILTIN_PREFIX = "builtin:"
+
+#: The first lines of the text files of :mod:`embstab.hyperbolic` (a hyperbolic and a product
+#: embedding). They live here, with the other formats' leading bytes, so that a file is told
+#: apart by content in this one module; that kind imports them to write and read its files.
+HYPERBOLIC_MAGIC = "# embstab-hyperbolic v1"
+PRODUCT_MAGIC = "# embstab-product v1"
+#: What every such first line starts with (any version): :func:`detect_format` says "hyperbolic".
+_MANIFOLD_PREFIX = b"# embstab-"
+
 
 def is_pickle(head: bytes) -> bool:
     """Whether bytes start like a pickle of protocol 2-5 (what gensim ``.save()`` writes).
@@ -101,7 +111,9 @@ def detect_format(path: str | os.PathLike) -> str:
     """Guess the format of an existing file from its first bytes (the suffix is not trusted).
 
     Detection only reads bytes: a file that looks like a pickle is reported as ``"gensim"``
-    but is never unpickled here (:func:`load` refuses it unless asked).
+    but is never unpickled here (:func:`load` refuses it unless asked). A hyperbolic or product
+    embedding of :mod:`embstab.hyperbolic` (a first line from :data:`HYPERBOLIC_MAGIC` or
+    :data:`PRODUCT_MAGIC`, of any version) is ``"hyperbolic"``: that kind reads it, :func:`load` does not.
 
     Parameters
     ----------
@@ -111,8 +123,9 @@ def detect_format(path: str | os.PathLike) -> str:
     Returns
     -------
     str
-        One of ``"embstab"``, ``"npz"``, ``"npy"``, ``"gensim"``, ``"word2vec_binary"``,
-        ``"word2vec"`` (text with an ``n d`` header) and ``"glove"`` (text without one).
+        One of ``"embstab"``, ``"npz"``, ``"npy"``, ``"gensim"``, ``"hyperbolic"``,
+        ``"word2vec_binary"``, ``"word2vec"`` (text with an ``n d`` header) and ``"glove"`` (text
+        without one).
 
     Raises
     ------
@@ -134,6 +147,8 @@ def detect_format(path: str | os.PathLike) -> str:
         return "npy"
     if is_pickle(head):
         return "gensim"
+    if head.startswith(_MANIFOLD_PREFIX):
+        return "hyperbolic"
     if head.startswith(BOM):
         head = head[len(BOM):]
     newline = head.find(b"\n")
@@ -152,6 +167,32 @@ def detect_format(path: str | os.PathLike) -> str:
             binary = exc.start < len(rest) - 4
         return "word2vec_binary" if binary else "word2vec"
     return "glove"
+
+
+def sniff_format(spec: str | os.PathLike) -> str | None:
+    """What :func:`detect_format` says of a regular file; None for anything that is not one.
+
+    For a caller that must choose a reader before loading (a word embedding through
+    :func:`load`, a ``"hyperbolic"`` one through :mod:`embstab.hyperbolic`): ``builtin:NAME``,
+    a missing path, a directory, a pipe (whose read would block), an unreadable or empty file
+    give None, and the reader then reports what is wrong.
+
+    Parameters
+    ----------
+    spec : str or os.PathLike
+        A path or ``builtin:NAME``, as :func:`load` takes.
+
+    Returns
+    -------
+    str or None
+        One of the names :func:`detect_format` returns, or None.
+    """
+    if not os.path.isfile(spec):
+        return None
+    try:
+        return detect_format(spec)
+    except (OSError, EmbeddingFormatError):
+        return None
 
 
 def load(
@@ -199,7 +240,8 @@ def load(
     EmbeddingFormatError
         Malformed file: inconsistent width, non-numeric field, NaN or Inf, header/row count
         mismatch, duplicate word, empty file, binary garbage, undecodable text, sizes that do not
-        fit the file, or a pickle that was not trusted.
+        fit the file, a pickle that was not trusted, or a hyperbolic embedding (see
+        :func:`detect_format`).
     UnknownNameError
         ``format`` or ``duplicates`` is not a known value.
     FileNotFoundError
@@ -224,6 +266,9 @@ def load(
         lookup(dict.fromkeys(FORMATS), format, "embedding format")
     lookup(dict.fromkeys(("error", "first")), duplicates, "duplicates policy")
     fmt = format or detect_format(path)
+    if fmt == "hyperbolic":
+        raise EmbeddingFormatError(path, "holds a hyperbolic (or product) embedding, not a word embedding: read it "
+                                   "with embstab.hyperbolic.load_embedding (`embstab compare` takes two of them)")
     if fmt == "gensim" and format is None and not trust_pickle:
         raise EmbeddingFormatError(path, "the file is a pickle (a gensim KeyedVectors file?), which embstab does "
                                    "not load unless asked because " + PICKLE_RISK + "; to load it anyway pass "

@@ -18,7 +18,7 @@ import array_api_compat
 import numpy as np
 import pandas as pd
 
-from embstab.embedding import Embedding, shared_vocabulary, take_top_n
+from embstab.embedding import DEFAULT_TOP_N, Embedding, shared_vocabulary, take_top_n
 from embstab.errors import ConfigError, EmbstabError, ShapeError, VocabularyError
 from embstab.measures._backend import shared_products
 from embstab.measures.eis import _factor_set
@@ -31,19 +31,6 @@ __all__ = ["Anchors", "compare", "compare_many", "aligned_matrices", "MIN_ANCHOR
 COLUMNS = ["measure", "value", "distance", "direction", "null", "signal"]
 
 
-class _AtMost(int):
-    """A default ``top_n`` that is a ceiling: a pair sharing fewer words compares them all.
-
-    An explicit ``top_n`` is exact (fewer shared words is an error), as on the command line.
-    """
-
-    def __repr__(self) -> str:
-        return str(int(self))
-
-
-#: :func:`compare`'s default ``top_n``: the paper's 10,000 most frequent shared words, or all of
-#: them when the pair shares fewer.
-DEFAULT_TOP_N = _AtMost(10000)
 #: Warn when the anchors hold less than this share of the words the pair shares: the comparison
 #: then shrinks to what the anchors know.
 MIN_ANCHOR_COVERAGE = 0.5
@@ -160,7 +147,7 @@ def _select_words(a: Embedding, b: Embedding, top_n: int | None, rank_by: str, a
     if not words:
         raise VocabularyError(f"{_name(a)} and {_name(b)} share no words" + (" that the anchors also hold"
                                                                              if separate else ""))
-    return take_top_n(words, top_n, exact=not isinstance(top_n, _AtMost), names=f"{_name(a)} and {_name(b)}",
+    return take_top_n(words, top_n, exact=True, names=f"{_name(a)} and {_name(b)}",
                       note=" (with the anchors)" if separate else "")
 
 
