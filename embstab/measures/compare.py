@@ -197,8 +197,9 @@ def compare(
         dimensions are skipped, with a warning, when the dimensions differ, unless named explicitly.
     top_n : int or None, default 10000
         Keep the ``top_n`` most frequent shared words by the row order of ``rank_by``;
-        ``None`` keeps all shared words. The default is a ceiling (a pair sharing fewer words
-        compares them all); a value given is exact, and fewer shared words is an error.
+        ``None`` keeps all shared words. The default (:data:`embstab.embedding.DEFAULT_TOP_N`) is a
+        ceiling (a pair sharing fewer words compares them all); a value given is exact, and fewer
+        shared words is an error.
     rank_by : {"old", "new"}, default "old"
         Whose frequency order decides the top words (``"a"`` and ``"b"`` name the first and the
         second argument, as in :func:`embstab.shared_vocabulary`).
