@@ -141,7 +141,7 @@ def test_an_unknown_task_still_lists_the_tasks(capsys):
     assert cli.main(["downstream", "a.txt", "b.txt", "--task", "rt_sentimen"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "unknown task 'rt_sentimen': choose one of rt_sentiment, rt_subjectivity, bbc_topic, " \
-                              "brown_pos, or link_prediction:GRAPH, triple_classification:GRAPH" in err[0]
+                              "brown_pos, wiki_retrieval, bbc_retrieval, or link_prediction:GRAPH, triple_classification:GRAPH" in err[0]
 
 
 class _Stream(io.StringIO):
