@@ -13,7 +13,11 @@ compressed with the shared pair protocol and measured against the anchors (the l
 each version). Downstream: frozen sentence features of each member for a classification task,
 compressed with the same pair protocol at the row's bit width
 (:func:`embstab.contextual.compress_features`), then the same classifier and seed on each
-(:func:`embstab.contextual.feature_disagreement`). Memory is bits per feature vector.
+(:func:`embstab.contextual.feature_disagreement`); or, for a retrieval task, each member's sentence
+vectors of the queries and documents, compressed the same way, then exact cosine search
+(:func:`embstab.downstream.retrieval.search`: the flipped share of queries, recall@k; at 1 bit the
+compressed entries are the signs, searched as binary codes by Hamming distance). Memory is bits per
+feature vector.
 """
 
 from __future__ import annotations
@@ -214,13 +218,14 @@ def _check_init(v: Any, spec: Any, p: Mapping[str, Any]) -> None:
 
 
 def tasks() -> dict[str, TaskRule]:
-    """Classification tasks of :mod:`embstab.downstream` with the frozen-feature classifiers.
+    """Classification tasks with the frozen-feature classifiers, and retrieval tasks with model ``search``.
 
     Returns
     -------
     dict of str to TaskRule
-        One entry per classification task of :mod:`embstab.downstream`; the models are the
-        frozen-feature classifiers, the options the downstream training settings and ``pooling``.
+        One entry per classification task of :mod:`embstab.downstream` (the models are the
+        frozen-feature classifiers, the options the downstream training settings and ``pooling``),
+        and one per retrieval task (model ``search``; options ``limit``, ``split_seed`` and ``k``).
     """
     import inspect  # noqa: PLC0415
 
@@ -237,7 +242,13 @@ def tasks() -> dict[str, TaskRule]:
     options = {**{o: Setting(None) for o in common}, **own,
                "pooling": Setting("mean", "choice", choices=POOLINGS)}
     models = tuple(c for c in FEATURE_CLASSIFIERS if c in MODELS)
-    return {t: TaskRule(models, options) for t, (kind, _) in TASKS.items() if kind == "classification"}
+    rules = {t: TaskRule(models, options) for t, (kind, _) in TASKS.items() if kind == "classification"}
+    # retrieval: each member's sentence vectors search the task's documents (model search, nothing trained)
+    searching = {"limit": Setting(None, "int", 10, nullable=True), "split_seed": Setting(0, "int", 0),
+                 "k": Setting(10, "int", 1, 10_000)}
+    rules.update({t: TaskRule(tuple(m for m, (k, _) in MODELS.items() if k == "retrieval"), searching)
+                  for t, (kind, _) in TASKS.items() if kind == "retrieval"})
+    return rules
 
 
 # --------------------------------------------------------------------------------------------
@@ -498,11 +509,68 @@ def _features(store: ArtifactStore, train_cfg: Mapping[str, Any], task: str, opt
     return feats
 
 
+def _retrieval_features(store: ArtifactStore, train_cfg: Mapping[str, Any], task: str,
+                        options: Mapping[str, Any]) -> np.ndarray:
+    """Sentence vectors of one member for a retrieval task's queries, then its documents, extracted once
+    (artifact ``features``): the model's own pipeline (pooling, normalisation, length limit)."""
+    from embstab.contextual.retrieval import text_encoder  # noqa: PLC0415
+    from embstab.downstream.api import load_task  # noqa: PLC0415
+
+    cfg = {"stage": "retrieval_features", "train": dict(train_cfg), "task": task, "limit": options.get("limit"),
+           "split_seed": options.get("split_seed", 0)}
+    key = config_hash(cfg)
+    if store.exists("features", key, "npy"):
+        return np.load(io.BytesIO(store.get_bytes("features", key, "npy")), allow_pickle=False)
+    data = load_task(task, cfg["split_seed"], cfg["limit"])
+    encode = text_encoder(_bert(store, config_hash(train_cfg)), layer=int(train_cfg["layer"]))
+    feats = np.vstack([encode(data.queries), encode(data.documents)])
+    buf = io.BytesIO()
+    np.save(buf, feats, allow_pickle=False)
+    store.put_bytes("features", key, "npy", buf.getvalue(), cfg)
+    return feats
+
+
+def _retrieval_downstream(store: ArtifactStore, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Both members' query and document vectors compressed together with the pair protocol, then exact
+    cosine search: the share of queries whose top-k set differs, each member's recall@k."""
+    from embstab.contextual.compression import compress_features  # noqa: PLC0415
+    from embstab.downstream.api import load_task  # noqa: PLC0415
+    from embstab.downstream.intervals import disagreement_interval  # noqa: PLC0415
+    from embstab.downstream.retrieval import chance_levels, search, top_k_churn  # noqa: PLC0415
+
+    pair = config["pair"]
+    options = dict(config.get("options") or {})
+    k, split_seed, limit = int(options.get("k", 10)), int(options.get("split_seed", 0)), options.get("limit")
+    data = load_task(config["task"], split_seed, limit)
+    chance, chance_mrr = chance_levels(k, data.n_documents)
+    old = _retrieval_features(store, pair["old"], config["task"], options)
+    new = _retrieval_features(store, pair["new"], config["task"], options)
+    seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
+    # one matrix per member, queries then documents: the clip and the rotation are the pair's, as for
+    # classification features
+    old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
+    n = data.n_queries
+    # at 1 bit each entry keeps only its sign: the store's binary codes, searched by Hamming distance
+    # (cosine of the ±clip vectors ranks alike, but float rounding would break its ties, not the index)
+    precision = "binary" if int(pair["bits"]) == 1 else "float32"
+    runs = [search(x[:n], x[n:], k, relevant=data.relevant, precision=precision) for x in (old_q, new_q)]
+    flipped, overlap = top_k_churn(runs[0].top_k, runs[1].top_k)
+    low, high = disagreement_interval(flipped, n)
+    details = {"quality_metric": f"recall@{k} (%)", "k": k, "n_documents": data.n_documents,
+               "overlap_at_k": overlap, "mrr_old": runs[0].mrr(), "mrr_new": runs[1].mrr(), "chance_mrr": chance_mrr,
+               "ties_at_k_old": runs[0].ties_at_k, "ties_at_k_new": runs[1].ties_at_k,
+               "disagreement_low": low, "disagreement_high": high}
+    return downstream_output(100.0 * flipped / n, runs[0].recall(), runs[1].recall(), n, chance=chance,
+                             details=details)
+
+
 @guarded("downstream")
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
     """Frozen-feature disagreement: both members' sentence features compressed with the pair
-    protocol at the row's bit width, then one classifier per member with the same seed.
+    protocol at the row's bit width, then one classifier per member with the same seed; for a
+    retrieval task (model ``search``), both members' query and document vectors compressed the same
+    way, then exact cosine search.
 
     Parameters
     ----------
@@ -521,10 +589,15 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     -------
     dict
         ``disagreement`` and both members' qualities (:func:`embstab.study.steps.downstream_output`), in percent
-        (accuracy), ``chance`` (the majority-class accuracy), ``n_test`` and ``details``.
+        (accuracy; retrieval: recall@k), ``chance`` (the majority-class accuracy; retrieval: a random
+        ranking's recall@k), ``n_test`` and ``details``.
     """
     if store.has_json("downstream", key):
         return store.get_json("downstream", key)
+    if config["model"] == "search":
+        value = _retrieval_downstream(store, config)
+        store.put_json("downstream", key, value, config)
+        return value
     from embstab.contextual.compression import compress_features  # noqa: PLC0415
     from embstab.contextual.downstream import feature_disagreement  # noqa: PLC0415
 
