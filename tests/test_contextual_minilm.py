@@ -145,6 +145,7 @@ def _member(spec, store, side):
     return cfg, KC._bert(store, config_hash(cfg)), store.get_embedding("embedding", config_hash(cfg))
 
 
+@pytest.mark.slow  # the MiniLM quick study takes ~40 s; the contextual kind's quick tier runs by default
 def test_pair_differs_only_by_corpus(quick):
     """Same start, seed and steps: the configurations differ only by side; with one corpus for both
     sides the two members are identical, with the two versions they are not."""
@@ -181,6 +182,7 @@ def test_pair_differs_only_by_corpus(quick):
     assert ea.words == eb.words and (ea.vectors == eb.vectors).all()
 
 
+@pytest.mark.slow  # shares the MiniLM quick study above
 def test_quick_tier_rows_are_above_chance(quick):
     spec, _, run = quick
     df = run.results

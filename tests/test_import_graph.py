@@ -132,10 +132,11 @@ def test_no_module_imports_a_private_name_from_another_subpackage():
                 private = (alias.name.startswith("_") and not dunder) or any(
                     p.startswith("_") for p in source.split(".")[1:])
                 # embstab._fs, _threads, _resources, _textfiles, _bits, _ckernels, _numbers, _limits and _shell
-                # are the package's shared private helpers
+                # are the package's shared private helpers; _measure_catalogue declares the measures outside
+                # embstab.measures so that the CLI lists them without importing any measure
                 if private and _subpackage(source) != _subpackage(mod) and _subpackage(source) not in (
                         "embstab._fs", "embstab._threads", "embstab._resources", "embstab._textfiles", "embstab._bits",
                         "embstab._ckernels", "embstab._numbers", "embstab._limits",
-                        "embstab._shell"):
+                        "embstab._shell", "embstab._measure_catalogue"):
                     offenders.append(f"{mod}: from {source} import {alias.name}")
     assert offenders == []

@@ -96,6 +96,8 @@ def test_folder_with_only_model_pt_is_refused_with_the_conversion(nations, saved
     assert all(torch.equal(v, after[k]) for k, v in res.model.state_dict().items())
 
 
+# the quoting is the question here, not the model: one model (the conversion of each is tested above)
+@pytest.mark.parametrize("saved", ["TransE"], indirect=True)
 @pytest.mark.parametrize("name", ["$(touch PWNED)", "a\"b", "it's", "back`touch PWNED`tick", "with space",
                                   "semi;touch PWNED", "new\nline"])
 def test_the_printed_command_pasted_into_a_shell_runs_nothing_else(nations, saved, tmp_path, name):
