@@ -188,3 +188,30 @@ def test_minilm_keeps_most_results_in_int8_and_loses_some_in_binary(capsys):
     assert binary["quality_old"] > 80 and (binary["bytes_per_vector_old"], binary["bytes_per_vector_new"]) == (1536, 48)
     assert 0 < int8["disagreement"] < binary["disagreement"]
     assert binary["quality_new"] > 10 * binary["chance"]
+
+
+def test_embstab_downstream_routes_two_models_to_the_same_answer(models, capsys):
+    """`embstab downstream` given model folders searches their sentence features: the answer of
+    `embstab contextual disagreement`, flips and qualities alike."""
+    _wiki_or_skip()
+    a, b = models
+    common = ["--task", "wiki_retrieval", "--limit", "200", "--precision", "int8", "--new-precision", "binary"]
+    direct = _json(["contextual", "disagreement", a, b, *common], capsys)
+    routed = _json(["downstream", a, b, *common], capsys)
+    assert routed["disagreement"] == direct["disagreement"] > 0
+    assert (routed["quality_old"], routed["quality_new"]) == (direct["quality_old"], direct["quality_new"])
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--new-precision", "binary"], "--new-precision and int8/uint8 apply to contextual models"),
+    (["--precision", "int8"], "--new-precision and int8/uint8 apply to contextual models"),
+])
+def test_a_word_embedding_refuses_what_only_models_have(tmp_path, extra, message, capsys):
+    from embstab import Embedding
+    from embstab.io import save
+
+    path = tmp_path / "w.txt"
+    save(Embedding([f"w{i}" for i in range(20)], np.random.default_rng(0).standard_normal((20, 4))), path)
+    assert main(["downstream", str(path), str(path), "--task", "wiki_retrieval", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]

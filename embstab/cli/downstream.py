@@ -13,6 +13,7 @@ import math
 import sys
 from pathlib import Path
 
+from embstab.cli.contextual import STORE_PRECISIONS
 from embstab.cli.names import DOWNSTREAM_MODELS, DOWNSTREAM_TASKS, KG_TASKS, TRAINING_RECIPES
 from embstab.cli.options import (add_progress, add_trust_pickle, bits, learning_rate, positive_int, seed,
                                  show_progress, unit_fraction)
@@ -77,7 +78,8 @@ examples:
 #: Options of the word-embedding path that a knowledge-graph task has no use for.
 _WORD_ONLY = (("model", "--model"), ("seed_baseline", "--seed-baseline"), ("limit", "--limit"),
               ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"), ("recipe", "--recipe"),
-              ("folds", "--folds"), ("k", "--k"), ("index", "--index"))
+              ("folds", "--folds"), ("k", "--k"), ("index", "--index"), ("precision", "--precision"),
+              ("new_precision", "--new-precision"))
 
 #: Options of the trained tasks that a retrieval task (which trains nothing) has no use for.
 _TRAINED_ONLY = (("epochs", "--epochs"), ("lr", "--lr"), ("recipe", "--recipe"), ("folds", "--folds"))
@@ -135,6 +137,12 @@ def register(subparsers) -> None:
     p.add_argument("--index", choices=list(SEARCH_INDEXES),
                    help="retrieval tasks: where the search runs: exact (default), or the faiss index flat, hnsw, "
                         "ivf or binary (needs faiss-cpu)")
+    p.add_argument("--precision", choices=STORE_PRECISIONS,
+                   help="retrieval tasks: how both members' vectors are stored and searched (default float32; a word "
+                        "embedding: float32 or binary; int8/uint8 need contextual models)")
+    p.add_argument("--new-precision", choices=STORE_PRECISIONS,
+                   help="retrieval tasks with contextual models: NEW's precision, when it differs from --precision "
+                        "(OLD and NEW the same model: how many results change when the store keeps those codes)")
     p.add_argument("--seed", type=seed, default=0,
                    help="model seed for both models; KG triple classification: seed of the negatives (default 0)")
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on OLD only")
@@ -184,8 +192,8 @@ def load_embedding(spec: str, trust_pickle: bool = False):
 def _is_kg_folder(spec: str) -> bool:
     path = Path(spec)
     # a folder of an older embstab (model.pt) counts too, so that loading it says how to convert it
-    return path.is_dir() and (path / "config.json").is_file() and \
-        any((path / f).is_file() for f in ("model.safetensors", "model.pt"))
+    return path.is_dir() and (path / "config.json").is_file() and not (path / "tokenizer.json").is_file() and \
+        any((path / f).is_file() for f in ("model.safetensors", "model.pt"))  # a contextual model has a tokenizer
 
 
 def run(args: argparse.Namespace) -> int:
@@ -239,15 +247,21 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, attr) is not None:
                 raise EmbstabError(f"{flag} applies to trained tasks; {args.task} trains nothing (the vectors rank "
                                    "the documents)")
+        if _is_contextual_model(args.old):
+            return _run_contextual_retrieval(args, progress)
+        if args.new_precision is not None or args.precision not in (None, "float32", "binary"):
+            raise EmbstabError("a word embedding is searched at --precision float32 or binary, the same for both; "
+                               "--new-precision and int8/uint8 apply to contextual models")
     else:
-        for attr, flag in (("k", "--k"), ("index", "--index")):
+        for attr, flag in (("k", "--k"), ("index", "--index"), ("precision", "--precision"),
+                           ("new_precision", "--new-precision")):
             if getattr(args, attr) is not None:
                 raise EmbstabError(f"{flag} applies to retrieval tasks (wiki_retrieval, bbc_retrieval), not to "
                                    f"{args.task}")
     model = args.model or default_model(args.task)
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
                                 ("recipe", args.recipe), ("folds", args.folds), ("k", args.k),
-                                ("index", args.index)) if v is not None}
+                                ("index", args.index), ("precision", args.precision)) if v is not None}
     kwargs["min_coverage"] = MIN_COVERAGE if args.min_coverage is None else args.min_coverage
     a = load_embedding(args.old, args.trust_pickle)
     if args.seed_baseline:
@@ -280,6 +294,35 @@ def run(args: argparse.Namespace) -> int:
     print(f"token coverage old: {s['token_coverage_old']:.1%}   new: {s['token_coverage_new']:.1%};  "
           f"vocabulary coverage old: {s['coverage_old']:.1%}   new: {s['coverage_new']:.1%};  "
           f"training time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s")
+    return 0
+
+
+def _is_contextual_model(spec: str) -> bool:
+    """Whether ``spec`` names a contextual model (``builtin:minilm_l6``, ``hub:...``, or a model folder
+    with a tokenizer) rather than an embedding file."""
+    if spec.startswith("hub:") or spec == "builtin:minilm_l6":
+        return True
+    path = Path(spec)
+    return path.is_dir() and (path / "config.json").is_file() and (path / "tokenizer.json").is_file()
+
+
+def _run_contextual_retrieval(args: argparse.Namespace, progress: bool) -> int:
+    """``embstab downstream`` of two contextual models on a retrieval task: their sentence features searched."""
+    from embstab.cli.contextual import _model
+    from embstab.contextual.retrieval import contextual_retrieval_disagreement
+
+    if args.new is not None and not _is_contextual_model(args.new):
+        raise EmbstabError(f"OLD ({args.old}) is a contextual model and NEW ({args.new}) is not: compare two models")
+    old = _model(args.old)
+    new = old if args.seed_baseline or args.new == args.old else _model(args.new)
+    options = {k: v for k, v in (("k", args.k), ("limit", args.limit), ("index", args.index)) if v is not None}
+    res = contextual_retrieval_disagreement(old, new, args.task, precision=args.precision or "float32",
+                                            new_precision=args.new_precision, progress=progress, **options)
+    if args.output == "json":
+        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
+        print()
+    else:
+        _print_retrieval(res)
     return 0
 
 
