@@ -53,6 +53,7 @@ from embstab.downstream.api import (
 )
 from embstab.downstream.intervals import INTERVAL_LEVEL, disagreement_interval
 from embstab.downstream.retrieval import (
+    RankedSearch,
     RetrievalData,
     chance_levels,
     search,
@@ -103,7 +104,7 @@ def text_encoder(model: ContextualModel, *, layer: int = -1, pooling: str | None
 
 
 @dataclass(frozen=True)
-class StoredSearch:
+class StoredSearch(RankedSearch):
     """One member's search over vectors kept at a vector-store precision (:func:`stored_search`).
 
     Attributes
@@ -141,46 +142,6 @@ class StoredSearch:
     seconds: float
     depth: int | None = None
     rescore: float | None = None
-
-    @property
-    def k(self) -> int:
-        """The number of documents returned per query."""
-        return int(self.top_k.shape[1])
-
-    def recall(self) -> float:
-        """Recall@k in percent: the share of queries whose relevant document is in the top k.
-
-        Returns
-        -------
-        float
-
-        Raises
-        ------
-        ConfigError
-            If the search was run without relevant documents.
-        """
-        ranks = self._ranks()
-        return float(100.0 * np.mean((ranks >= 1) & (ranks <= self.k)))
-
-    def mrr(self) -> float:
-        """Mean reciprocal rank of the relevant documents, 0 to 1 (a relevant document not ranked adds 0).
-
-        Returns
-        -------
-        float
-
-        Raises
-        ------
-        ConfigError
-            If the search was run without relevant documents.
-        """
-        ranks = self._ranks().astype(np.float64)
-        return float(np.mean(np.divide(1.0, ranks, out=np.zeros_like(ranks), where=ranks > 0)))
-
-    def _ranks(self) -> np.ndarray:
-        if self.ranks is None:
-            raise ConfigError("this search was run without relevant documents (relevant=None): it has no recall")
-        return self.ranks
 
 
 def _check_precision(precision: Any, flag: str = "precision") -> str:

@@ -50,7 +50,7 @@ from embstab.errors import (
     lookup,
 )
 
-__all__ = ["RetrievalData", "SearchResult", "IndexFlips", "PRECISIONS", "INDEXES", "FLOAT_TIE",
+__all__ = ["RetrievalData", "RankedSearch", "SearchResult", "IndexFlips", "PRECISIONS", "INDEXES", "FLOAT_TIE",
            "load_retrieval", "text_vectors", "search", "check_index", "index_flips", "top_k_churn",
            "chance_levels", "retrieval_token_counts"]
 
@@ -328,8 +328,59 @@ def text_vectors(source: Embedding | Callable[[list[str]], Any], data: Retrieval
     return q, d, {"empty_queries": int(np.sum(~q.any(axis=1))), "empty_documents": int(np.sum(~d.any(axis=1)))}
 
 
+class RankedSearch:
+    """What every search result answers from its ``top_k`` and ``ranks``: k, recall@k and MRR.
+
+    A subclass holds ``top_k`` (``(n_queries, k)`` document indices) and ``ranks`` (the 1-based rank
+    of each query's relevant document, 0 where it is not ranked; None without relevant documents).
+    """
+
+    top_k: np.ndarray
+    ranks: np.ndarray | None
+
+    @property
+    def k(self) -> int:
+        """The number of documents returned per query."""
+        return int(self.top_k.shape[1])
+
+    def recall(self) -> float:
+        """Recall@k in percent: the share of queries whose relevant document is in the top k.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ConfigError
+            If the search was run without relevant documents.
+        """
+        ranks = self._ranks()
+        return float(100.0 * np.mean((ranks >= 1) & (ranks <= self.k)))
+
+    def mrr(self) -> float:
+        """Mean reciprocal rank of the relevant documents, 0 to 1 (a relevant document not ranked adds 0).
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ConfigError
+            If the search was run without relevant documents.
+        """
+        ranks = self._ranks().astype(np.float64)
+        return float(np.mean(np.divide(1.0, ranks, out=np.zeros_like(ranks), where=ranks > 0)))
+
+    def _ranks(self) -> np.ndarray:
+        if self.ranks is None:
+            raise ConfigError("this search was run without relevant documents (relevant=None): it has no recall")
+        return self.ranks
+
+
 @dataclass
-class SearchResult:
+class SearchResult(RankedSearch):
     """The top k documents of every query, and where each query's relevant document ranked.
 
     Attributes
@@ -370,47 +421,6 @@ class SearchResult:
     index: str = "exact"
     scores: np.ndarray | None = field(default=None, repr=False)
     depth: int | None = None
-
-    @property
-    def k(self) -> int:
-        """The number of documents returned per query."""
-        return int(self.top_k.shape[1])
-
-    def recall(self) -> float:
-        """Recall@k in percent: the share of queries whose relevant document is in the top k.
-
-        Returns
-        -------
-        float
-
-        Raises
-        ------
-        ConfigError
-            If the search was run without relevant documents.
-        """
-        ranks = self._ranks()
-        return float(100.0 * np.mean((ranks >= 1) & (ranks <= self.k)))
-
-    def mrr(self) -> float:
-        """Mean reciprocal rank of the relevant documents, 0 to 1 (truncated at ``depth`` when set).
-
-        Returns
-        -------
-        float
-
-        Raises
-        ------
-        ConfigError
-            If the search was run without relevant documents.
-        """
-        ranks = self._ranks().astype(np.float64)
-        return float(np.mean(np.divide(1.0, ranks, out=np.zeros_like(ranks), where=ranks > 0)))
-
-    def _ranks(self) -> np.ndarray:
-        if self.ranks is None:
-            raise ConfigError("this search was run without relevant documents (relevant=None): it has no recall")
-        return self.ranks
-
 
 class IndexFlips(NamedTuple):
     """How far an index's top k strays from exact search on the same vectors (:func:`index_flips`)."""
