@@ -35,7 +35,7 @@ import numpy as np
 from embstab.study.corpus import parse_corpus
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
-from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, run_compress
+from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, run_compress, stored
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "contextual_source_config",
@@ -388,6 +388,7 @@ def _tokenizer(store: ArtifactStore, key: str) -> Any:
 
 
 @guarded("corpus")
+@stored(("docs", "corpus_new"), ("docs", "corpus_old"))
 def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
     """Held-out text, the corpus pair, the tokenizer of their union and the word-type sample.
 
@@ -407,8 +408,6 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     str
         ``key``.
     """
-    if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
-        return key
     from embstab.contextual.pretrain import split_heldout  # noqa: PLC0415
     from embstab.contextual.pretrained import minilm_dir  # noqa: PLC0415
     from embstab.contextual.tokenizer import load_tokenizer, train_wordpiece  # noqa: PLC0415
@@ -440,6 +439,7 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
 
 
 @guarded("train")
+@stored(("embedding", "embedding"), ("file", "bert", "tar"))
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
     """Pretrain one BERT on one corpus version and read out its word-type embedding (artifacts
     ``bert``: the model; ``embedding``: the word types, held-out perplexity in its metadata).
@@ -462,8 +462,6 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     str
         ``key``.
     """
-    if store.has_embedding("embedding", key) and store.exists("bert", key, "tar"):
-        return key
     from embstab.contextual.features import word_type_embedding  # noqa: PLC0415
     from embstab.contextual.pretrain import train_mlm  # noqa: PLC0415
 
@@ -565,6 +563,7 @@ def _retrieval_downstream(store: ArtifactStore, config: Mapping[str, Any]) -> di
 
 
 @guarded("downstream")
+@stored(("json", "downstream"), load=True)
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
     """Frozen-feature disagreement: both members' sentence features compressed with the pair
@@ -592,8 +591,6 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         (accuracy; retrieval: recall@k), ``chance`` (the majority-class accuracy; retrieval: a random
         ranking's recall@k), ``n_test`` and ``details``.
     """
-    if store.has_json("downstream", key):
-        return store.get_json("downstream", key)
     if config["model"] == "search":
         value = _retrieval_downstream(store, config)
         store.put_json("downstream", key, value, config)

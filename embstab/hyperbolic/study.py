@@ -39,7 +39,7 @@ from embstab.compress.memory import memory_bits
 from embstab.errors import did_you_mean
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
-from embstab.study.steps import Steps, downstream_output, guarded
+from embstab.study.steps import Steps, downstream_output, guarded, stored
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["KIND", "GRAPHS", "ALGORITHMS", "TRAINING", "HyperbolicGraphSpec", "parse_graph", "check_algorithms",
@@ -379,6 +379,7 @@ def measure_pair(old: Any, new: Any, anchor_old: Any, anchor_new: Any, config: M
 
 
 @guarded("graph")
+@stored(("file", "hgraph_new", "npz"), ("file", "hgraph_old", "npz"))
 def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
     """Build the graph and its copy with edges removed (artifacts ``hgraph_old``/``hgraph_new``).
 
@@ -398,8 +399,6 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     str
         ``key``.
     """
-    if store.exists("hgraph_new", key, "npz") and store.exists("hgraph_old", key, "npz"):
-        return key
     from embstab.hyperbolic.stability import perturb_graph  # noqa: PLC0415
 
     graph = load_graph(config["name"])
@@ -410,6 +409,7 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
 
 
 @guarded("train")
+@stored(("embedding", "embedding"))
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
     """Embed one graph version (artifact ``embedding``: Poincaré coordinates, node labels as words).
 
@@ -431,8 +431,6 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     str
         ``key``.
     """
-    if store.has_embedding("embedding", key):
-        return key
     import embstab.hyperbolic as H  # noqa: PLC0415 - read at call time: the method is looked up there
 
     from embstab.embedding import Embedding  # noqa: PLC0415
@@ -449,6 +447,7 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
 
 
 @guarded("compress")
+@stored(("embedding", "pair_new"), ("embedding", "pair_old"))
 def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
                  new_key: str) -> str:
     """Round both members' coordinates to the row's bits (artifacts ``pair_old``/``pair_new``).
@@ -471,8 +470,6 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     str
         ``key``.
     """
-    if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
-        return key
     from embstab.hyperbolic.stability import quantize_coordinates  # noqa: PLC0415
     from embstab.lowprec import FixedFormat  # noqa: PLC0415
 
@@ -493,6 +490,7 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
 
 
 @guarded("downstream")
+@stored(("json", "downstream"), load=True)
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
     """Graph reconstruction of each compressed member, and how many nearest neighbours differ.
@@ -518,8 +516,6 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         graph and the new member's on the new graph, %),
         ``chance`` (MAP of a random embedding of the new graph, %), ``n_test`` (nodes) and ``details``.
     """
-    if store.has_json("downstream", key):
-        return store.get_json("downstream", key)
     from embstab.hyperbolic.embedding import HyperbolicEmbedding  # noqa: PLC0415
     from embstab.hyperbolic.metrics import evaluate  # noqa: PLC0415
 

@@ -27,7 +27,7 @@ import numpy as np
 from embstab.errors import did_you_mean
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
-from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded
+from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, stored
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["KIND", "GraphSpec", "TRAINING", "TASK_MODELS", "graph_source_config", "graph_train_config",
@@ -257,6 +257,7 @@ def _with_tables(trained: Any, data: bytes) -> Any:
 
 
 @guarded("graph")
+@stored(("file", "graph_new", "npz"), ("file", "graph_old", "npz"))
 def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
     """Load the graph and build its version pair (artifacts ``graph_old``/``graph_new``).
 
@@ -277,8 +278,6 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     str
         ``key``.
     """
-    if store.exists("graph_new", key, "npz") and store.exists("graph_old", key, "npz"):
-        return key
     from embstab.kg import load_graph, version_pair  # noqa: PLC0415
 
     pair = version_pair(load_graph(config["name"]), change=config["change"], share=config["share"],
@@ -289,6 +288,7 @@ def run_source(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
 
 
 @guarded("train")
+@stored(("embedding", "embedding"), ("file", "kg_model", "tar"))
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], source_key: str) -> str:
     """Train one PyKEEN model on one graph version (artifacts ``embedding``: its entity table; ``kg_model``).
 
@@ -311,8 +311,6 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     str
         ``key``.
     """
-    if store.has_embedding("embedding", key) and store.exists("kg_model", key, "tar"):
-        return key
     from embstab.kg.training import train  # noqa: PLC0415
 
     graph = _graph(store, f"graph_{config['side']}", source_key)
@@ -329,6 +327,7 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
 
 
 @guarded("compress")
+@stored(("embedding", "pair_new"), ("embedding", "pair_old"))
 def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
                  new_key: str) -> str:
     """Quantize both models' tables with the old model's clips (artifacts ``pair_old``/``pair_new``:
@@ -353,8 +352,6 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     str
         ``key``.
     """
-    if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
-        return key
     from embstab.compress.memory import memory_bits  # noqa: PLC0415
     from embstab.kg.quantize import quantize_pair  # noqa: PLC0415
 
@@ -387,6 +384,7 @@ def _stopping_details(old: Any, new: Any) -> dict[str, Any]:
 
 
 @guarded("downstream")
+@stored(("json", "downstream"), load=True)
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
     """Link-prediction or triple-classification disagreement of the two *quantized* models.
@@ -415,8 +413,6 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
         ``n_test`` and ``details`` (with early stopping: ``epochs_trained``, ``best_epoch`` and
         ``valid_mrr`` of the new member, and the same with ``_old`` for the old one).
     """
-    if store.has_json("downstream", key):
-        return store.get_json("downstream", key)
     from embstab.kg.disagreement import (link_prediction_disagreement,  # noqa: PLC0415
                                          triple_classification_disagreement)
 

@@ -14,6 +14,7 @@ runner's graph logic never depends on which functions they are.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import traceback as tb
 from collections.abc import Callable, Mapping
@@ -34,7 +35,7 @@ from embstab.study.kinds import KINDS
 from embstab.study.store import ArtifactStore, config_hash
 
 __all__ = ["Steps", "default_steps", "StudyTaskError", "measure_pair", "run_compress", "run_measures", "assemble_row",
-           "NULL_SETTINGS", "nulls_key", "guarded", "GLOBAL_RNG_LOCK", "STORED_QUALITY_KEYS", "downstream_output",
+           "NULL_SETTINGS", "nulls_key", "guarded", "stored", "GLOBAL_RNG_LOCK", "STORED_QUALITY_KEYS", "downstream_output",
            "stored_qualities"]
 
 #: Held while a task seeds torch's process-global RNG (``fork_rng`` + ``manual_seed``: downstream
@@ -255,6 +256,71 @@ def guarded(stage: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return wrap
 
 
+#: How :func:`stored` asks the store whether an artifact exists, by the artifact's form.
+_PRESENT: dict[str, Callable[..., bool]] = {
+    "docs": lambda store, key, name: store.has_docs(name, key),
+    "embedding": lambda store, key, name: store.has_embedding(name, key),
+    "json": lambda store, key, name: store.has_json(name, key),
+    "file": lambda store, key, name, ext: store.exists(name, key, ext),
+}
+
+
+def stored(*artifacts: tuple[str, ...], load: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator of a task function: skip the work when its output is already in the store.
+
+    The task's ``store`` and ``key`` arguments (positional ``store, steps, key, ...`` or by name)
+    name where its output lives; when every artifact of ``artifacts`` exists under ``key``, the
+    task returns at once (a restarted study, or a second worker given the same task, skips the
+    work), otherwise it runs. Put it under :func:`guarded`, so a failing look-up is recorded with
+    the task's stage.
+
+    Parameters
+    ----------
+    *artifacts : tuple of str
+        The artifacts the task writes, each ``(form, name)`` with form ``docs``, ``embedding`` or
+        ``json``, or ``("file", name, ext)`` for a file of that extension.
+    load : bool
+        Return the first artifact's stored value (a ``json`` artifact, read with
+        :meth:`~embstab.study.store.ArtifactStore.get_json`) instead of ``key``.
+
+    Returns
+    -------
+    callable
+        The decorator.
+
+    Raises
+    ------
+    ValueError
+        If no artifact is named, one has an unknown form or the wrong length, or ``load`` is asked
+        of an artifact that is not ``json``.
+    """
+    if not artifacts:
+        raise ValueError("stored: name at least one artifact the task writes")
+    for artifact in artifacts:
+        form = artifact[0] if artifact else None
+        if form not in _PRESENT or len(artifact) != (3 if form == "file" else 2):
+            raise ValueError(f"stored: artifact {artifact!r} is not (form, name) with form docs, embedding or "
+                             f"json, nor ('file', name, ext)")
+    if load and artifacts[0][0] != "json":
+        raise ValueError(f"stored: load reads a json artifact, not {artifacts[0]!r}")
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind_partial(*args, **kwargs).arguments
+            store, key = bound["store"], bound["key"]
+            # in the order given, stopping at the first missing one, as a chain of ``and`` would
+            if all(_PRESENT[form](store, key, *rest) for form, *rest in artifacts):
+                return store.get_json(artifacts[0][1], key) if load else key
+            return fn(*args, **kwargs)
+
+        return inner
+
+    return wrap
+
+
 @functools.lru_cache(maxsize=8)
 def _embedding(store: ArtifactStore, kind: str, key: str) -> Embedding:
     # anchors are read by every measure task of their (algo, seed); cache a few per process
@@ -262,6 +328,7 @@ def _embedding(store: ArtifactStore, kind: str, key: str) -> Embedding:
 
 
 @guarded("compress")
+@stored(("embedding", "pair_new"), ("embedding", "pair_old"))
 def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], old_key: str,
                  new_key: str) -> str:
     """Compress a pair with the pair protocol (artifacts ``pair_old``/``pair_new``).
@@ -290,8 +357,6 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     StudyTaskError
         Any failure of the task, with stage ``compress`` (an upstream task's error passes through unchanged).
     """
-    if store.has_embedding("pair_new", key) and store.has_embedding("pair_old", key):
-        return key
     old, new = _embedding(store, "embedding", old_key), _embedding(store, "embedding", new_key)
     seed = config["seed"] if config["rounding"].startswith("stochastic") else None
     extra = {}

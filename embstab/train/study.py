@@ -26,7 +26,7 @@ from embstab.study.settings import (
     TaskRule,
     source_config,
 )
-from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, run_compress
+from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, run_compress, stored
 from embstab.study.store import ArtifactStore
 from embstab.train.api import train_embedding
 
@@ -169,6 +169,7 @@ def word_train_config(spec: StudySpec, side: str, v: Variant) -> dict[str, Any]:
 
 
 @guarded("corpus")
+@stored(("docs", "corpus_new"), ("docs", "corpus_old"))
 def run_corpus(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any]) -> str:
     """Load the corpus and split it into the old/new pair (artifacts ``corpus_old``/``corpus_new``).
 
@@ -195,8 +196,6 @@ def run_corpus(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str
     StudyTaskError
         Any failure of the task, with stage ``corpus`` (an upstream task's error passes through unchanged).
     """
-    if store.has_docs("corpus_new", key) and store.has_docs("corpus_old", key):
-        return key
     docs = steps.load_corpus(config["name"])
     if config.get("max_docs"):
         docs = docs[: int(config["max_docs"])]
@@ -214,6 +213,7 @@ def _docs(store: ArtifactStore, kind: str, key: str) -> list[list[str]]:
 
 
 @guarded("train")
+@stored(("embedding", "embedding"))
 def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any], corpus_key: str) -> str:
     """Train one embedding on one side of the corpus pair (artifact ``embedding``).
 
@@ -242,8 +242,6 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
     StudyTaskError
         Any failure of the task, with stage ``train`` (an upstream task's error passes through unchanged).
     """
-    if store.has_embedding("embedding", key):
-        return key
     docs = _docs(store, f"corpus_{config['side']}", corpus_key)
     # a recipe is passed only when it is not the fp32 reference (the key is absent then)
     extra = {"recipe": config["recipe"]} if "recipe" in config else {}
@@ -256,6 +254,7 @@ def run_train(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str,
 
 
 @guarded("downstream")
+@stored(("json", "downstream"), load=True)
 def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping[str, Any],
                    pair_key: str) -> dict[str, Any]:
     """Train the task model on both embeddings of a pair (same seed) and compare predictions.
@@ -286,8 +285,6 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     StudyTaskError
         Any failure of the task, with stage ``downstream`` (an upstream task's error passes through unchanged).
     """
-    if store.has_json("downstream", key):
-        return store.get_json("downstream", key)
     old, new = store.get_embedding("pair_old", pair_key), store.get_embedding("pair_new", pair_key)
     with GLOBAL_RNG_LOCK:
         result = steps.disagreement(old, new, task=config["task"], model=config["model"], seed=config["seed"],
