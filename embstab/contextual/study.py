@@ -653,8 +653,7 @@ def contextual_train_config(spec: Any, side: str, v: Any) -> dict[str, Any]:
 
 KIND = StudyKind(
     name="contextual", label="contextual embeddings (BERT word-type features)", memory_unit="bits per feature vector",
-    source_key="corpus", source_stage="corpus", parse_source=parse_corpus, algorithms=check_algorithms,
-    training=TRAINING, tasks=tasks, check=check_study, source_config=contextual_source_config,
-    train_config=contextual_train_config, run_source=run_source, run_train=run_train, run_compress=run_compress,
-    run_downstream=run_downstream,
+    source_key="corpus", parse_source=parse_corpus, algorithms=check_algorithms, training=TRAINING, tasks=tasks,
+    check=check_study, source_config=contextual_source_config, train_config=contextual_train_config,
+    run_source=run_source, run_train=run_train, run_compress=run_compress, run_downstream=run_downstream,
 )

@@ -540,8 +540,8 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
 
 KIND = StudyKind(
     name="hyperbolic", label="hyperbolic graph embeddings (Poincaré coordinates)", memory_unit="bits per node",
-    source_key="graph", source_stage="graph", parse_source=parse_graph, algorithms=check_algorithms,
-    training=TRAINING, tasks=tasks, check=check_study, source_config=hyperbolic_source_config,
-    train_config=hyperbolic_train_config, run_source=run_source, run_train=run_train, run_compress=run_compress,
-    run_downstream=run_downstream, geometry="hyperbolic", measure_pair=measure_pair,
+    source_key="graph", parse_source=parse_graph, algorithms=check_algorithms, training=TRAINING, tasks=tasks,
+    check=check_study, source_config=hyperbolic_source_config, train_config=hyperbolic_train_config,
+    run_source=run_source, run_train=run_train, run_compress=run_compress, run_downstream=run_downstream,
+    geometry="hyperbolic", measure_pair=measure_pair,
 )

@@ -481,8 +481,7 @@ def graph_train_config(spec: Any, side: str, v: Any) -> dict[str, Any]:
 
 KIND = StudyKind(
     name="kg", label="knowledge-graph embeddings (entity tables)", memory_unit="bits per entity row",
-    source_key="graph", source_stage="graph", parse_source=parse_graph, algorithms=check_algorithms,
-    training=TRAINING, tasks=tasks, check=check_study, source_config=graph_source_config,
-    train_config=graph_train_config, run_source=run_source, run_train=run_train, run_compress=run_compress,
-    run_downstream=run_downstream,
+    source_key="graph", parse_source=parse_graph, algorithms=check_algorithms, training=TRAINING, tasks=tasks,
+    check=check_study, source_config=graph_source_config, train_config=graph_train_config, run_source=run_source,
+    run_train=run_train, run_compress=run_compress, run_downstream=run_downstream,
 )

@@ -48,7 +48,8 @@ class StudyKind:
     source_key : str
         Top-level key of the study file that defines the source pair (``corpus``, ``graph``...).
     source_stage : str
-        Name of the task that builds the source pair.
+        Name of the task that builds the source pair; by default the ``source_key`` (a keyword
+        argument, as is ``check``).
     parse_source : callable
         ``(validator, mapping) -> section``: the parsed ``source_key`` section (a frozen dataclass,
         held by the study as ``source_spec``).
@@ -60,7 +61,8 @@ class StudyKind:
     tasks : callable
         ``() -> {task: TaskRule}``: the downstream tasks, their models and options.
     check : callable or None
-        ``(validator, spec) -> None``: cross-checks of a parsed study of this kind.
+        ``(validator, spec) -> None``: cross-checks of a parsed study of this kind; None (the
+        default): none beyond the shared ones.
     source_config, train_config : callable
         The configurations (hashed into artifact names) of the source pair and of one member.
     run_source, run_train, run_compress, run_downstream : callable
@@ -84,12 +86,13 @@ class StudyKind:
     label: str
     memory_unit: str
     source_key: str
-    source_stage: str
+    # keyword-only, so the fields without a default keep their places and kinds state only what differs
+    source_stage: str = field(default="", kw_only=True)
     parse_source: Callable[[Any, Any], Any]
     algorithms: Callable[[Any, Any], tuple[str, ...]]
     training: dict[str, Setting]
     tasks: Callable[[], dict[str, TaskRule]]
-    check: Callable[[Any, Any], None] | None
+    check: Callable[[Any, Any], None] | None = field(default=None, kw_only=True)
     source_config: Callable[[StudySpec], dict[str, Any]]
     train_config: Callable[[StudySpec, str, Variant], dict[str, Any]]
     run_source: Callable[..., Any]
@@ -102,6 +105,10 @@ class StudyKind:
     measure_pair: Callable[..., Any] | None = None
     # not hashed: a dict; the kind is still hashable by its other fields
     steps: Mapping[str, Callable[..., Any]] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.source_stage:  # the task that builds the source is named after its study-file key
+            object.__setattr__(self, "source_stage", self.source_key)
 
     def measure_steps(self, steps: Any) -> Any:
         """``steps`` with this kind's ``measure_pair``, if it has one.

@@ -300,9 +300,8 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
 
 KIND = StudyKind(
     name="word", label="word embeddings", memory_unit="bits per word",
-    source_key="corpus", source_stage="corpus", parse_source=parse_corpus, algorithms=check_algorithms,
-    training=TRAINING, tasks=tasks, check=check_study, source_config=word_source_config,
-    train_config=word_train_config, run_source=run_corpus, run_train=run_train, run_compress=run_compress,
-    run_downstream=run_downstream, recipes=True, transforms=True,
+    source_key="corpus", parse_source=parse_corpus, algorithms=check_algorithms, training=TRAINING, tasks=tasks,
+    check=check_study, source_config=word_source_config, train_config=word_train_config, run_source=run_corpus,
+    run_train=run_train, run_compress=run_compress, run_downstream=run_downstream, recipes=True, transforms=True,
     steps={"train_embedding": train_embedding},
 )
