@@ -292,6 +292,7 @@ def test_local_worker_processes_keep_large_blocks_on_the_heap():
     assert envs and all(mmap == str(WORKER_MMAP_THRESHOLD) for mmap, _ in envs), envs
 
 
+@pytest.mark.slow  # ~20 s of process start-up; the default tier reaches a cluster by address in-process
 def test_separate_process_cluster_gives_the_same_results(finished, tmp_path):
     """A real cluster: a `dask scheduler` process and two `dask worker` processes on 127.0.0.1,
     reached by address, sharing the store directory; same rows as the synchronous run."""
