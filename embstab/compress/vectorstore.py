@@ -39,7 +39,7 @@ from embstab.errors import ConfigError, ShapeError, lookup
 from embstab.io.compressed import CompressedData
 
 __all__ = ["PRECISIONS", "HammingTopK", "RescoredTopK", "bytes_per_vector", "quantization_ranges",
-           "quantize_embeddings", "truncate_embeddings", "hamming_topk", "rescore", "compress_for_store"]
+           "quantize_embeddings", "truncate_embeddings", "hamming_topk", "rescore", "smallest_k", "compress_for_store"]
 
 #: Bits one dimension takes at each precision (binary codes are packed, 8 dimensions a byte).
 PRECISIONS: dict[str, int] = {"float32": 32, "int8": 8, "uint8": 8, "binary": 1, "ubinary": 1}
@@ -330,8 +330,21 @@ def _check_k(k: Any, what: str = "k") -> int:
     return int(k)
 
 
-def _select(keys: np.ndarray, k: int) -> np.ndarray:
-    """Column positions of the ``k`` smallest keys of each row, in ascending key order."""
+def smallest_k(keys: np.ndarray, k: int) -> np.ndarray:
+    """Column positions of the ``k`` smallest keys of each row, in ascending key order.
+
+    Parameters
+    ----------
+    keys : numpy.ndarray
+        ``(n_rows, n_columns)`` keys; equal keys keep their column order.
+    k : int
+        How many columns per row, 1 to ``n_columns`` (more than that returns every column).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_rows, min(k, n_columns))`` column positions.
+    """
     if k < keys.shape[1]:
         part = np.argpartition(keys, k - 1, axis=1)[:, :k]
     else:
@@ -408,7 +421,7 @@ def hamming_topk(query_codes: Any, doc_codes: Any, k: int) -> HammingTopK:
             dist = _hamming(qb, d_words[:, j:j + doc_block])
             keys = dist * n_docs + np.arange(j, j + dist.shape[1], dtype=np.int64)
             keys = np.concatenate([best, keys], axis=1)
-            best = np.take_along_axis(keys, _select(keys, min(k, keys.shape[1])), axis=1)
+            best = np.take_along_axis(keys, smallest_k(keys, min(k, keys.shape[1])), axis=1)
         indices[i:i + qb.shape[0]] = best % n_docs
         distances[i:i + qb.shape[0]] = best // n_docs
     return HammingTopK(indices, distances)

@@ -41,6 +41,7 @@ from embstab.compress.vectorstore import (
     hamming_topk,
     quantization_ranges,
     quantize_embeddings,
+    smallest_k,
     truncate_embeddings,
 )
 from embstab.contextual.features import sentence_features
@@ -158,16 +159,6 @@ def _check_rescore(rescore: Any) -> float | None:
     return float(rescore)
 
 
-def _top_by_key(keys: np.ndarray, k: int) -> np.ndarray:
-    """Columns of the k smallest (unique) keys of each row, smallest first."""
-    if k < keys.shape[1]:
-        part = np.argpartition(keys, k - 1, axis=1)[:, :k]
-    else:
-        part = np.broadcast_to(np.arange(keys.shape[1]), keys.shape)
-    order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1)
-    return np.take_along_axis(part, order, axis=1)
-
-
 def _code_search(q_codes: np.ndarray, d_codes: np.ndarray, k: int, relevant: np.ndarray | None
                  ) -> tuple[np.ndarray, np.ndarray | None, int]:
     """Exact inner-product search of int8/uint8 codes: top k, ranks among all documents, ties at k.
@@ -186,7 +177,7 @@ def _code_search(q_codes: np.ndarray, d_codes: np.ndarray, k: int, relevant: np.
     for lo in range(0, len(q_codes), step):
         scores = np.rint(q_codes[lo:lo + step].astype(np.float64) @ d.T).astype(np.int64)
         keys = -scores * n_docs + cols
-        best = _top_by_key(keys, want)
+        best = smallest_k(keys, want)
         top[lo:lo + len(scores)] = best[:, :k]
         if want > k:
             s = np.take_along_axis(scores, best, axis=1)
