@@ -83,6 +83,17 @@ def test_each_measure_through_the_registry_equals_one_streaming_pass():
         assert REGISTRY[name].evaluate(a, b, k=4, rows=12, seed=3) == want
 
 
+def test_the_new_member_as_reference_equals_the_literal_definitions_read_from_it():
+    a, b = _pair(4)
+    df = embstab.compare(a, b, params={n: {"k": 5, "reference": "new"} for n in HYPERBOLIC})
+    ref = _literal(b, a, 5)
+    for name, value in zip(df["measure"], df["value"]):
+        assert value == pytest.approx(ref[name], rel=1e-10, abs=1e-12), name
+    assert df.set_index("measure").loc["hyperbolic_map", "value"] != pytest.approx(_literal(a, b, 5)["hyperbolic_map"])
+    with pytest.raises(embstab.errors.ConfigError, match="reference must be 'old'"):
+        hyperbolic_knn(a, b, k=5, reference="b")
+
+
 def test_identical_geometry_is_perfectly_stable_in_any_model():
     a, _ = _pair(2)
     lorentz = HyperbolicEmbedding(a.hyperboloid64(), manifold="lorentz", scale=a.scale, nodes=a.nodes)

@@ -324,7 +324,7 @@ def measure_pair(old: Any, new: Any, anchor_old: Any, anchor_new: Any, config: M
 
     The anchors are not used: the hyperbolic measures compare the pair's decoded distances. The
     new member's distances are the reference of the distortions and of the MAP (those measures are
-    not symmetric), as the kind's stored values have always been read.
+    not symmetric; ``reference="new"``), as the kind's stored values have always been read.
     ``knn`` (the shared self-agreement check) is read as ``hyperbolic_knn``.
 
     Parameters
@@ -345,20 +345,19 @@ def measure_pair(old: Any, new: Any, anchor_old: Any, anchor_new: Any, config: M
     from embstab.hyperbolic.embedding import HyperbolicEmbedding  # noqa: PLC0415
     from embstab.measures.compare import compare  # noqa: PLC0415 (the package attribute may be the module)
 
-    reference, other_member = _hyperbolic(new), _hyperbolic(old)
+    old_member, new_member = _hyperbolic(old), _hyperbolic(new)
     asked = list(config["names"])
     real = {name: "hyperbolic_knn" if name == "knn" else name for name in asked}
     given = dict(config.get("params") or {})
-    params = {real[n]: {k: val for k, val in dict(given.get(n) or {}).items() if k in ("k", "rows", "seed")}
-              for n in asked}
+    params = {real[n]: {**{k: val for k, val in dict(given.get(n) or {}).items() if k in ("k", "rows", "seed")},
+                        "reference": "new"} for n in asked}
 
-    def values(other: Any) -> dict[str, float]:
-        # compare's first side is the reference of the asymmetric measures: the new member here
-        df = compare(reference, other, measures=list(real.values()), params=params)
+    def values(old_side: Any) -> dict[str, float]:
+        df = compare(old_side, new_member, measures=list(real.values()), params=params)
         by_name = dict(zip(df["measure"], df["value"]))
         return {n: float(by_name[real[n]]) for n in asked}
 
-    out: dict[str, Any] = {"n_words": float(len(reference)), **values(other_member)}
+    out: dict[str, Any] = {"n_words": float(len(new_member)), **values(old_member)}
     null = dict(config.get("null") or {})
     samples = int(null.get("samples", 0))
     if samples:
@@ -366,8 +365,8 @@ def measure_pair(old: Any, new: Any, anchor_old: Any, anchor_new: Any, config: M
         draws = []
         for s in range(samples):
             perm = np.random.default_rng(int(null.get("seed", 0)) + s).permutation(len(coords))
-            draws.append(values(HyperbolicEmbedding(coords[perm], scale=other_member.scale,
-                                                    nodes=list(reference.nodes))))
+            draws.append(values(HyperbolicEmbedding(coords[perm], scale=old_member.scale,
+                                                    nodes=list(new_member.nodes))))
         out["nulls"] = {n: {"value": float(np.mean([d[n] for d in draws])),
                             "spread": float(np.std([d[n] for d in draws], ddof=1)) if samples > 1 else 0.0,
                             "samples": samples, "method": "permutation"} for n in asked}

@@ -27,7 +27,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from embstab.errors import ShapeError, lookup
+from embstab.errors import ConfigError, ShapeError, lookup
 from embstab.measures._backend import _memoized
 
 __all__ = ["DistanceRows", "DistanceInstability", "DEFAULT_K", "TIE_BITS", "TIE_RULES", "snap", "average_precision",
@@ -321,7 +321,12 @@ def embedding_instability(a: DistanceRows, b: DistanceRows, *, k: int = 10,
                                rows=int(len(sel)), k=int(k))
 
 
-def _shared(a: DistanceRows, b: DistanceRows, k: int | None, rows: Any, seed: int) -> DistanceInstability:
+def _shared(a: DistanceRows, b: DistanceRows, k: int | None, rows: Any, seed: int,
+            reference: str = "old") -> DistanceInstability:
+    if reference not in ("old", "new"):
+        raise ConfigError(f"reference must be 'old' (the first embedding) or 'new' (the second), got {reference!r}")
+    if reference == "new":
+        a, b = b, a  # the measures below read their first side as the reference
     if k is None:
         _check_pair(a, b)
         k = min(DEFAULT_K, len(a) - 1)
@@ -331,7 +336,7 @@ def _shared(a: DistanceRows, b: DistanceRows, k: int | None, rows: Any, seed: in
 
 
 def hyperbolic_knn(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
-                   rows: int | Sequence[int] | None = None, seed: int = 0) -> float:
+                   rows: int | Sequence[int] | None = None, seed: int = 0, reference: str = "old") -> float:
     """Mean overlap of the k nearest neighbours by decoded distance (1 = stable).
 
     Parameters
@@ -344,16 +349,19 @@ def hyperbolic_knn(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
         All rows, a random sample of this many, or these rows.
     seed : int, default 0
         Seed of the row sample.
+    reference : {"old", "new"}, default "old"
+        The member whose distances are the reference: ``"old"`` is the first embedding, ``"new"`` the
+        second.
 
     Returns
     -------
     float
     """
-    return _shared(a, b, k, rows, seed).knn_overlap
+    return _shared(a, b, k, rows, seed, reference).knn_overlap
 
 
 def hyperbolic_map(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
-                   rows: int | Sequence[int] | None = None, seed: int = 0) -> float:
+                   rows: int | Sequence[int] | None = None, seed: int = 0, reference: str = "old") -> float:
     """Mean average precision of b's ranking at recovering a's k nearest neighbours (1 = stable).
 
     Ties count pessimistically, as in the embedding papers' graph MAP: a node at the same distance
@@ -364,60 +372,69 @@ def hyperbolic_map(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
     Parameters
     ----------
     a, b : embeddings with ``nodes`` and ``distances_from``
-        Same nodes in the same order; ``a`` defines the neighbours.
+        Same nodes in the same order; ``a`` defines the neighbours unless ``reference="new"``.
     k : int, optional
         Neighbours per node (default :data:`DEFAULT_K`, at most n − 1).
     rows : int or sequence of int, optional
         All rows, a random sample of this many, or these rows.
     seed : int, default 0
         Seed of the row sample.
+    reference : {"old", "new"}, default "old"
+        The member whose distances are the reference: ``"old"`` is the first embedding, ``"new"`` the
+        second.
 
     Returns
     -------
     float
     """
-    return _shared(a, b, k, rows, seed).map
+    return _shared(a, b, k, rows, seed, reference).map
 
 
 def distortion_avg(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
-                   rows: int | Sequence[int] | None = None, seed: int = 0) -> float:
+                   rows: int | Sequence[int] | None = None, seed: int = 0, reference: str = "old") -> float:
     """Average distortion: mean of ``|d_b/d_a − 1|`` over pairs, averaged per row (0 = identical).
 
     Parameters
     ----------
     a, b : embeddings with ``nodes`` and ``distances_from``
-        Same nodes in the same order; ``a`` is the reference.
+        Same nodes in the same order; ``a`` is the reference unless ``reference="new"``.
     k : int, optional
         Does not change the value; it lets one pass serve the k-NN measures too.
     rows : int or sequence of int, optional
         All rows, a random sample of this many, or these rows.
     seed : int, default 0
         Seed of the row sample.
+    reference : {"old", "new"}, default "old"
+        The member whose distances are the reference: ``"old"`` is the first embedding, ``"new"`` the
+        second.
 
     Returns
     -------
     float
     """
-    return _shared(a, b, k, rows, seed).d_avg
+    return _shared(a, b, k, rows, seed, reference).d_avg
 
 
 def distortion_worst(a: DistanceRows, b: DistanceRows, *, k: int | None = None,
-                     rows: int | Sequence[int] | None = None, seed: int = 0) -> float:
+                     rows: int | Sequence[int] | None = None, seed: int = 0, reference: str = "old") -> float:
     """Worst-case distortion: max d_b/d_a · max d_a/d_b over pairs (1 = a similarity).
 
     Parameters
     ----------
     a, b : embeddings with ``nodes`` and ``distances_from``
-        Same nodes in the same order; ``a`` is the reference.
+        Same nodes in the same order; ``a`` is the reference unless ``reference="new"``.
     k : int, optional
         Does not change the value; it lets one pass serve the k-NN measures too.
     rows : int or sequence of int, optional
         All rows, a random sample of this many, or these rows.
     seed : int, default 0
         Seed of the row sample.
+    reference : {"old", "new"}, default "old"
+        The member whose distances are the reference: ``"old"`` is the first embedding, ``"new"`` the
+        second.
 
     Returns
     -------
     float
     """
-    return _shared(a, b, k, rows, seed).d_wc
+    return _shared(a, b, k, rows, seed, reference).d_wc
