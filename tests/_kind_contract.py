@@ -18,7 +18,7 @@ import pytest
 
 from embstab.study import ArtifactStore, Steps, StudyDefinitionError, parse_study, plan_study, run_study
 from embstab.study.kinds import get_kind
-from embstab.study.plan import row_configs
+from embstab.study.plan import study_rows
 
 DROP = object()
 
@@ -46,7 +46,7 @@ def check_plans_its_grid(kind: str, definition: dict, root: Path) -> None:
     again = parse_study(spec.to_dict())
     assert again == spec and again.fingerprint() == spec.fingerprint()
     if kind != "word":  # a kind's configurations never collide with a word study's
-        assert all(cfg["measures"]["pair"]["new"]["kind"] == kind for _, _, cfg in row_configs(spec))
+        assert all(r.config["measures"]["pair"]["new"]["kind"] == kind for r in study_rows(spec))
 
 
 def run_tiny(definition: dict, root: Path) -> tuple[Any, Any]:

@@ -14,7 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may reach a hub
 
 from embstab.study import ArtifactStore, StudyDefinitionError, load_study, parse_study, run_study  # noqa: E402
 from embstab.contextual import study as KC  # noqa: E402
-from embstab.study.plan import Variant, _corpus_cfg, _train_cfg, row_configs  # noqa: E402
+from embstab.study.plan import Variant, _corpus_cfg, _train_cfg, study_rows  # noqa: E402
 from embstab.study.steps import default_steps  # noqa: E402
 from embstab.study.store import config_hash  # noqa: E402
 
@@ -63,7 +63,7 @@ def test_from_scratch_studies_keep_their_names():
     """``init`` stays out of a from-scratch study's configuration: fingerprints and artifacts as before."""
     spec = parse_study(SCRATCH)
     assert "init" not in spec.training.params_dict() and "init" not in _corpus_cfg(spec)
-    assert all("init" not in cfg["measures"]["pair"]["new"] for _, _, cfg in row_configs(spec))
+    assert all("init" not in r.config["measures"]["pair"]["new"] for r in study_rows(spec))
     assert spec.fingerprint() == "0261c7df3b0bec6f"  # computed before the option existed
 
 

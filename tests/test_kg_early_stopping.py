@@ -18,7 +18,7 @@ pytest.importorskip("pykeen")
 from embstab.kg import evaluate, load_graph, train  # noqa: E402
 from embstab.kg import EarlyStopping, load_kg_model  # noqa: E402
 from embstab.study import StudyDefinitionError, load_study, parse_study, run_study  # noqa: E402
-from embstab.study.plan import row_configs  # noqa: E402
+from embstab.study.plan import study_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINES = ROOT / "pipelines"
@@ -167,10 +167,10 @@ def test_spec_without_the_field_keeps_its_fingerprint_and_configurations():
     assert "early_stopping" not in quick.training.params_dict()
     plain, null = parse_study(_spec(early_stopping=_DROP)), parse_study(_spec(early_stopping=None))
     assert plain.fingerprint() == null.fingerprint() and plain == null
-    assert [r for r, _, _ in row_configs(plain)] == [r for r, _, _ in row_configs(null)]
+    assert [r.row_id for r in study_rows(plain)] == [r.row_id for r in study_rows(null)]
     with_es = parse_study(_spec())
     assert with_es.fingerprint() != plain.fingerprint()
-    _, _, cfg = next(iter(row_configs(with_es)))
+    cfg = next(iter(study_rows(with_es))).config
     assert cfg["measures"]["pair"]["new"]["early_stopping"] == EAGER
     # defaults are filled in, the spec stays hashable, and to_dict reads back to the same spec
     full = parse_study(_spec(early_stopping={}))

@@ -42,7 +42,7 @@ from embstab.study.calibrate import (
     choose_measured,
     predict_unmeasured,
 )
-from embstab.study.plan import row_configs
+from embstab.study.plan import study_rows
 from embstab.study.schema import CalibrationSpec
 from embstab.study.steps import measure_pair
 
@@ -151,14 +151,14 @@ def test_studies_without_the_key_keep_their_fingerprints_and_a_calibrated_one_ke
     calibrated = parse_study({**spec.to_dict(), "calibrate": CALIBRATE})
     # another definition (registered apart), the same rows: measured rows are shared with the full study
     assert calibrated.fingerprint() != spec.fingerprint()
-    assert [r for r, _, _ in row_configs(calibrated)] == [r for r, _, _ in row_configs(spec)]
+    assert [r.row_id for r in study_rows(calibrated)] == [r.row_id for r in study_rows(spec)]
 
 
 # --- the choice -----------------------------------------------------------------------------
 
 
 def _rows(spec):
-    return {row_id: meta for row_id, meta, _ in row_configs(spec)}
+    return {r.row_id: r.columns for r in study_rows(spec)}
 
 
 def test_the_choice_is_seeded_stratified_and_one_seed_per_configuration():

@@ -18,7 +18,7 @@ from _kind_contract import (NEVER, broken, check_plans_its_grid, check_rejects, 
 
 from embstab.study import ArtifactStore, load_study, parse_study, plan_study  # noqa: E402
 from embstab.study.kinds import KINDS, get_kind  # noqa: E402
-from embstab.study.plan import row_configs  # noqa: E402
+from embstab.study.plan import study_rows  # noqa: E402
 from embstab.study.steps import default_steps  # noqa: E402
 
 PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
@@ -248,8 +248,9 @@ def test_word_studies_keep_their_fingerprints_and_configurations():
     quick = load_study(PIPELINES / "quick.yaml")
     assert quick.kind == "word" and "kind" not in quick.to_dict()
     assert quick.fingerprint() == "3ac09523da72cc0c"
-    for _, meta, cfg in row_configs(quick):
-        assert meta["kind"] == "word"
+    for row in study_rows(quick):
+        cfg = row.config
+        assert row.kind == row.columns["kind"] == "word"
         assert "kind" not in cfg["measures"]["pair"]["new"] and cfg["measures"]["pair"]["new"]["corpus"]["stage"] == "corpus"
 
 

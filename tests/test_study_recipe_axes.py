@@ -18,7 +18,7 @@ from embstab.recipes.ocs import ocs_split
 from embstab.recipes.training import TRAINING_RECIPES, training_recipe
 from embstab.report import build_report
 from embstab.study import ResultDB, parse_study, plan_study, run_study
-from embstab.study.plan import row_configs
+from embstab.study.plan import study_rows
 from embstab.study.schema import StudyDefinitionError
 from embstab.train import train_embedding
 
@@ -175,12 +175,12 @@ def test_axes_multiply_rows_and_anchors_stay_fp32(tmp_path):
     spec = parse_study(_quick("recipes_quick.yaml"))
     assert spec.training.recipes[0] == "fp32"
     assert spec.n_rows() == 5 * 2 * 1 * 1 * 1
-    rows = list(row_configs(spec))
-    assert {m["recipe"] for _, m, _ in rows} == set(spec.training.recipes)
-    for _, meta, cfg in rows:
-        anchor = cfg["measures"]["anchor"]
+    rows = list(study_rows(spec))
+    assert {r.variant.recipe for r in rows} == set(spec.training.recipes)
+    for row in rows:
+        anchor = row.config["measures"]["anchor"]
         assert "recipe" not in anchor["old"] and "transform" not in anchor  # fp32, no transform
-        assert (cfg["measures"]["pair"]["old"].get("recipe", "fp32")) == meta["recipe"]
+        assert (row.config["measures"]["pair"]["old"].get("recipe", "fp32")) == row.columns["recipe"]
 
 
 def test_default_axes_keep_older_fingerprints():

@@ -8,7 +8,7 @@ task that only they needed: a restarted study plans just what is missing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +18,19 @@ from embstab.study.kinds import PLAN_VERSION, REFERENCE_RECIPE
 from embstab.study.schema import DownstreamSpec, StudySpec
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["Ref", "Node", "StudyPlan", "plan_study", "row_configs", "measure_inputs", "MeasureInputs", "PLAN_VERSION",
-           "FULL_PRECISION_BITS", "Variant"]
+__all__ = [
+    "FULL_PRECISION_BITS",
+    "PLAN_VERSION",
+    "MeasureInputs",
+    "Node",
+    "Ref",
+    "StudyPlan",
+    "StudyRow",
+    "Variant",
+    "measure_inputs",
+    "plan_study",
+    "study_rows",
+]
 
 #: Bit width of the anchors (full precision: clipping only, no rounding).
 FULL_PRECISION_BITS = 32
@@ -170,8 +181,44 @@ def _variants(spec: StudySpec) -> Iterable[Variant]:
                             yield Variant(algo, recipe, seed, dim, bits, transform)
 
 
-def row_configs(spec: StudySpec) -> Iterable[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """Yield ``(row_id, row_meta, row_config)`` for every row of the study, in plan order.
+@dataclass(frozen=True)
+class StudyRow:
+    """One row of a study: a grid point and one downstream task, with the configuration it is hashed from.
+
+    Attributes
+    ----------
+    row_id : str
+        The hash of :attr:`config`: the row's key in the store, stable across runs.
+    variant : Variant
+        The grid point (algorithm, recipe, seed, dimension, bits, transform).
+    task : str
+        The downstream entry's label.
+    model : str
+        The downstream model.
+    kind : str
+        The study's kind.
+    config : dict
+        What the row's values depend on (measures and downstream configurations), as hashed.
+    """
+
+    row_id: str
+    variant: Variant
+    task: str
+    model: str
+    kind: str
+    config: Mapping[str, Any]
+
+    @property
+    def columns(self) -> dict[str, Any]:
+        """The row's metadata columns as stored: ``algo``, ``recipe``, ``seed``, ``dim``,
+        ``bitrate``, ``transform``, ``task``, ``model``, ``kind``."""
+        v = self.variant
+        return {"algo": v.algo, "recipe": v.recipe, "seed": v.seed, "dim": v.dim, "bitrate": v.bits,
+                "transform": v.transform, "task": self.task, "model": self.model, "kind": self.kind}
+
+
+def study_rows(spec: StudySpec) -> Iterator[StudyRow]:
+    """Every row of the study, in plan order.
 
     Parameters
     ----------
@@ -180,18 +227,13 @@ def row_configs(spec: StudySpec) -> Iterable[tuple[str, dict[str, Any], dict[str
 
     Yields
     ------
-    tuple of (str, dict, dict)
-        The row id (the hash of its configuration), its metadata columns (``algo``, ``recipe``,
-        ``seed``, ``dim``, ``bitrate``, ``transform``, ``task``, ``model``, ``kind``) and its
-        configuration.
+    StudyRow
     """
     for v in _variants(spec):
         for entry in spec.downstream:
             cfg = {"v": PLAN_VERSION, "stage": "row", "label": entry.label,
                    "measures": _measures_cfg(spec, v), "downstream": _downstream_cfg(spec, entry, v)}
-            meta = {"algo": v.algo, "recipe": v.recipe, "seed": v.seed, "dim": v.dim, "bitrate": v.bits,
-                    "transform": v.transform, "task": entry.label, "model": entry.model, "kind": spec.kind}
-            yield config_hash(cfg), meta, cfg
+            yield StudyRow(config_hash(cfg), v, entry.label, entry.model, spec.kind, cfg)
 
 
 @dataclass(frozen=True)
@@ -220,11 +262,11 @@ def measure_inputs(spec: StudySpec) -> dict[str, MeasureInputs]:
         Every row of the study; the rows of one pair share their measures task.
     """
     out = {}
-    for row_id, meta, cfg in row_configs(spec):
-        v = Variant(meta["algo"], meta["recipe"], meta["seed"], meta["dim"], meta["bitrate"], meta["transform"])
-        out[row_id] = MeasureInputs(config_hash(cfg["measures"]), cfg["measures"], config_hash(_pair_cfg(spec, v)),
-                                    config_hash(_pair_cfg(spec, v.anchor(spec))),
-                                    config_hash(_train_cfg(spec, "new", v)))
+    for row in study_rows(spec):
+        v, mcfg = row.variant, row.config["measures"]
+        out[row.row_id] = MeasureInputs(config_hash(mcfg), mcfg, config_hash(_pair_cfg(spec, v)),
+                                        config_hash(_pair_cfg(spec, v.anchor(spec))),
+                                        config_hash(_train_cfg(spec, "new", v)))
     return out
 
 
@@ -273,15 +315,15 @@ def plan_study(spec: StudySpec, store: ArtifactStore, steps: S.Steps, done: Iter
 
     measure_steps = kind.measure_steps(steps)
     corpus_cfg = _corpus_cfg(spec)
-    rows = list(row_configs(spec))
+    rows = list(study_rows(spec))
     # the choice is made on the whole grid, whatever is stored: the same rows on every run
     measured = (None if spec.calibrate is None
-                else choose_measured({row_id: meta for row_id, meta, _ in rows}, spec.calibrate))
-    for row_id, meta, cfg in rows:
+                else choose_measured({row.row_id: row.columns for row in rows}, spec.calibrate))
+    for row in rows:
+        row_id, meta, cfg, variant = row.row_id, row.columns, row.config, row.variant
         plan.all_rows[row_id] = meta
         if row_id in done:
             continue
-        variant = Variant(meta["algo"], meta["recipe"], meta["seed"], meta["dim"], meta["bitrate"], meta["transform"])
         corpus_key = add(kind.source_stage, corpus_cfg, kind.run_source, store, steps, config_hash(corpus_cfg),
                          corpus_cfg)
 
