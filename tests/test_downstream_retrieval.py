@@ -56,6 +56,22 @@ def test_top_k_and_ranks_equal_a_literal_sort():
     assert got.ties_at_k == 0
 
 
+@pytest.mark.parametrize("precision", ["float32", "binary"])
+def test_documents_read_a_block_at_a_time_give_the_one_block_answer(monkeypatch, precision):
+    import embstab.downstream.retrieval as retrieval
+
+    rng = np.random.default_rng(7)
+    q, d = rng.normal(size=(30, 12)), rng.normal(size=(200, 12))
+    relevant = rng.integers(0, 200, size=30)
+    whole = search(q, d, 9, relevant=relevant, precision=precision, batch_size=8)
+    monkeypatch.setattr(retrieval, "EXACT_BLOCK_BYTES", 8 * 12 * 23)  # 23 documents a block, the last one short
+    blocks = search(q, d, 9, relevant=relevant, precision=precision, batch_size=8)
+    np.testing.assert_array_equal(blocks.top_k, whole.top_k)
+    np.testing.assert_array_equal(blocks.ranks, whole.ranks)  # the second pass: ranks across blocks
+    np.testing.assert_allclose(blocks.scores, whole.scores, rtol=0, atol=1e-12)
+    assert blocks.ties_at_k == whole.ties_at_k and (precision == "float32") == (whole.ties_at_k == 0)
+
+
 def test_ties_go_to_the_lower_document_index_whatever_the_blocks():
     rng = np.random.default_rng(1)
     base = rng.normal(size=(5, 4))

@@ -26,7 +26,7 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from embstab._numbers import is_integer
-from embstab.compress.vectorstore import hamming_topk, quantize_embeddings
+from embstab.compress.vectorstore import quantize_embeddings
 from embstab.data.registry import dataset_root
 from embstab.data.tasks import bbc_documents
 from embstab.data.tokenize import tokenize
@@ -679,45 +679,98 @@ def search(queries: np.ndarray, documents: np.ndarray, k: int = 10, *, relevant:
         raise ConfigError(f"batch_size (queries scored at once) must be a positive integer, got {batch_size!r}")
     start = time.perf_counter()
     q = _unit_rows(queries, "the query vectors")
-    if index == "binary":  # only the codes are kept: 1/64 of the float64 rows
-        d = _unit_rows(documents, "the document vectors", codes=True)
-        if q.shape[1] != np.asarray(documents).shape[1]:
-            raise ShapeError(f"queries have {q.shape[1]} dimensions and documents {np.asarray(documents).shape[1]}")
-    else:
-        d = _unit_rows(documents, "the document vectors", np.float32 if index != "exact" else np.float64)
-    if q.shape[1] != d.shape[1] and index != "binary":
-        raise ShapeError(f"queries have {q.shape[1]} dimensions and documents {d.shape[1]}")
-    if len(d) == 0:
+    documents = np.asarray(documents) if not hasattr(documents, "shape") else documents
+    if len(documents.shape) != 2 or documents.shape[1] < 1:
+        raise ShapeError(f"the document vectors must be a 2-D array (rows, dim), got shape {documents.shape}")
+    if q.shape[1] != documents.shape[1]:
+        raise ShapeError(f"queries have {q.shape[1]} dimensions and documents {documents.shape[1]}")
+    if len(documents) == 0:
         raise ShapeError("there are no documents to search")
-    k = _check_k(k, len(d))
+    k = _check_k(k, len(documents))
     if relevant is not None:
         relevant = np.asarray(relevant)
-        if relevant.shape != (len(q),) or (relevant.size and (relevant.min() < 0 or relevant.max() >= len(d))):
-            raise ShapeError(f"relevant must hold one document index in [0, {len(d)}) per query ({len(q)})")
+        if relevant.shape != (len(q),) or (relevant.size and (relevant.min() < 0 or relevant.max() >= len(documents))):
+            raise ShapeError(f"relevant must hold one document index in [0, {len(documents)}) per query ({len(q)})")
         relevant = relevant.astype(np.int64)
     if index != "exact":
+        d = _unit_rows(documents, "the document vectors", np.float32, codes=index == "binary")
         return _index_search(index, q, d, documents, k, relevant, precision, params, start)
-    store_top = None
     if precision == "binary":
-        q_codes, d_codes = quantize_embeddings(q, "ubinary"), quantize_embeddings(d, "ubinary")
-        store_top = hamming_topk(q_codes, d_codes, k).indices
-        # ranks and ties from the same bits as ±1 vectors: their inner product is dim − 2 × Hamming
-        # distance, exact in float64, so it orders the documents as the distance does
-        q, d = (np.unpackbits(c, axis=1, count=q.shape[1]).astype(np.float64) * 2.0 - 1.0 for c in (q_codes, d_codes))
-    top = np.zeros((len(q), k), dtype=np.int64)
-    top_scores = np.zeros((len(q), k), dtype=np.float64)
+        # the sign codes as ±1 vectors: their inner product is dim − 2 × Hamming distance, exact in
+        # float64, so it orders the documents as the distance does (ties by document index)
+        q = _signs(quantize_embeddings(q, "ubinary"), q.shape[1])
+    top, scores, ranks = _exact_top_k(q, documents, k, relevant, precision, int(batch_size))
+    ties = int(np.sum(scores[:, k - 1] == scores[:, k])) if scores.shape[1] > k else 0
+    return SearchResult(top[:, :k], ranks, ties, precision, time.perf_counter() - start, "exact", scores[:, :k])
+
+
+#: Bytes of float64 document rows exact search scores at once: its memory does not grow with the documents.
+EXACT_BLOCK_BYTES = 64 << 20
+
+
+def _signs(codes: np.ndarray, dim: int) -> np.ndarray:
+    """Packed sign bits as float64 ±1 vectors."""
+    return np.unpackbits(codes, axis=1, count=dim).astype(np.float64) * 2.0 - 1.0
+
+
+def _document_blocks(documents: Any, precision: str, rows: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(first row, rows, float64 block) of the documents as exact search scores them: unit rows, or ±1 sign
+    vectors. With more than one block, the last is padded with zero rows to ``rows``: every product then
+    has the same shape, so BLAS takes the same path for all (a smaller product may sum in another order,
+    and equal documents in two blocks would score a rounding apart)."""
+    for lo in range(0, len(documents), rows):
+        unit = _unit_rows(documents[lo:lo + rows], "the document vectors")
+        block = _signs(quantize_embeddings(unit, "ubinary"), unit.shape[1]) if precision == "binary" else unit
+        if len(block) < rows and lo > 0:
+            block = np.concatenate([block, np.zeros((rows - len(block), block.shape[1]))])
+        yield lo, len(unit), block
+
+
+def _exact_top_k(q: np.ndarray, documents: Any, k: int, relevant: np.ndarray | None, precision: str,
+                 batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The k + 1 best documents of each query (equal scores by document index), their scores, and the
+    relevant documents' ranks; the documents are read a block at a time, keeping a running top k + 1."""
+    n = len(documents)
+    rows = max(1, EXACT_BLOCK_BYTES // (8 * q.shape[1]))
+    want = min(k + 1, n)  # one more than asked: whether the k-th place is tied
+    top = np.zeros((len(q), 0), dtype=np.int64)
+    best = np.zeros((len(q), 0), dtype=np.float64)
+    single = n <= rows
     ranks = None if relevant is None else np.zeros(len(q), dtype=np.int64)
-    ties = 0
-    for lo in range(0, len(q), int(batch_size)):
-        scores = q[lo:lo + batch_size] @ d.T
-        top[lo:lo + len(scores)], tied = _top_k_block(scores, k)
-        top_scores[lo:lo + len(scores)] = np.take_along_axis(scores, top[lo:lo + len(scores)], axis=1)
-        ties += int(tied.sum())
-        if ranks is not None:
-            ranks[lo:lo + len(scores)] = _ranks_block(scores, relevant[lo:lo + len(scores)])
-    if store_top is not None:
-        top = store_top  # the same documents in the same order (both break ties by index)
-    return SearchResult(top, ranks, ties, precision, time.perf_counter() - start, "exact", top_scores)
+    own = None if relevant is None else np.full(len(q), np.nan)
+    new_top, new_best = np.zeros((len(q), want), dtype=np.int64), np.zeros((len(q), want))
+    for lo, used, block in _document_blocks(documents, precision, rows):
+        for qlo in range(0, len(q), batch_size):
+            qs = slice(qlo, qlo + batch_size)
+            scores = (q[qs] @ block.T)[:, :used]
+            idx, _ = _top_k_block(scores, min(want, used))
+            # both lists are ordered best first with equal scores by index, and the running one holds
+            # only lower indices: a stable sort of the two keeps that order
+            cand = np.concatenate([top[qs], idx + lo], axis=1)
+            cand_scores = np.concatenate([best[qs], np.take_along_axis(scores, idx, axis=1)], axis=1)
+            order = np.argsort(-cand_scores, axis=1, kind="stable")[:, :want]
+            new_top[qs, :order.shape[1]] = np.take_along_axis(cand, order, axis=1)
+            new_best[qs, :order.shape[1]] = np.take_along_axis(cand_scores, order, axis=1)
+            if relevant is not None:
+                rel = relevant[qs]
+                if single:
+                    ranks[qs] = _ranks_block(scores, rel)
+                else:
+                    inside = np.nonzero((rel >= lo) & (rel < lo + used))[0]
+                    own[qlo + inside] = scores[inside, rel[inside] - lo]
+        width = min(want, top.shape[1] + used)
+        top, best = new_top[:, :width].copy(), new_best[:, :width].copy()
+    if relevant is not None and not single:
+        # each relevant document's score is known only once its block is read: count the documents
+        # ahead of it in a second pass, with the same products as the first
+        ranks[:] = 1
+        for lo, used, block in _document_blocks(documents, precision, rows):
+            cols = np.arange(lo, lo + used)[None, :]
+            for qlo in range(0, len(q), batch_size):
+                qs = slice(qlo, qlo + batch_size)
+                scores, mine, rel = (q[qs] @ block.T)[:, :used], own[qs, None], relevant[qs, None]
+                ranks[qs] += (scores > mine).sum(axis=1) + ((scores == mine) & (cols < rel)).sum(axis=1)
+    return top, best, ranks
 
 
 def _index_search(index: str, q: np.ndarray, d: np.ndarray, documents: np.ndarray, k: int,
