@@ -1,9 +1,10 @@
 """Search at vector-store scale: brute force against embstab's exact search, faiss flat, HNSW and binary Hamming search.
 
-Run: ``python benchmarks/bench_retrieval.py [--n 1000000] [--queries 1000] [--hnsw-n 100000]``
+Run: ``python benchmarks/bench_retrieval.py [--n 1000000] [--queries 1000] [--hnsw-n 100000] [--data clustered]``
 (``pip install faiss-cpu`` for the faiss rows; without it they are skipped).
 
-N random unit vectors (d = 384, float32, seed 0) are searched by Q random unit queries (seed 1) for
+N random unit vectors (d = 384, float32, seed 0; with ``--data clustered``, unit vectors around 1,000
+random topic centres) are searched by Q queries drawn the same way (seed 1) for
 their k = 10 nearest by inner product, and by their binary codes (one sign bit per dimension,
 packed: 48 bytes a vector) for the k nearest by Hamming distance. Every row is timed in the same
 run, once (at a million vectors a row takes seconds, far above the timer's noise; the machine's
@@ -109,6 +110,20 @@ def unit_rows(n: int, d: int, seed: int) -> np.ndarray:
     return out
 
 
+def clustered_rows(n: int, d: int, seed: int, clusters: int = 1000, spread: float = 0.6) -> np.ndarray:
+    """``n`` unit vectors (float32) around ``clusters`` random unit centres (the same centres for every
+    seed: documents and queries share their topics), each a centre plus Gaussian noise of norm about
+    ``spread``, normalised: data with neighbourhoods, as text embeddings have."""
+    centres = unit_rows(clusters, d, 12345)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, d), dtype=np.float32)
+    for lo in range(0, n, 65536):
+        m = min(65536, n - lo)
+        block = centres[rng.integers(0, clusters, m)] + rng.standard_normal((m, d), dtype=np.float32) * (spread / d ** 0.5)
+        out[lo:lo + m] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
 def gemm_only(q: np.ndarray, d: np.ndarray, block: int = 256) -> None:
     """The bare scores, ``block`` queries at a time, into one reused buffer."""
     buf = np.empty((min(block, len(q)), len(d)), dtype=np.float32)
@@ -152,8 +167,10 @@ def main() -> None:
     ap.add_argument("--ef-search", type=int, nargs="+", default=[64, 256, 1024],
                     help="HNSW candidate lists searched, one row each (default 64 256 1024; embstab's default: 64)")
     ap.add_argument("--threads", type=int, default=2, help="faiss and torch threads (numpy's BLAS: its own)")
-    ap.add_argument("--skip-embstab-exact", action="store_true",
-                    help="leave out embstab's exact search (float64: about 8 x N x d bytes more memory)")
+    ap.add_argument("--data", choices=["random", "clustered"], default="random",
+                    help="random unit vectors (default; no neighbourhoods: the hardest case for HNSW and IVF) or "
+                         "clustered ones (1,000 topics, as text embeddings have neighbourhoods)")
+    ap.add_argument("--skip-embstab-exact", action="store_true", help="leave out embstab's exact search")
     args = ap.parse_args()
     try:
         import faiss  # noqa: PLC0415
@@ -167,15 +184,16 @@ def main() -> None:
     n, d, k = args.n, args.d, args.k
     hnsw_n = min(args.hnsw_n, n)
     t0 = time.perf_counter()
-    docs = unit_rows(n, d, 0)
-    queries = unit_rows(args.queries, d, 1)
+    make = clustered_rows if args.data == "clustered" else unit_rows
+    docs = make(n, d, 0)
+    queries = make(args.queries, d, 1)
     doc_codes, query_codes = quantize_embeddings(docs, "ubinary"), quantize_embeddings(queries, "ubinary")
     made = time.perf_counter() - t0
 
     print(f"# {time.strftime('%a %b %d %H:%M:%S %Z %Y')}  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"# {platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__}, torch {torch.__version__}, "
           f"faiss {getattr(faiss, '__version__', 'not installed')}, {args.threads} faiss/torch threads")
-    print(f"# {n:,} documents x {d} dims float32 ({docs.nbytes / 2**30:.2f} GiB; codes {doc_codes.nbytes / 2**20:.0f} "
+    print(f"# {args.data} data: {n:,} documents x {d} dims float32 ({docs.nbytes / 2**30:.2f} GiB; codes {doc_codes.nbytes / 2**20:.0f} "
           f"MiB), {args.queries:,} queries, k = {k}; data made in {made:.1f} s; each row run once")
     print("# memory: " + ("peak RSS growth during the row (VmHWM reset through /proc/self/clear_refs)" if RESET_PEAK
                           else "tracemalloc peak (numpy's allocations only: faiss and torch not seen)"))
