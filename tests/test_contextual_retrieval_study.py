@@ -18,7 +18,8 @@ def test_the_retrieval_pipelines_parse_as_contextual_studies_with_model_search(n
     from embstab.study import load_study
 
     spec = load_study(PIPELINES / name)
-    assert spec.kind == "contextual" and spec.n_rows() == len(spec.training.seeds) * len(spec.compression.bit_widths)
+    t = spec.training
+    assert spec.kind == "contextual" and spec.n_rows() == len(t.seeds) * len(t.dimensions) * len(spec.compression.bit_widths)
     assert [(d.task, d.model) for d in spec.downstream] == [("wiki_retrieval", "search")]
     assert 1 in spec.compression.bit_widths and 32 in spec.compression.bit_widths
 
@@ -38,6 +39,37 @@ def test_retrieval_options_are_checked_with_their_key():
     data["downstream"] = [{"task": "bbc_retrieval", "model": "linear"}]
     with pytest.raises(StudyDefinitionError, match="model 'linear' cannot be used for contextual task 'bbc_retrieval'"):
         parse_study(data, source="r.yaml")
+
+
+def _quick(**training):
+    import yaml
+
+    from embstab.study.schema import parse_study
+
+    data = yaml.safe_load((PIPELINES / "retrieval_quick.yaml").read_text(encoding="utf-8"))
+    data["training"].update(training)
+    return parse_study(data, source="r.yaml")
+
+
+def test_smaller_dimensions_of_a_pretrained_model_are_its_leading_ones_from_one_training():
+    from embstab.study.plan import study_rows
+    from embstab.study.schema import StudyDefinitionError
+    from embstab.study.store import config_hash
+
+    spec = _quick(dimensions=[384, 64])
+    rows = list(study_rows(spec))
+    assert len(rows) == 4 and {r.variant.dim for r in rows} == {384, 64}
+    for r in rows:
+        pair, anchor = r.config["measures"]["pair"], r.config["measures"]["anchor"]
+        assert pair["old"]["dim"] == pair["new"]["dim"] == 384  # the member is trained once, at its hidden size
+        assert pair.get("truncate") == (64 if r.variant.dim == 64 else None) and "truncate" not in anchor
+    trained = {config_hash(r.config["measures"]["pair"][side]) for r in rows for side in ("old", "new")}
+    assert len(trained) == 2
+    # the full-width rows keep the names they had before truncation existed
+    assert {r.row_id for r in rows if r.variant.dim == 384} == {r.row_id for r in study_rows(_quick())}
+    with pytest.raises(StudyDefinitionError, match="512 is more") as caught:
+        _quick(dimensions=[512, 384])
+    assert caught.value.key == "training.dimensions"
 
 
 def test_one_bit_features_are_the_sign_codes_of_the_float_vectors():
@@ -67,11 +99,20 @@ def test_one_bit_features_are_the_sign_codes_of_the_float_vectors():
 
 @pytest.mark.slow  # MiniLM twice over 2 masked-LM steps and 100 wiki_retrieval pairs: about a minute on 2 cores
 def test_the_quick_retrieval_study_runs_and_stores_recall_and_flips(tmp_path):
-    from embstab.study import load_study, run_study
+    from embstab.study import run_study
 
-    spec = load_study(PIPELINES / "retrieval_quick.yaml")
+    spec = _quick(dimensions=[384, 32])  # 32: each vector's leading 32 dimensions, re-normalised
     run = run_study(spec, tmp_path / "store", tmp_path / "results.sqlite", scheduler="synchronous", progress=False)
     rows = run.results
-    assert run.n_failed == 0 and len(rows) == 2 and set(rows["task"]) == {"wiki_retrieval"}
+    assert run.n_failed == 0 and len(rows) == 4 and set(rows["task"]) == {"wiki_retrieval"}
     assert (rows["chance"] == 10.0).all()  # a random ranking's recall@10 of 100 documents
     assert (rows["quality"] > 50).all() and rows["disagreement"].between(0, 100).all()
+    assert sorted(zip(rows["dim"], rows["bitrate"], rows["memory"])) == [(32, 1, 32), (32, 32, 1024), (384, 1, 384),
+                                                                       (384, 32, 12288)]
+    full = rows[(rows["dim"] == 384) & (rows["bitrate"] == 32)]["quality"].item()
+    cut = rows[(rows["dim"] == 32) & (rows["bitrate"] == 32)]["quality"].item()
+    assert cut < full  # MiniLM was not trained for truncation: its first 32 dimensions find fewer summaries
+    from embstab.study import ArtifactStore
+
+    models = [a for a in ArtifactStore(tmp_path / "store").iter_artifacts() if a[0] == "bert"]
+    assert len(models) == 2  # one training per member, not per dimension

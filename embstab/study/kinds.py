@@ -76,6 +76,12 @@ class StudyKind:
     measure_pair : callable or None
         The kind's own ``measure_pair`` (as :attr:`embstab.study.steps.Steps.measure_pair`), for
         members the shared one does not compare (another geometry); None: the shared one.
+    trained_dim : callable or None
+        ``(spec, dim) -> int``: the dimension a member is trained at for the grid's ``dim``. Where it
+        is larger, the grid's dimension is that member's leading ``dim`` dimensions (Matryoshka
+        truncation, as vector stores shorten a pretrained model's vectors): one training serves
+        every such dimension, and the compressed pair's configuration records ``truncate``.
+        None (the default): every dimension is trained.
     steps : dict
         The kind's computations among the fields of :class:`embstab.study.steps.Steps` (field
         name → module-level function), which :func:`embstab.study.steps.default_steps` takes from
@@ -103,6 +109,7 @@ class StudyKind:
     recipes: bool = False
     transforms: bool = False
     measure_pair: Callable[..., Any] | None = None
+    trained_dim: Callable[[StudySpec, int], int] | None = None
     # not hashed: a dict; the kind is still hashable by its other fields
     steps: Mapping[str, Callable[..., Any]] = field(default_factory=dict, hash=False)
 

@@ -9,7 +9,7 @@ task that only they needed: a restarted study plans just what is missing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import embstab.study.steps as S
@@ -144,8 +144,15 @@ class Variant:
         return Variant(self.algo, REFERENCE_RECIPE, self.seed, spec.anchor_dim, FULL_PRECISION_BITS, NO_TRANSFORM)
 
 
+def _trained(spec: StudySpec, v: Variant) -> Variant:
+    # the member behind a grid point: a truncated dimension is read from a wider trained member
+    trained_dim = spec.study_kind.trained_dim
+    dim = v.dim if trained_dim is None else int(trained_dim(spec, v.dim))
+    return v if dim == v.dim else replace(v, dim=dim)
+
+
 def _train_cfg(spec: StudySpec, side: str, v: Variant) -> dict[str, Any]:
-    return spec.study_kind.train_config(spec, side, v)
+    return spec.study_kind.train_config(spec, side, _trained(spec, v))
 
 
 def _pair_cfg(spec: StudySpec, v: Variant) -> dict[str, Any]:
@@ -153,6 +160,8 @@ def _pair_cfg(spec: StudySpec, v: Variant) -> dict[str, Any]:
            "new": _train_cfg(spec, "new", v), "bits": v.bits, "rounding": spec.compression.rounding, "seed": v.seed}
     if v.transform != NO_TRANSFORM:
         cfg["transform"] = v.transform
+    if _trained(spec, v).dim != v.dim:
+        cfg["truncate"] = v.dim
     return cfg
 
 

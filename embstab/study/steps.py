@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from embstab.compress import compress_pair, memory_bits
 from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
@@ -343,7 +345,8 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         The configuration hash under which the output is stored.
     config : mapping
         The compression configuration: ``bits``, ``rounding``, ``seed`` and optionally
-        ``transform``; also written as the artifact's sidecar.
+        ``transform`` and ``truncate`` (keep each member's leading dimensions first); also written as
+        the artifact's sidecar.
     old_key, new_key : str
         Keys of the trained old and new embeddings (:func:`run_train`).
 
@@ -358,6 +361,8 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         Any failure of the task, with stage ``compress`` (an upstream task's error passes through unchanged).
     """
     old, new = _embedding(store, "embedding", old_key), _embedding(store, "embedding", new_key)
+    if "truncate" in config:  # each member's own leading dimensions, before the pair is aligned
+        old, new = (e.with_vectors(np.asarray(e.vectors)[:, :int(config["truncate"])]) for e in (old, new))
     seed = config["seed"] if config["rounding"].startswith("stochastic") else None
     extra = {}
     if "transform" in config:
