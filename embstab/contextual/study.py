@@ -7,7 +7,8 @@ vocabulary, fixed and so reproducible in any fresh store; or one trained on thei
 averaging. Member: a BERT masked-LM whose hidden size is the study's dimension, pretrained from
 scratch on one version (:func:`embstab.contextual.train_mlm`, same seed and steps for both), or,
 with ``training.init``, the packaged MiniLM whose masked-LM pretraining continues on one version
-(same starting weights, seed and steps; its hidden size is the one dimension); read out as
+(same starting weights, seed and steps; trained once at its hidden size, a smaller dimension of the
+grid is the leading dimensions of its vectors: Matryoshka truncation, :func:`trained_dim`); read out as
 word-type vectors over the sample (:func:`embstab.contextual.word_type_embedding`): the :class:`~embstab.Embedding` that is
 compressed with the shared pair protocol and measured against the anchors (the largest model of
 each version). Downstream: frozen sentence features of each member for a classification task,
@@ -48,7 +49,7 @@ __all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "trained_dim", 
 ALGORITHMS = ("bert",)
 
 #: Pretrained models a member can start from (``training.init``): name → (layers, hidden size,
-#: position limit). Their hidden size is the study's only dimension; kept here as numbers so that
+#: position limit). Their hidden size is the study's largest dimension; kept here as numbers so that
 #: parsing a study file does not load the model (``start_model`` checks the loaded model against them).
 INIT_MODELS = {"builtin:minilm_l6": (6, 384, 512)}
 
@@ -131,7 +132,7 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
 
 def check_study(v: Any, spec: Any) -> None:
     """Cross-checks: every hidden size splits into the attention heads; the layer exists. With a
-    starting model (``init``): the one dimension is its hidden size, the settings it fixes are left
+    starting model (``init``): no dimension exceeds its hidden size, the settings it fixes are left
     out, the blocks fit its positions.
 
     Parameters
