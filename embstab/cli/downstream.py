@@ -1,8 +1,10 @@
 """``embstab downstream OLD NEW --task ... --model ...``: how many downstream predictions flip.
 
 Word-embedding tasks train a task model on each embedding; knowledge-graph tasks
-(``link_prediction:GRAPH``, ``triple_classification:GRAPH``) score two saved KG models directly.
-:func:`run_kg` is that second path, shared with ``embstab kg downstream``.
+(``link_prediction:GRAPH``, ``triple_classification:GRAPH``) score two saved KG models directly;
+contextual models on a retrieval task search with their sentence vectors. Which of them runs is
+the library's choice (:func:`embstab.downstream.pair_disagreement`); this module parses and prints.
+:func:`run_kg` is the same call for ``embstab kg downstream``.
 """
 
 from __future__ import annotations
@@ -11,16 +13,14 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 
 from embstab.cli.contextual import STORE_PRECISIONS
 from embstab.cli.names import DOWNSTREAM_MODELS, DOWNSTREAM_TASKS, KG_TASKS, TRAINING_RECIPES
 from embstab.cli.options import (add_progress, add_trust_pickle, bits, learning_rate, positive_int, seed,
                                  show_progress, unit_fraction)
 from embstab.downstream.catalog import SEARCH_INDEXES
-from embstab.errors import EmbstabError
 
-__all__ = ["task_spec", "register", "load_embedding", "run", "run_kg"]
+__all__ = ["task_spec", "register", "run", "run_kg"]
 
 HELP = "train a task model on each of two embeddings and count the predictions that differ"
 DESCRIPTION = """\
@@ -74,16 +74,6 @@ examples:
   embstab downstream builtin:glove-6b-50d glove4.npz --task wiki_retrieval --index hnsw
   embstab downstream umls_old umls_new --task link_prediction:umls
   embstab downstream umls_old umls_new --task triple_classification:umls --bits 4"""
-
-#: Options of the word-embedding path that a knowledge-graph task has no use for.
-_WORD_ONLY = (("model", "--model"), ("seed_baseline", "--seed-baseline"), ("limit", "--limit"),
-              ("epochs", "--epochs"), ("lr", "--lr"), ("min_coverage", "--min-coverage"), ("recipe", "--recipe"),
-              ("folds", "--folds"), ("k", "--k"), ("index", "--index"), ("precision", "--precision"),
-              ("new_precision", "--new-precision"))
-
-#: Options of the trained tasks that a retrieval task (which trains nothing) has no use for.
-_TRAINED_ONLY = (("epochs", "--epochs"), ("lr", "--lr"), ("recipe", "--recipe"), ("folds", "--folds"))
-
 
 def task_spec(text: str) -> str:
     """argparse type: a word-embedding task name, or ``link_prediction:GRAPH`` / ``triple_classification:GRAPH``.
@@ -143,7 +133,7 @@ def register(subparsers) -> None:
     p.add_argument("--new-precision", choices=STORE_PRECISIONS,
                    help="retrieval tasks with contextual models: NEW's precision, when it differs from --precision "
                         "(OLD and NEW the same model: how many results change when the store keeps those codes)")
-    p.add_argument("--seed", type=seed, default=0,
+    p.add_argument("--seed", type=seed, default=None,
                    help="model seed for both models; KG triple classification: seed of the negatives (default 0)")
     p.add_argument("--seed-baseline", action="store_true", help="compare seeds S and S+1000 on OLD only")
     p.add_argument("--limit", type=positive_int,
@@ -169,36 +159,16 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def load_embedding(spec: str, trust_pickle: bool = False):
-    """An embedding file, or ``builtin:NAME`` (see :mod:`embstab.data.pretrained`).
-
-    Parameters
-    ----------
-    spec : str
-        Path of an embedding file in any format :func:`embstab.io.load` detects, or ``builtin:NAME``.
-    trust_pickle : bool
-        Allow formats that unpickle (gensim KeyedVectors); off by default since unpickling runs code.
-
-    Returns
-    -------
-    Embedding
-        The loaded embedding.
-    """
-    from embstab.io import load
-
-    return load(spec, trust_pickle=trust_pickle)
-
-
-def _is_kg_folder(spec: str) -> bool:
-    path = Path(spec)
-    # a folder of an older embstab (model.pt) counts too, so that loading it says how to convert it
-    return path.is_dir() and (path / "config.json").is_file() and not (path / "tokenizer.json").is_file() and \
-        any((path / f).is_file() for f in ("model.safetensors", "model.pt"))  # a contextual model has a tokenizer
+#: The options ``embstab downstream`` passes to :func:`embstab.downstream.pair_disagreement` (its
+#: dests); each is named in messages by its flag.
+_OPTIONS = ("model", "seed", "seed_baseline", "limit", "epochs", "lr", "batch_size", "recipe", "folds", "k", "index",
+            "precision", "new_precision", "min_coverage", "bits", "trust_pickle")
+_FLAGS = {name: "--" + name.replace("_", "-") for name in ("task", *_OPTIONS)}
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handler of ``embstab downstream``: the word-embedding disagreement (or seed baseline) of OLD and NEW,
-    or, for a ``TASK:GRAPH`` task, the knowledge-graph path :func:`run_kg`; prints a table or JSON.
+    """Handler of ``embstab downstream``: the disagreement of OLD and NEW (or OLD's seed baseline) on
+    ``--task`` from :func:`embstab.downstream.pair_disagreement`; prints a table or JSON.
 
     Parameters
     ----------
@@ -213,71 +183,38 @@ def run(args: argparse.Namespace) -> int:
     Raises
     ------
     EmbstabError
-        If a word-only option is given with a KG task (or ``--bits`` with a word task), a KG model folder
-        is given to a word task, OLD/NEW and ``--seed-baseline`` do not match, or loading or training fails on
+        If an option does not apply to the task or to OLD and NEW (``--bits`` to a word task,
+        ``--model`` to a KG task, ``--k`` to a trained task...), a KG model folder is given to a
+        word task, OLD/NEW and ``--seed-baseline`` do not match, or loading or training fails on
         bad input.
     """
-    from embstab.downstream import TASKS, default_model, disagreement, seed_baseline
-    from embstab.downstream.api import MIN_COVERAGE
+    from embstab.downstream import pair_disagreement
 
-    progress = show_progress(args)
-    if ":" in args.task:
-        kind, _, graph = args.task.partition(":")
-        for attr, flag in _WORD_ONLY:
-            if getattr(args, attr) not in (None, False):
-                raise EmbstabError(f"{flag} applies to word-embedding tasks, not to {kind} (KG models are scored "
-                                   "as they are)" + ("; for a seed baseline train two models with different "
-                                                     "--seed (embstab kg train) and compare their folders"
-                                                     if attr == "seed_baseline" else ""))
-        if args.new is None:
-            raise EmbstabError(f"{kind} compares two KG model folders: give OLD and NEW")
-        return run_kg(args.old, args.new, kind, graph, bits=args.bits, seed=args.seed, output=args.output,
-                      batch_size=args.batch_size or 256, progress=progress)
-    if args.bits is not None:
-        raise EmbstabError("--bits applies to KG tasks; compress word embeddings with `embstab compress` first")
-    for label, spec in (("OLD", args.old), ("NEW", args.new)):
-        if spec is not None and _is_kg_folder(spec):
-            raise EmbstabError(f"{label} ({spec}) is a KG model folder: use --task link_prediction:GRAPH or "
-                               "triple_classification:GRAPH")
-    if (args.new is None) != args.seed_baseline:
-        raise EmbstabError("give two embeddings OLD NEW, or one with --seed-baseline")
-    retrieval = TASKS[args.task][0] == "retrieval"
-    if retrieval:
-        for attr, flag in _TRAINED_ONLY:
-            if getattr(args, attr) is not None:
-                raise EmbstabError(f"{flag} applies to trained tasks; {args.task} trains nothing (the vectors rank "
-                                   "the documents)")
-        if _is_contextual_model(args.old):
-            return _run_contextual_retrieval(args, progress)
-        if args.new_precision is not None or args.precision not in (None, "float32", "binary"):
-            raise EmbstabError("a word embedding is searched at --precision float32 or binary, the same for both; "
-                               "--new-precision and int8/uint8 apply to contextual models")
-    else:
-        for attr, flag in (("k", "--k"), ("index", "--index"), ("precision", "--precision"),
-                           ("new_precision", "--new-precision")):
-            if getattr(args, attr) is not None:
-                raise EmbstabError(f"{flag} applies to retrieval tasks (wiki_retrieval, bbc_retrieval), not to "
-                                   f"{args.task}")
-    model = args.model or default_model(args.task)
-    kwargs = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
-                                ("recipe", args.recipe), ("folds", args.folds), ("k", args.k),
-                                ("index", args.index), ("precision", args.precision)) if v is not None}
-    kwargs["min_coverage"] = MIN_COVERAGE if args.min_coverage is None else args.min_coverage
-    a = load_embedding(args.old, args.trust_pickle)
-    if args.seed_baseline:
-        res = seed_baseline(a, args.task, model, args.seed, limit=args.limit, progress=progress, **kwargs)
-    else:
-        res = disagreement(a, load_embedding(args.new, args.trust_pickle), args.task, model, args.seed,
-                           limit=args.limit, progress=progress, **kwargs)
+    res = pair_disagreement(args.old, args.new, args.task, progress=show_progress(args), option_names=_FLAGS,
+                            **{name: getattr(args, name) for name in _OPTIONS})
     if args.output == "json":
-        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
-        print()
-        return 0
-    s = res.settings
-    if retrieval:
+        _print_json(res)
+    elif ":" in args.task:
+        _print_kg(res, args.task.partition(":")[0])
+    else:
+        _print_word(res, args.task)
+    return 0
+
+
+def _print_json(res) -> None:
+    json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
+    print()
+
+
+def _print_word(res, task: str) -> None:
+    """The table of a word-embedding task (or of a retrieval task, :func:`_print_retrieval`)."""
+    from embstab.downstream import TASKS
+
+    if TASKS[task][0] == "retrieval":
         _print_retrieval(res)
-        return 0
-    tagging = TASKS[args.task][0] == "tagging"
+        return
+    s = res.settings
+    tagging = TASKS[task][0] == "tagging"
     unit = "test tokens" if tagging else "test examples"
     folds = int(s.get("folds", 1))
     how = f"{folds}-fold: every item tested once" if folds > 1 else "the fixed 80/10/10 split"
@@ -294,36 +231,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"token coverage old: {s['token_coverage_old']:.1%}   new: {s['token_coverage_new']:.1%};  "
           f"vocabulary coverage old: {s['coverage_old']:.1%}   new: {s['coverage_new']:.1%};  "
           f"training time old: {s['seconds_old']:.1f} s   new: {s['seconds_new']:.1f} s")
-    return 0
-
-
-def _is_contextual_model(spec: str) -> bool:
-    """Whether ``spec`` names a contextual model (``builtin:minilm_l6``, ``hub:...``, or a model folder
-    with a tokenizer) rather than an embedding file."""
-    if spec.startswith("hub:") or spec == "builtin:minilm_l6":
-        return True
-    path = Path(spec)
-    return path.is_dir() and (path / "config.json").is_file() and (path / "tokenizer.json").is_file()
-
-
-def _run_contextual_retrieval(args: argparse.Namespace, progress: bool) -> int:
-    """``embstab downstream`` of two contextual models on a retrieval task: their sentence features searched."""
-    from embstab.cli.contextual import _model
-    from embstab.contextual.retrieval import contextual_retrieval_disagreement
-
-    if args.new is not None and not _is_contextual_model(args.new):
-        raise EmbstabError(f"OLD ({args.old}) is a contextual model and NEW ({args.new}) is not: compare two models")
-    old = _model(args.old)
-    new = old if args.seed_baseline or args.new == args.old else _model(args.new)
-    options = {k: v for k, v in (("k", args.k), ("limit", args.limit), ("index", args.index)) if v is not None}
-    res = contextual_retrieval_disagreement(old, new, args.task, precision=args.precision or "float32",
-                                            new_precision=args.new_precision, progress=progress, **options)
-    if args.output == "json":
-        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
-        print()
-    else:
-        _print_retrieval(res)
-    return 0
 
 
 def _print_retrieval(res) -> None:
@@ -381,7 +288,8 @@ def _warn_near_chance(quality_old: float, quality_new: float, chance: float | No
 
 def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None = None, seed: int = 0,
            output: str = "table", batch_size: int = 256, progress: bool = False) -> int:
-    """Disagreement of two saved KG models on ``graph_name``; prints a table or JSON, returns 0.
+    """Disagreement of two saved KG models on ``graph_name``, through the one path of ``embstab downstream``
+    (:func:`embstab.downstream.pair_disagreement` with ``TASK:GRAPH``); prints a table or JSON, returns 0.
 
     Parameters
     ----------
@@ -407,20 +315,24 @@ def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None =
     int
         The exit code, 0.
     """
-    from embstab.kg import kg_disagreement, load_graph, load_kg_model
-    from embstab.pair import Pair
+    from embstab.downstream import pair_disagreement
 
-    graph = load_graph(graph_name)
-    models = Pair(old, new).map(lambda folder: load_kg_model(folder, graph))
-    res = kg_disagreement(models, graph, task, bits=bits, seed=seed, batch_size=batch_size, progress=progress)
+    res = pair_disagreement(old, new, f"{task}:{graph_name}", seed=seed, bits=bits, batch_size=batch_size,
+                            progress=progress, option_names=_FLAGS)
     if output == "json":
-        json.dump(res.to_dict(), sys.stdout, indent=2, default=float)
-        print()
-        return 0
+        _print_json(res)
+    else:
+        _print_kg(res, task)
+    return 0
+
+
+def _print_kg(res, task: str) -> None:
+    """The table of a KG task: flips, both models' metrics, chance, and memory when quantized."""
     s = res.settings
+    bits = s.get("bits")
     bits_note = f", quantized to {bits} bits" if bits is not None else ""
     if task == "link_prediction":
-        print(f"graph {graph.name}, {res.n_queries} test queries{bits_note}")
+        print(f"graph {res.graph}, {res.n_queries} test queries{bits_note}")
         print(f"disagreement: {res.disagreement:.2f}% of filtered top-1 answers differ   "
               + _interval_text(res.disagreement_interval, s.get("interval_level", 0.95), "test queries")
               + f";  top-{res.k} overlap {res.top_k_overlap:.3f}")
@@ -430,7 +342,7 @@ def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None =
         if chance is not None:  # what a model that learned nothing scores on these filtered queries
             print(f"random ranking: MRR {chance:.4f}")
     else:
-        print(f"graph {graph.name}, {res.n_test} test decisions{bits_note}")
+        print(f"graph {res.graph}, {res.n_test} test decisions{bits_note}")
         print(f"disagreement: {res.disagreement:.2f}% of decisions differ   "
               + _interval_text(res.disagreement_interval, s.get("interval_level", 0.95), "test decisions"))
         pos, neg = s["n_positives"], s["n_negatives"]
@@ -439,4 +351,3 @@ def run_kg(old: str, new: str, task: str, graph_name: str, *, bits: int | None =
     if bits is not None:
         print(f"memory old: {s['memory_bits_old'] / 8192:.1f} KiB   new: {s['memory_bits_new'] / 8192:.1f} KiB   "
               f"({s['compression_ratio']:.1f}x smaller than float32)")
-    return 0

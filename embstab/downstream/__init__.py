@@ -1,6 +1,8 @@
 """Downstream instability: train a task model on each embedding of a pair and count flipped predictions.
 
-:func:`disagreement` is the entry point; :data:`TASKS` and :data:`MODELS` list what exists,
+:func:`disagreement` is the entry point for two embeddings, :func:`pair_disagreement` for two members named
+by spec (embedding files, or what a source added with :func:`register_pair_source` claims: KG model
+folders, contextual models); :data:`TASKS` and :data:`MODELS` list what exists,
 :data:`FOLDS` which tasks are evaluated k-fold (every item a test item once); :func:`register_task` and
 :func:`register_model` add to them. Retrieval tasks (:mod:`embstab.downstream.retrieval`) train
 nothing: the vectors rank the documents, and a flip is a query whose top-k set changes. Every disagreement
@@ -15,10 +17,14 @@ from typing import Any
 
 from embstab.downstream.catalog import FOLDS, KINDS, MODELS, TASKS, default_model, register_model, register_task
 from embstab.downstream.intervals import INTERVAL_LEVEL, disagreement_interval
+from embstab.downstream.pairs import (PairSource, pair_disagreement, pair_source_for, pair_sources,
+                                      register_pair_source, unregister_pair_source)
 
 __all__ = ["MODELS", "TASKS", "FOLDS", "KINDS", "INTERVAL_LEVEL", "RetrievalData", "default_model", "register_model",
            "register_task", "DisagreementResult", "chance_level", "default_folds",
-           "disagreement", "disagreement_interval", "load_task", "seed_baseline", "train_and_predict", "TrainResult"]
+           "disagreement", "disagreement_interval", "load_task", "seed_baseline", "train_and_predict", "TrainResult",
+           "PairSource", "pair_disagreement", "pair_source_for", "pair_sources", "register_pair_source",
+           "unregister_pair_source"]
 
 _LAZY = {"RetrievalData", "DisagreementResult", "TrainResult", "chance_level", "default_folds", "disagreement", "load_task",
          "seed_baseline", "train_and_predict"}

@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from embstab.downstream.pairs import register_pair_source
 from embstab.errors import did_you_mean
+from embstab.kg import pair_source as kg_pair_source
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
 from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, stored
@@ -485,3 +487,10 @@ KIND = StudyKind(
     check=check_study, source_config=graph_source_config, train_config=graph_train_config, run_source=run_source,
     run_train=run_train, run_compress=run_compress, run_downstream=run_downstream,
 )
+
+
+# `embstab downstream OLD NEW` (embstab.downstream.pair_disagreement) reaches this kind's pairs through
+# this source: reading embstab.kinds.KINDS imports this module, so the registration is in place first
+register_pair_source("kg", kg_pair_source.claims_kg_pair, kg_pair_source.run_kg_pair,
+                     label=kg_pair_source.LABEL, members=kg_pair_source.MEMBERS,
+                     check=kg_pair_source.check_kg_pair)
