@@ -7,7 +7,8 @@ vocabulary, fixed and so reproducible in any fresh store; or one trained on thei
 averaging. Member: a BERT masked-LM whose hidden size is the study's dimension, pretrained from
 scratch on one version (:func:`embstab.contextual.train_mlm`, same seed and steps for both), or,
 with ``training.init``, the packaged MiniLM whose masked-LM pretraining continues on one version
-(same starting weights, seed and steps; its hidden size is the one dimension); read out as
+(same starting weights, seed and steps; trained once at its hidden size, a smaller dimension of the
+grid is the leading dimensions of its vectors: Matryoshka truncation, :func:`trained_dim`); read out as
 word-type vectors over the sample (:func:`embstab.contextual.word_type_embedding`): the :class:`~embstab.Embedding` that is
 compressed with the shared pair protocol and measured against the anchors (the largest model of
 each version). Downstream: frozen sentence features of each member for a classification task,
@@ -40,7 +41,7 @@ from embstab.study.settings import Setting, TaskRule, member_config, source_conf
 from embstab.study.steps import GLOBAL_RNG_LOCK, Steps, downstream_output, guarded, run_compress, stored
 from embstab.study.store import ArtifactStore, config_hash
 
-__all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "contextual_source_config",
+__all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "trained_dim", "ALGORITHMS", "contextual_source_config",
            "contextual_train_config", "check_algorithms", "check_study", "corpus_vocabulary", "tasks",
            "source_settings", "start_model", "training_bytes", "run_source", "run_train", "run_downstream"]
 
@@ -48,7 +49,7 @@ __all__ = ["KIND", "TRAINING", "SOURCE_SETTINGS", "INIT_MODELS", "ALGORITHMS", "
 ALGORITHMS = ("bert",)
 
 #: Pretrained models a member can start from (``training.init``): name → (layers, hidden size,
-#: position limit). Their hidden size is the study's only dimension; kept here as numbers so that
+#: position limit). Their hidden size is the study's largest dimension; kept here as numbers so that
 #: parsing a study file does not load the model (``start_model`` checks the loaded model against them).
 INIT_MODELS = {"builtin:minilm_l6": (6, 384, 512)}
 
@@ -131,7 +132,7 @@ def check_algorithms(v: Any, value: Any) -> tuple[str, ...]:
 
 def check_study(v: Any, spec: Any) -> None:
     """Cross-checks: every hidden size splits into the attention heads; the layer exists. With a
-    starting model (``init``): the one dimension is its hidden size, the settings it fixes are left
+    starting model (``init``): no dimension exceeds its hidden size, the settings it fixes are left
     out, the blocks fit its positions.
 
     Parameters
@@ -204,9 +205,10 @@ def _check_member_fits(v: Any, key: str, dim: int, p: Mapping[str, Any]) -> None
 def _check_init(v: Any, spec: Any, p: Mapping[str, Any]) -> None:
     init = p["init"]
     layers, hidden, positions = INIT_MODELS[init]
-    if tuple(spec.training.dimensions) != (hidden,):
-        raise v.fail("training.dimensions", f"a study that starts from {init} has one dimension, its hidden size: "
-                                            f"use [{hidden}] (got {list(spec.training.dimensions)})")
+    wider = [d for d in spec.training.dimensions if d > hidden]
+    if wider:
+        raise v.fail("training.dimensions", f"a study that starts from {init} reads its {hidden} hidden dimensions "
+                                            f"or their leading ones (Matryoshka truncation): {wider[0]} is more")
     for name in _FIXED_BY_INIT:
         if p[name] != TRAINING[name].default:
             raise v.fail(f"training.{name}", f"{init} fixes its own shape and vocabulary; remove this key "
@@ -217,6 +219,36 @@ def _check_init(v: Any, spec: Any, p: Mapping[str, Any]) -> None:
     if not -(layers + 1) <= p["layer"] <= layers:
         raise v.fail("training.layer", f"layer {p['layer']} does not exist in {init}, a {layers}-layer model "
                                        f"(0 = input embeddings, {layers} or -1 = last)")
+
+
+def trained_dim(spec: Any, dim: int) -> int:
+    """The hidden size a member is trained at for the grid's ``dim``: a study that starts from a
+    pretrained model trains it once, and reads a smaller ``dim`` as the leading dimensions of its
+    vectors (Matryoshka truncation); a study from scratch trains each dimension.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        The study.
+    dim : int
+        A dimension of the grid.
+
+    Returns
+    -------
+    int
+    """
+    init = spec.training.params_dict().get("init")
+    return INIT_MODELS[init][1] if init else int(dim)
+
+
+def _leading(features: np.ndarray, pair: Mapping[str, Any], normalize: bool) -> np.ndarray:
+    """A member's features cut to the pair's ``truncate`` leading dimensions (if it has one); sentence
+    vectors that a search compares by cosine are re-normalised, as ``truncate_dim`` does."""
+    if "truncate" not in pair:
+        return features
+    from embstab.compress.vectorstore import truncate_embeddings  # noqa: PLC0415
+
+    return truncate_embeddings(features, int(pair["truncate"]), normalize=normalize)
 
 
 def tasks() -> dict[str, TaskRule]:
@@ -543,8 +575,8 @@ def _retrieval_downstream(store: ArtifactStore, config: Mapping[str, Any]) -> di
     k, split_seed, limit = int(options.get("k", 10)), int(options.get("split_seed", 0)), options.get("limit")
     data = load_task(config["task"], split_seed, limit)
     chance, chance_mrr = chance_levels(k, data.n_documents)
-    old = _retrieval_features(store, pair["old"], config["task"], options)
-    new = _retrieval_features(store, pair["new"], config["task"], options)
+    old = _leading(_retrieval_features(store, pair["old"], config["task"], options), pair, normalize=True)
+    new = _leading(_retrieval_features(store, pair["new"], config["task"], options), pair, normalize=True)
     seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
     # one matrix per member, queries then documents: the clip and the rotation are the pair's, as for
     # classification features
@@ -602,8 +634,8 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
 
     pair = config["pair"]
     options = dict(config.get("options") or {})
-    old = _features(store, pair["old"], config["task"], options)
-    new = _features(store, pair["new"], config["task"], options)
+    old = _leading(_features(store, pair["old"], config["task"], options), pair, normalize=False)
+    new = _leading(_features(store, pair["new"], config["task"], options), pair, normalize=False)
     seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
     old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
     options.pop("pooling", None)
@@ -658,6 +690,7 @@ KIND = StudyKind(
     source_key="corpus", parse_source=parse_corpus, algorithms=check_algorithms, training=TRAINING, tasks=tasks,
     check=check_study, source_config=contextual_source_config, train_config=contextual_train_config,
     run_source=run_source, run_train=run_train, run_compress=run_compress, run_downstream=run_downstream,
+    trained_dim=trained_dim,
 )
 
 
