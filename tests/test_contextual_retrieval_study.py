@@ -13,7 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 
 
-@pytest.mark.parametrize("name", ["retrieval.yaml", "retrieval_quick.yaml"])
+@pytest.mark.parametrize("name", ["retrieval.yaml", "retrieval_store.yaml", "retrieval_quick.yaml"])
 def test_the_retrieval_pipelines_parse_as_contextual_studies_with_model_search(name):
     from embstab.study import load_study
 
@@ -99,7 +99,9 @@ def test_one_bit_features_are_the_sign_codes_of_the_float_vectors():
 
 @pytest.mark.slow  # MiniLM twice over 2 masked-LM steps and 100 wiki_retrieval pairs: about a minute on 2 cores
 def test_the_quick_retrieval_study_runs_and_stores_recall_and_flips(tmp_path):
-    from embstab.study import run_study
+    import yaml
+
+    from embstab.study import parse_study, run_study
 
     spec = _quick(dimensions=[384, 32])  # 32: each vector's leading 32 dimensions, re-normalised
     run = run_study(spec, tmp_path / "store", tmp_path / "results.sqlite", scheduler="synchronous", progress=False)
@@ -116,3 +118,21 @@ def test_the_quick_retrieval_study_runs_and_stores_recall_and_flips(tmp_path):
 
     models = [a for a in ArtifactStore(tmp_path / "store").iter_artifacts() if a[0] == "bert"]
     assert len(models) == 2  # one training per member, not per dimension
+
+    # the same members stored as a vector store keeps them (its trainings and sentence vectors reused)
+    data = yaml.safe_load((PIPELINES / "retrieval_quick.yaml").read_text(encoding="utf-8"))
+    data["training"]["dimensions"] = [384, 32]
+    data["compression"] = {"scheme": "vector_store", "bit_widths": [1, 8, 32]}
+    data["budgets"] = [384]
+    stored = run_study(parse_study(data), tmp_path / "store", tmp_path / "stored.sqlite", scheduler="synchronous",
+                       progress=False).results
+    assert len(stored) == 6 and (stored["quality"] > 50).all()
+    key = ["dim", "bitrate"]
+    both = stored.merge(rows, on=key, suffixes=("_store", "_pair"))
+    one_bit = both[both["bitrate"] == 1]
+    # 1 bit: the old member's sign codes are the same either way (the pair protocol leaves old unrotated)
+    assert (one_bit["quality_old_store"] == one_bit["quality_old_pair"]).all()
+    int8 = stored[stored["bitrate"] == 8].set_index("dim")["quality_old"]
+    float32 = stored[stored["bitrate"] == 32].set_index("dim")["quality_old"]
+    assert (abs(int8 - float32) <= 10).all()  # int8 codes find about as many summaries as float32
+    assert len([a for a in ArtifactStore(tmp_path / "store").iter_artifacts() if a[0] == "bert"]) == 2

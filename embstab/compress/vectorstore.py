@@ -38,11 +38,15 @@ from embstab.embedding import Embedding
 from embstab.errors import ConfigError, ShapeError, lookup
 from embstab.io.compressed import CompressedData
 
-__all__ = ["PRECISIONS", "HammingTopK", "RescoredTopK", "bytes_per_vector", "quantization_ranges",
+__all__ = ["PRECISIONS", "STORE_PRECISION_OF_BITS", "HammingTopK", "RescoredTopK", "bytes_per_vector", "quantization_ranges",
            "quantize_embeddings", "truncate_embeddings", "hamming_topk", "rescore", "smallest_k", "compress_for_store"]
 
 #: Bits one dimension takes at each precision (binary codes are packed, 8 dimensions a byte).
 PRECISIONS: dict[str, int] = {"float32": 32, "int8": 8, "uint8": 8, "binary": 1, "ubinary": 1}
+
+#: The precision a study's bit width stands for when it stores its pairs as a vector store does
+#: (``compression.scheme: vector_store``).
+STORE_PRECISION_OF_BITS: dict[int, str] = {32: "float32", 8: "int8", 1: "binary"}
 
 #: Below this many rows, int8/uint8 buckets computed from the input itself are unstable.
 CALIBRATION_WARN_BELOW = 100

@@ -35,6 +35,7 @@ import numpy as np
 
 from embstab.contextual import pair_source as contextual_pair_source
 from embstab.downstream.pairs import register_pair_source
+from embstab.embedding import Embedding
 from embstab.study.corpus import parse_corpus
 from embstab.study.kinds import StudyKind
 from embstab.study.settings import Setting, TaskRule, member_config, source_config
@@ -249,6 +250,14 @@ def _leading(features: np.ndarray, pair: Mapping[str, Any], normalize: bool) -> 
     from embstab.compress.vectorstore import truncate_embeddings  # noqa: PLC0415
 
     return truncate_embeddings(features, int(pair["truncate"]), normalize=normalize)
+
+
+def _stored_features(features: np.ndarray, bits: int) -> np.ndarray:
+    """One member's feature rows as a vector store keeps them at ``bits`` (float32, int8 codes or ±1 signs)."""
+    from embstab.compress.vectorstore import STORE_PRECISION_OF_BITS, compress_for_store  # noqa: PLC0415
+
+    rows = Embedding([f"#{i}" for i in range(len(features))], np.asarray(features, np.float32))
+    return np.asarray(compress_for_store(rows, STORE_PRECISION_OF_BITS[bits]).vectors, np.float32)
 
 
 def tasks() -> dict[str, TaskRule]:
@@ -577,15 +586,24 @@ def _retrieval_downstream(store: ArtifactStore, config: Mapping[str, Any]) -> di
     chance, chance_mrr = chance_levels(k, data.n_documents)
     old = _leading(_retrieval_features(store, pair["old"], config["task"], options), pair, normalize=True)
     new = _leading(_retrieval_features(store, pair["new"], config["task"], options), pair, normalize=True)
-    seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
-    # one matrix per member, queries then documents: the clip and the rotation are the pair's, as for
-    # classification features
-    old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
     n = data.n_queries
-    # at 1 bit each entry keeps only its sign: the store's binary codes, searched by Hamming distance
-    # (cosine of the ±clip vectors ranks alike, but float rounding would break its ties, not the index)
-    precision = "binary" if int(pair["bits"]) == 1 else "float32"
-    runs = [search(x[:n], x[n:], k, relevant=data.relevant, precision=precision) for x in (old_q, new_q)]
+    if pair.get("scheme") == "vector_store":
+        # each member's own store: its documents cut the int8 buckets, its queries use them, the
+        # codes are searched as sentence-transformers searches them
+        from embstab.compress.vectorstore import STORE_PRECISION_OF_BITS  # noqa: PLC0415
+        from embstab.contextual.retrieval import stored_search  # noqa: PLC0415
+
+        store_precision = STORE_PRECISION_OF_BITS[int(pair["bits"])]
+        runs = [stored_search(x[:n], x[n:], k, relevant=data.relevant, precision=store_precision) for x in (old, new)]
+    else:
+        seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
+        # one matrix per member, queries then documents: the clip and the rotation are the pair's, as for
+        # classification features
+        old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
+        # at 1 bit each entry keeps only its sign: the store's binary codes, searched by Hamming distance
+        # (cosine of the ±clip vectors ranks alike, but float rounding would break its ties, not the index)
+        precision = "binary" if int(pair["bits"]) == 1 else "float32"
+        runs = [search(x[:n], x[n:], k, relevant=data.relevant, precision=precision) for x in (old_q, new_q)]
     flipped, overlap = top_k_churn(runs[0].top_k, runs[1].top_k)
     low, high = disagreement_interval(flipped, n)
     details = {"quality_metric": f"recall@{k} (%)", "k": k, "n_documents": data.n_documents,
@@ -636,8 +654,11 @@ def run_downstream(store: ArtifactStore, steps: Steps, key: str, config: Mapping
     options = dict(config.get("options") or {})
     old = _leading(_features(store, pair["old"], config["task"], options), pair, normalize=False)
     new = _leading(_features(store, pair["new"], config["task"], options), pair, normalize=False)
-    seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
-    old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
+    if pair.get("scheme") == "vector_store":  # each member's features as its own store keeps them
+        old_q, new_q = (_stored_features(x, int(pair["bits"])) for x in (old, new))
+    else:
+        seed = pair["seed"] if pair["rounding"].startswith("stochastic") else None
+        old_q, new_q = compress_features(old, new, bits=int(pair["bits"]), rounding=pair["rounding"], seed=seed)
     options.pop("pooling", None)
     with GLOBAL_RNG_LOCK:
         result = feature_disagreement(old_q, new_q, config["task"], config["model"], int(config["seed"]), **options)
@@ -690,7 +711,7 @@ KIND = StudyKind(
     source_key="corpus", parse_source=parse_corpus, algorithms=check_algorithms, training=TRAINING, tasks=tasks,
     check=check_study, source_config=contextual_source_config, train_config=contextual_train_config,
     run_source=run_source, run_train=run_train, run_compress=run_compress, run_downstream=run_downstream,
-    trained_dim=trained_dim,
+    trained_dim=trained_dim, vector_store=True,
 )
 
 

@@ -76,6 +76,9 @@ class StudyKind:
     measure_pair : callable or None
         The kind's own ``measure_pair`` (as :attr:`embstab.study.steps.Steps.measure_pair`), for
         members the shared one does not compare (another geometry); None: the shared one.
+    vector_store : bool
+        Whether ``compression.scheme: vector_store`` applies: members whose rows a vector store
+        keeps (word vectors, sentence features).
     trained_dim : callable or None
         ``(spec, dim) -> int``: the dimension a member is trained at for the grid's ``dim``. Where it
         is larger, the grid's dimension is that member's leading ``dim`` dimensions (Matryoshka
@@ -110,6 +113,7 @@ class StudyKind:
     transforms: bool = False
     measure_pair: Callable[..., Any] | None = None
     trained_dim: Callable[[StudySpec, int], int] | None = None
+    vector_store: bool = False
     # not hashed: a dict; the kind is still hashable by its other fields
     steps: Mapping[str, Callable[..., Any]] = field(default_factory=dict, hash=False)
 

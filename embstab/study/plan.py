@@ -162,6 +162,8 @@ def _pair_cfg(spec: StudySpec, v: Variant) -> dict[str, Any]:
         cfg["transform"] = v.transform
     if _trained(spec, v).dim != v.dim:
         cfg["truncate"] = v.dim
+    if spec.compression.scheme != "uniform":  # absent by default: older pairs keep their names
+        cfg["scheme"] = spec.compression.scheme
     return cfg
 
 

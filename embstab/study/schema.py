@@ -94,14 +94,24 @@ class TrainingSpec:
         return {name: dict(value) if isinstance(value, tuple) else value for name, value in self.params}
 
 
+#: How a study stores a pair at each bit width (``compression.scheme``).
+SCHEMES = ("uniform", "vector_store")
+
+
 @dataclass(frozen=True)
 class CompressionSpec:
     """Bit widths of the uniform-quantization pair protocol (32 = full precision), and the
-    transforms applied around it (``none``, ``hadamard``, ``ocs:0.03``, ``tt:8`` ...)."""
+    transforms applied around it (``none``, ``hadamard``, ``ocs:0.03``, ``tt:8`` ...).
+
+    ``scheme`` ``"vector_store"`` stores each member as a vector store does instead: 32 bits as
+    float32, 8 as sentence-transformers' int8 codes (per-dimension buckets cut on that member's
+    own rows), 1 as its binary codes, each member on its own (no alignment, no shared clip).
+    """
 
     bit_widths: tuple[int, ...]
     rounding: str = "nearest"
     transforms: tuple[str, ...] = ("none",)
+    scheme: str = "uniform"
 
 
 @dataclass(frozen=True)
@@ -205,6 +215,8 @@ class StudySpec:
             out["training"]["recipes"] = list(t.recipes)
         if tuple(out["compression"]["transforms"]) == ("none",):
             out["compression"].pop("transforms")
+        if out["compression"]["scheme"] == "uniform":
+            out["compression"].pop("scheme")
         out["measures"] = {"names": list(self.measures.names), "top_n": self.measures.top_n,
                            **({"params": self.measures.params_dict()} if self.measures.params else {})}
         out["downstream"] = [
@@ -381,6 +393,24 @@ def _bit_widths(v: _Validator, value: Any) -> tuple[int, ...]:
     return tuple(widths)
 
 
+def _check_scheme(v: _Validator, kind: Any, compression: CompressionSpec) -> None:
+    """``compression.scheme: vector_store``: the widths a vector store keeps, no transform, a kind it can hold."""
+    if compression.scheme == "uniform":
+        return
+    from embstab.compress.vectorstore import STORE_PRECISION_OF_BITS  # noqa: PLC0415
+
+    if not kind.vector_store:
+        applies = ", ".join(k.name for k in KINDS.values() if k.vector_store)
+        raise v.fail("compression.scheme", f"a vector store holds the vectors of {applies} studies, not of a "
+                                           f"{kind.name} study")
+    for i, bits in enumerate(compression.bit_widths):
+        if bits not in STORE_PRECISION_OF_BITS:
+            kept = ", ".join(f"{b} ({p})" for b, p in STORE_PRECISION_OF_BITS.items())
+            raise v.fail(f"compression.bit_widths[{i}]", f"a vector store keeps {kept} bits per value, not {bits}")
+    if compression.transforms != ("none",):
+        raise v.fail("compression.transforms", "a vector store quantizes the vectors as they are: no transforms")
+
+
 def _study_rounding(v: _Validator, value: Any) -> str:
     """``compression.rounding``: nearest, stochastic or stochastic:K (K random bits), canonicalised."""
     from embstab.lowprec.rounding import check_rounding
@@ -523,16 +553,19 @@ def parse_study(data: Any, source: str | None = None) -> StudySpec:
     source_spec = kind.parse_source(v, top[kind.source_key])
     training = _training(v, kind, top["training"])
 
-    k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False, "transforms": False})
+    k = v.mapping(top["compression"], "compression", {"bit_widths": True, "rounding": False, "transforms": False,
+                                                      "scheme": False})
     compression = CompressionSpec(
         bit_widths=_bit_widths(v, k["bit_widths"]),
         rounding=_study_rounding(v, k.get("rounding", "nearest")),
         transforms=_transforms(v, k.get("transforms", ["none"])),
+        scheme=v.string(k.get("scheme", "uniform"), "compression.scheme", SCHEMES),
     )
     if not kind.transforms and compression.transforms != ("none",):
         applies = ", ".join(k.name for k in KINDS.values() if k.transforms)
         raise v.fail("compression.transforms", f"transforms apply to {applies} studies; a {kind.name} study "
                                                "compresses with uniform quantization only")
+    _check_scheme(v, kind, compression)
 
     m = v.mapping(top["measures"], "measures", {"names": True, "top_n": False, "params": False, **{
         legacy: False for legacy in _LEGACY_MEASURE_KEYS}})

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from embstab.compress import compress_pair, memory_bits
+from embstab.compress.vectorstore import STORE_PRECISION_OF_BITS, compress_for_store
 from embstab.data import load_corpus, make_corpus_pair
 from embstab.downstream import disagreement
 from embstab.downstream.intervals import disagreement_interval
@@ -345,8 +346,9 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
         The configuration hash under which the output is stored.
     config : mapping
         The compression configuration: ``bits``, ``rounding``, ``seed`` and optionally
-        ``transform`` and ``truncate`` (keep each member's leading dimensions first); also written as
-        the artifact's sidecar.
+        ``transform``, ``truncate`` (keep each member's leading dimensions first) and ``scheme``
+        (``vector_store``: each member's codes as :func:`embstab.compress.vectorstore.compress_for_store`
+        keeps them, instead of the pair protocol); also written as the artifact's sidecar.
     old_key, new_key : str
         Keys of the trained old and new embeddings (:func:`run_train`).
 
@@ -363,6 +365,11 @@ def run_compress(store: ArtifactStore, steps: Steps, key: str, config: Mapping[s
     old, new = _embedding(store, "embedding", old_key), _embedding(store, "embedding", new_key)
     if "truncate" in config:  # each member's own leading dimensions, before the pair is aligned
         old, new = (e.with_vectors(np.asarray(e.vectors)[:, :int(config["truncate"])]) for e in (old, new))
+    if config.get("scheme") == "vector_store":  # each member stored on its own, as a vector store keeps it
+        precision = STORE_PRECISION_OF_BITS[int(config["bits"])]
+        store.put_embedding("pair_old", key, compress_for_store(old, precision), config)
+        store.put_embedding("pair_new", key, compress_for_store(new, precision), config)
+        return key
     seed = config["seed"] if config["rounding"].startswith("stochastic") else None
     extra = {}
     if "transform" in config:

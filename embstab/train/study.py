@@ -303,5 +303,6 @@ KIND = StudyKind(
     source_key="corpus", parse_source=parse_corpus, algorithms=check_algorithms, training=TRAINING, tasks=tasks,
     check=check_study, source_config=word_source_config, train_config=word_train_config, run_source=run_corpus,
     run_train=run_train, run_compress=run_compress, run_downstream=run_downstream, recipes=True, transforms=True,
+    vector_store=True,
     steps={"train_embedding": train_embedding},
 )
