@@ -70,7 +70,7 @@ def test_from_scratch_studies_keep_their_names():
 @pytest.mark.parametrize("training, key, words", [
     ({"init": "builtin:minilm"}, "training.init", "did you mean 'builtin:minilm_l6'"),
     ({"init": "minilm_l12"}, "training.init", "choose from builtin:minilm_l6"),
-    ({"dimensions": [128, 384]}, "training.dimensions", "use [384]"),
+    ({"dimensions": [384, 768]}, "training.dimensions", "768 is more"),  # smaller ones are its leading dims
     ({"layers": 4}, "training.layers", "remove this key"),
     ({"heads": 4}, "training.heads", "remove this key"),
     ({"vocab_size": 2000}, "training.vocab_size", "remove this key"),
