@@ -17,8 +17,10 @@ compressed with the same pair protocol at the row's bit width
 (:func:`embstab.contextual.feature_disagreement`); or, for a retrieval task, each member's sentence
 vectors of the queries and documents, compressed the same way, then exact cosine search
 (:func:`embstab.downstream.retrieval.search`: the flipped share of queries, recall@k; at 1 bit the
-compressed entries are the signs, searched as binary codes by Hamming distance). Memory is bits per
-feature vector.
+compressed entries are the signs, searched as binary codes by Hamming distance). With
+``compression.scheme: vector_store`` each member is stored on its own instead (float32,
+sentence-transformers' int8 or binary codes) and searched as a vector store searches them
+(:func:`embstab.contextual.retrieval.stored_search`). Memory is bits per feature vector.
 """
 
 from __future__ import annotations

@@ -643,7 +643,9 @@ def search(queries: np.ndarray, documents: np.ndarray, k: int = 10, *, relevant:
         positive; :func:`embstab.compress.vectorstore.quantize_embeddings`) searched by Hamming
         distance (:func:`embstab.compress.vectorstore.hamming_topk`), fewer differing bits first.
     batch_size : int, default 256
-        Queries scored at once by exact search (memory: ``batch_size × n_documents`` scores).
+        Queries scored at once by exact search. Exact search reads the documents a block of
+        :data:`EXACT_BLOCK_BYTES` (64 MiB of float64 rows) at a time, so its memory is about that
+        block and ``batch_size`` × its rows of scores, whatever the number of documents.
     index : {"exact", "flat", "hnsw", "ivf", "binary"}, default "exact"
         Where the search runs (see :data:`INDEXES`).
     hnsw_m, ef_construction, ef_search : int, default 32, 40, 64
