@@ -256,7 +256,7 @@ def pair_disagreement(old: str, new: str | None = None, task: str = "rt_sentimen
     for option in given:
         if option not in source.options:
             raise ConfigError(_refusal(option, source, name))
-    if seed_baseline and new is not None or new is None and not seed_baseline:
+    if (new is None) != bool(seed_baseline):  # two members, or one with a seed baseline
         if "seed_baseline" in source.options:
             raise ConfigError(f"give two {source.members} OLD NEW, or one with {name('seed_baseline')}")
         raise ConfigError(f"{task} compares two {source.members}: give OLD and NEW")
