@@ -109,9 +109,11 @@ def handle(args: argparse.Namespace) -> int:
         print(f"{kept} result row(s) near chance kept (--keep-near-chance): their disagreement is mostly noise.")
     ranked = rec.candidates[rec.candidates["ranked"]]
     if args.top > 0 and len(ranked) > 1:
+        # the best is always in its own tie group: "tie" only where another configuration shares it
+        label = "tie" if int(ranked["tie"].sum()) > 1 else ""
         shown = ranked.head(args.top).assign(interval=lambda t: [f"[{lo:.2f}, {hi:.2f}]" for lo, hi in
                                                                  zip(t["lower"], t["upper"])],
-                                             tie=lambda t: t["tie"].map({True: "tie", False: ""}))
+                                             tie=lambda t: t["tie"].map({True: label, False: ""}))
         unranked = rec.n_candidates - len(ranked)
         print(f"\nBest {len(shown)} of {len(ranked)} configurations by disagreement (% flips, mean over seeds and "
               f"tasks; predicted: {rec.level:.0%} intervals, measured: {rec.measured_interval})"
