@@ -418,6 +418,20 @@ def test_kg_held_out_choice_scored_by_the_configuration_means(umls):
         prediction_gap(umls, truth="median")
 
 
+def test_kg_held_out_choice_of_one_configuration_for_every_task(umls):
+    # as recommend ships it: one configuration per budget, ranked by the mean over the tasks
+    from embstab.selection import prediction_gap
+
+    gaps = prediction_gap(umls, [64, 256, 1024], across_algorithms=True, truth="mean", per_task=False)
+    picks = gaps[gaps["selector"] != "random"].groupby(["budget", "held_out_seed", "selector"])
+    assert (picks[["algo", "dim", "bitrate"]].nunique() == 1).all().all()  # the same pick for both tasks
+    assert set(gaps["task"]) == {"link_prediction", "triple_classification"}
+    by_budget = gaps.groupby(["budget", "selector"])["gap"].mean().unstack()
+    assert (by_budget["predicted"] <= by_budget["eis"]).all() and by_budget["predicted"].max() < 3.0
+    at64 = by_budget.loc[64]
+    assert at64["predicted"] < 3.0 and 10.0 < at64["eis"] < at64["random"]
+
+
 def test_rows_outside_a_calibrated_studys_calibration_are_dropped_for_that_reason():
     from embstab.selection.results import validate_results
 

@@ -27,6 +27,8 @@ __all__ = ["BASELINES", "oracle_decisions", "oracle_gap", "prediction_gap", "rec
 #: Baseline selectors that ignore the measures: always the highest bit width (so the smallest
 #: dimension) or always the lowest bit width (the largest dimension) that fits the budget.
 BASELINES: tuple[str, ...] = ("highest_precision", "lowest_precision")
+# what names one configuration of a results table
+_CONFIG = ["algo", "dim", "bitrate"]
 
 
 def oracle_decisions(df: pd.DataFrame, measures: Sequence[str] | None = None) -> pd.DataFrame:
@@ -221,7 +223,7 @@ PREDICTION_SELECTORS: tuple[str, ...] = ("predicted", "random")
 
 def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None, *, measure: str = "eis",
                    measures: Sequence[str] | None = None, level: float = 0.9, seed: int = 0,
-                   across_algorithms: bool = False, truth: str = "seed") -> pd.DataFrame:
+                   across_algorithms: bool = False, truth: str = "seed", per_task: bool = True) -> pd.DataFrame:
     """The oracle gap of choosing by calibrated predictions on a seed the calibration never saw.
 
     For every algorithm and every seed in turn, :func:`~embstab.selection.fit_predictor` is fitted on
@@ -259,6 +261,11 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
         What a pick is scored by: the held-out seed's own measured disagreement, or each
         configuration's mean over every seed (less seed noise in the score; the choice still sees
         only the held-out seed's measures).
+    per_task : bool, default True
+        Decide per task; False makes one decision per budget for all the tasks, as
+        :func:`~embstab.selection.recommend` ships one configuration: the least mean over the tasks
+        of the predictions (among configurations inside the calibration for every task), scored per
+        task against that task's best candidate.
 
     Returns
     -------
@@ -298,11 +305,22 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
             answer = fitted.predict(test.drop(columns=["disagreement"]))
             test = test.assign(predicted=answer["predicted"], lower=answer["lower"], upper=answer["upper"],
                                inside=answer["in_calibration"], distance=measure_distance(test[measure], measure))
-            for task in ordered_tasks(test["task"]):
-                part = test[test["task"] == task]
-                for budget in memories:
-                    fit = part[part["memory"] <= budget]
-                    cands = fit[fit["inside"] & fit["distance"].notna()].reset_index(drop=True)
+            tasks = ordered_tasks(test["task"])
+            for budget in memories:
+                fit = test[test["memory"] <= budget]
+                usable = fit["inside"] & fit["distance"].notna()
+                if not per_task:  # a configuration ranks only if it is inside the calibration for every task
+                    usable &= usable.groupby([fit[c] for c in _CONFIG]).transform("all")
+                    shared = fit[usable].groupby(_CONFIG, sort=False).agg(score=("predicted", "mean"),
+                                                                         memory=("memory", "first"),
+                                                                         distance=("distance", "first"))
+                    if len(shared) < 2:
+                        continue
+                    pooled = {"predicted": shared.sort_values(["score", "memory"], kind="stable").index[0],
+                              measure: shared.sort_values(["distance", "memory"], kind="stable").index[0]}
+                for task in tasks:
+                    part = fit[(fit["task"] == task)]
+                    cands = part[usable[part.index]].reset_index(drop=True)
                     if len(cands) < 2:
                         continue
                     if truth == "mean":
@@ -310,12 +328,15 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
                         di = config_mean.reindex(keys).to_numpy(dtype=np.float64)
                     else:
                         di = cands["disagreement"].to_numpy(dtype=np.float64)
-                    order = cands.sort_values(["predicted", "memory"], kind="stable").index
-                    picks = {"predicted": order[0],
-                             measure: int(cands.sort_values(["distance", "memory"], kind="stable").index[0])}
+                    if per_task:
+                        picks = {"predicted": cands.sort_values(["predicted", "memory"], kind="stable").index[0],
+                                 measure: cands.sort_values(["distance", "memory"], kind="stable").index[0]}
+                    else:
+                        where = {k: i for i, k in enumerate(cands[_CONFIG].itertuples(index=False, name=None))}
+                        picks = {sel: where[key] for sel, key in pooled.items()}
                     base = {"kind": kind, "algo": "" if across_algorithms else scope[1], "task": task,
                             "budget": budget, "held_out_seed": int(held), "oracle_disagreement": float(di.min()),
-                            "n_candidates": len(cands), "n_outside": int(len(fit) - len(cands))}
+                            "n_candidates": len(cands), "n_outside": int(len(part) - len(cands))}
                     for selector, k in picks.items():
                         rows.append({**base, "selector": selector, "algo": str(cands.at[k, "algo"]),
                                      "dim": int(cands.at[k, "dim"]),
