@@ -309,8 +309,9 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
             for budget in memories:
                 fit = test[test["memory"] <= budget]
                 usable = fit["inside"] & fit["distance"].notna()
-                if not per_task:  # a configuration ranks only if it is inside the calibration for every task
-                    usable &= usable.groupby([fit[c] for c in _CONFIG]).transform("all")
+                if not per_task:  # a configuration ranks only with a row inside the calibration for every task
+                    by_config = usable.groupby([fit[c] for c in _CONFIG])
+                    usable &= by_config.transform("all") & (by_config.transform("size") == len(tasks))
                     shared = fit[usable].groupby(_CONFIG, sort=False).agg(score=("predicted", "mean"),
                                                                          memory=("memory", "first"),
                                                                          distance=("distance", "first"))
