@@ -371,6 +371,8 @@ def test_a_pair_whose_measures_lie_outside_is_refused(toy_results, tmp_path, cap
 # DistMult trained to convergence on two versions of the graph; 16/32/64 dims x 1/2/4/8/32 bits x 3
 # seeds; link-prediction and triple-classification disagreement), with their measures and nulls.
 KG = Path(__file__).resolve().parent / "data" / "kg_umls_results.csv"
+# the same study file run again on seeds 3, 4 and 5 (its `training.seeds` changed, nothing else)
+KG_NEW_SEEDS = Path(__file__).resolve().parent / "data" / "kg_umls_seeds345_results.csv"
 
 
 @pytest.fixture(scope="module")
@@ -389,6 +391,23 @@ def test_kg_calibration_is_per_algorithm_and_its_intervals_hold_on_held_out_seed
     # monotone candidate or a bit-width term: the memory line is never chosen
     models = {g.model for g in fit_predictor(umls).groups.values()}
     assert models <= {"linear", "loglinear", "monotone", "isotonic", "ensemble"} and "monotone" in models
+
+
+def test_a_umls_calibration_holds_on_another_runs_seeds(umls):
+    # fitted on seeds 0-2, asked about seeds 3-5 of a separate run, from their measures alone
+    new = as_results(KG_NEW_SEEDS)
+    assert not set(new["seed"]) & set(umls["seed"])
+    answer = fit_predictor(umls).predict(new.drop(columns="disagreement"))
+    inside = answer["in_calibration"].to_numpy()
+    assert inside.mean() > 0.9  # the rest: measure values outside the calibrated range, said so
+    assert answer.loc[~inside, "calibration_note"].str.contains("outside the calibrated").all()
+    got, said = new[inside], answer[inside]
+    assert 0.85 <= got["disagreement"].between(said["lower"], said["upper"]).mean() <= 0.97
+    # as close as the calibration's own mean of each configuration, which knows its disagreement
+    own_mean = umls.groupby(["algo", "dim", "bitrate", "task"])["disagreement"].mean()
+    reference = own_mean.reindex(pd.MultiIndex.from_frame(got[["algo", "dim", "bitrate", "task"]])).to_numpy()
+    error = (said["predicted"] - got["disagreement"]).abs().mean()
+    assert error <= 1.1 * np.abs(reference - got["disagreement"].to_numpy()).mean()
 
 
 def test_kg_choosing_across_algorithms_by_predictions_beats_raw_eis(umls):
