@@ -35,8 +35,11 @@ False, the prediction NaN, and ``calibration_note`` says why.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -367,11 +370,45 @@ def fit_predictor(results: pd.DataFrame | str | os.PathLike, *, measures: Sequen
     df = as_results(results)
     df = df[measured_rows(df)]  # a predicted disagreement never calibrates the predictor
     names = _candidate_measures(df, measures)
+    key = _fit_key(df, names, level, int(seed), source)
+    with _FITS_LOCK:
+        if key is not None and key in _FITS:
+            _FITS.move_to_end(key)
+            return _FITS[key]
+    fitted = _fit(df, names, level, int(seed), source)
+    if key is not None:
+        with _FITS_LOCK:
+            _FITS[key] = fitted
+            while len(_FITS) > _FITS_KEPT:
+                _FITS.popitem(last=False)
+    return fitted
+
+
+# recommend, the report and a study's summary ask for the same calibration once per budget; a fit
+# is a pure function of the rows and the options, so the last few are kept (about 0.35 s each)
+_FITS: OrderedDict[str, DisagreementPredictor] = OrderedDict()
+_FITS_KEPT = 8
+_FITS_LOCK = threading.Lock()
+
+
+def _fit_key(df: pd.DataFrame, names: Sequence[str], level: float, seed: int, source: str) -> str | None:
+    """A digest of the rows (in order) and the options; None for rows pandas cannot hash."""
+    try:
+        rows = pd.util.hash_pandas_object(df, index=False).to_numpy()
+    except TypeError:  # a column of unhashable values: fit afresh
+        return None
+    digest = hashlib.blake2b(rows.tobytes(), digest_size=16)
+    digest.update(repr((list(map(str, df.columns)), list(names), level, seed, source)).encode())
+    return digest.hexdigest()
+
+
+def _fit(df: pd.DataFrame, names: Sequence[str], level: float, seed: int, source: str) -> DisagreementPredictor:
+    """One calibration per (kind, algorithm, task) of measured rows already read."""
     kinds = _kind_column(df)
     groups, skipped = {}, {}
     for key, idx in df.groupby([kinds, df["algo"], df["task"]], sort=False).groups.items():
         key = tuple(str(k) for k in key)
-        fitted = _fit_group(key, df.loc[idx].reset_index(drop=True), names, level, int(seed))
+        fitted = _fit_group(key, df.loc[idx].reset_index(drop=True), names, level, seed)
         if isinstance(fitted, str):
             skipped[key] = fitted
         else:

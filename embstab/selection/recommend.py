@@ -571,11 +571,12 @@ def _places(df: pd.DataFrame, fits: pd.DataFrame, tasks: list[str], predictor: D
     for t in tasks:
         halves.update({k: h for k, h in _pooled_halfwidths({k[:3]: v for k, v in samples.items() if k[3] == t},
                                                            level).items() for k in [(*k, t)]})
+    by_config = dict(iter(df.assign(_measured=measured).groupby(_CONFIG, sort=False)))
     for cfg in fits.itertuples(index=False):
-        own = df[(df["algo"] == cfg.algo) & (df["dim"] == cfg.dim) & (df["bitrate"] == cfg.bitrate)]
+        own = by_config[(cfg.algo, cfg.dim, cfg.bitrate)]
         pairs = own.drop_duplicates(list(CONFIG_COLUMNS))
         for t in tasks:
-            part = own[(own["task"] == t) & measured[own.index]]
+            part = own[(own["task"] == t) & own["_measured"]]
             base = {"algo": cfg.algo, "dim": int(cfg.dim), "bitrate": int(cfg.bitrate), "memory": cfg.memory, "task": t}
             if len(part):
                 mean = float(part["disagreement"].mean())
