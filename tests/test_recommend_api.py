@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -238,9 +239,34 @@ def test_predicted_values_never_tie(cbow):
     results = cbow[~unmeasured]
     extra = cbow[unmeasured].assign(disagreement_source="predicted")
     table = pd.concat([results.assign(disagreement_source="measured"), extra], ignore_index=True)
+    notes = []
     for budget in (200, 800, 3200):
         rec = recommend(table, budget)
         predicted = rec.candidates[rec.candidates["source"] == "predicted"]
         assert len(predicted) and not predicted.drop(index=0, errors="ignore")["tie"].any()
         if rec.candidates.iloc[0]["source"] != "measured":
             assert rec.n_ties == 1
+        # but the output says which predicted places overlap the best one's interval
+        ranked = rec.candidates[rec.candidates["ranked"]]
+        best, others = ranked.iloc[0], ranked.iloc[1:]
+        overlap = others[(others["lower"] <= best["upper"]) & (others["upper"] >= best["lower"])]
+        if best["source"] == "measured":
+            overlap = overlap[overlap["source"] != "measured"]
+        said = re.search(r"(\d+) (?:other )?configuration\(s\) (?:placed by prediction )?overlap", rec.overlap_note)
+        assert (int(said.group(1)) if said else 0) == len(overlap)
+        assert rec.overlap_note in str(rec) and rec.to_dict()["overlap_note"] == rec.overlap_note
+        notes.append(rec.overlap_note)
+    assert any(notes) and "the predictions cannot order them" in "".join(notes)
+
+
+def test_a_best_placed_by_prediction_says_how_many_it_cannot_order(cbow):
+    unmeasured = (cbow["dim"] == 200) & (cbow["bitrate"] == 8)
+    table = pd.concat([cbow[~unmeasured].assign(disagreement_source="measured"),
+                       cbow[unmeasured].assign(disagreement_source="predicted")], ignore_index=True)
+    rec = recommend(table, 1600)
+    best = rec.candidates.iloc[0]
+    assert (best["dim"], best["bitrate"], best["source"]) == (200, 8, "predicted")
+    others = rec.candidates[rec.candidates["ranked"]].iloc[1:]
+    n = int(((others["lower"] <= best["upper"]) & (others["upper"] >= best["lower"])).sum())
+    assert n > 1 and rec.overlap_note.startswith("The best, w2v_cbow dim=200 8-bit (1600 bits per word), is placed "
+                                                 f"by prediction, [{best['lower']:.2f}, {best['upper']:.2f}], and {n} other")

@@ -258,7 +258,7 @@ def _recommendation_row(rec, budget: float, measure: str, kinds: list[str], resu
     row["gap to best (points)"] = np.nan if gap is None else float(gap["gap"].mean())
     row["outside calibration"] = "yes" if rec.extrapolated else ""
     # the note matters where a tie chose a cheaper configuration, or the predictions need a caveat
-    notes = [n for n in (rec.tie_note, rec.prediction_note) if n]
+    notes = [n for n in (rec.tie_note, rec.overlap_note, rec.prediction_note) if n]
     if rec.measure != measure or 0 < rec.n_ranked < rec.n_candidates:
         notes.append(rec.signal_note)
     if notes:

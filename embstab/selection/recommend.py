@@ -133,6 +133,9 @@ class Recommendation:
     tie_note : str
         One line when measured candidates tie with the best one (each value inside the other's
         interval) and the cheapest is shipped; empty otherwise.
+    overlap_note : str
+        One line when configurations placed by prediction overlap the best one's interval (predicted
+        values never tie, but the predictions cannot order them either); empty otherwise.
     prediction_note : str
         One line on the predictions of the pick: the tasks outside the calibration; empty otherwise.
     level : float
@@ -169,6 +172,7 @@ class Recommendation:
     n_ranked: int = 0
     signal_note: str = ""
     tie_note: str = ""
+    overlap_note: str = ""
     prediction_note: str = ""
     level: float = 0.9
     models: dict[str, str] = field(default_factory=dict)
@@ -230,8 +234,7 @@ class Recommendation:
             f"Ranked by downstream disagreement (% of predictions that flip; measured where the results measured "
             f"it, else predicted): the best of {self._ranked_phrase()}.",
         ]
-        if self.tie_note:
-            lines.append(self.tie_note)
+        lines += [note for note in (self.tie_note, self.overlap_note) if note]
         lines.append(f"Flips per task (predicted by the calibrated model of {self.algo} from the pair's measures"
                      + (f", leaning on {self.measure}" if self.measure else ", from dimension and bits alone")
                      + f", {self.level:.0%} intervals; measured: {self.measured_interval or 'as stored'}):")
@@ -266,8 +269,8 @@ class Recommendation:
             rows.append({"task": task, "predicted (%)": p, "predicted interval": f"[{plo:.2f}, {phi:.2f}]",
                          "measured (%)": o, "measured interval": f"[{olo:.2f}, {ohi:.2f}]",
                          "model": self.models.get(task, "")})
-        notes = "".join(f"<p>{html.escape(n)}</p>" for n in (self.tie_note, self.prediction_note, self.signal_note)
-                        if n)
+        notes = "".join(f"<p>{html.escape(n)}</p>" for n in (self.tie_note, self.overlap_note, self.prediction_note,
+                                                             self.signal_note) if n)
         head = (f"<p><b>Ship {html.escape(self.algo)} with dim={self.dim} at {self.bitrate}-bit precision</b> "
                 f"({self.memory} {html.escape(self.unit)}; budget {self.budget:g}), the best of "
                 f"{html.escape(self._ranked_phrase())} by downstream disagreement.</p>")
@@ -473,7 +476,7 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
         observed_disagreement=observed, observed_interval=observed_interval, extrapolated=bool(outside),
         candidates=candidates, per_task=per_task, kind=kind, unit=unit, near_chance_left_out=left_out,
         requested_measure=measure or "", signal_checked=checked, measure_null=null, n_ranked=len(ranked),
-        signal_note=signal_note, tie_note=_tie_note(ranked, best, pick, unit),
+        signal_note=signal_note, tie_note=_tie_note(ranked, best, pick, unit), overlap_note=_overlap_note(ranked, unit),
         prediction_note=("Outside the predictor's calibration, so not predicted: " + "; ".join(outside) + "."
                          if outside else ""),
         level=level, models={} if predictor is None else
@@ -682,6 +685,21 @@ def _tie_note(ranked: pd.DataFrame, best, pick, unit: str) -> str:
         return head + f"; the best is shipped all the same (ties off; the cheapest is {_describe(cheapest, unit)})."
     return (head + f"; the cheapest, {_describe(pick, unit)} at {pick['disagreement']:.2f} % "
             f"[{pick['lower']:.2f}, {pick['upper']:.2f}], is shipped.")
+
+
+def _overlap_note(ranked: pd.DataFrame, unit: str) -> str:
+    """How many configurations placed by prediction overlap the best one's interval, in one line ("" for none)."""
+    best, others = ranked.iloc[0], ranked.iloc[1:]
+    overlap = others[(others["lower"] <= best["upper"]) & (others["upper"] >= best["lower"])]
+    predicted = overlap[overlap["source"] != "measured"] if best["source"] == "measured" else overlap
+    if predicted.empty:
+        return ""
+    interval = f"[{best['lower']:.2f}, {best['upper']:.2f}]"
+    if best["source"] == "measured":
+        return (f"{len(predicted)} configuration(s) placed by prediction overlap the best one's interval, {interval}: "
+                "the predictions cannot order them against it (measuring them would).")
+    return (f"The best, {_describe(best, unit)}, is placed by prediction, {interval}, and {len(predicted)} other "
+            "configuration(s) overlap that interval: the predictions cannot order them (measuring them would).")
 
 
 def _check_budget(budget) -> float:
