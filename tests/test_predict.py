@@ -310,6 +310,26 @@ def test_predict_pair_predicts_each_task_within_its_interval(toy_results, tmp_pa
     assert "t1" in str(result) and json.loads(json.dumps(result.to_dict()))["predictions"][0]["task"] == "t1"
 
 
+def test_predict_pair_measures_the_pair_as_a_study_row_does(toy_results):
+    # the words a study compares: shared with the anchors too, in the new member's frequency order
+    from embstab.measures.compare import compare
+    from embstab.study.steps import measure_pair
+
+    rng = np.random.default_rng(8)
+    a, b = _pair(rng, 16, 0.3)
+    b = Embedding(b.words[::-1], b.vectors[::-1])  # the new member ranks the words the other way round
+    anchor_old, anchor_new = _pair(rng, 32, 0.2)
+    anchor_new = Embedding(anchor_new.words[3:], anchor_new.vectors[3:])  # a few words the anchors lack
+    top = len(WORDS) // 2
+    result = predict_pair(a, b, toy_results, algo="toy", bits=4, anchors=(anchor_old, anchor_new), top_n=top)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        study = measure_pair(a, b, anchor_old, anchor_new, {"names": ["eis", "knn"], "top_n": top, "params": {}})
+    assert result.measures == pytest.approx({m: study[m] for m in result.measures}, rel=1e-12)
+    plain = compare(a, b, anchors=(anchor_old, anchor_new), measures=["eis"], top_n=top, null_samples=0)
+    assert plain.set_index("measure").at["eis", "value"] != pytest.approx(result.measures["eis"], rel=1e-6)
+
+
 def test_cli_predict_on_two_small_embeddings(toy_results, tmp_path, capsys):
     from embstab.io import save
 

@@ -58,8 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--anchor-old", metavar="ANCHOR", help="anchor embedding of OLD's side (for EIS)")
     parser.add_argument("--anchor-new", metavar="ANCHOR", help="anchor embedding of NEW's side (for EIS)")
     parser.add_argument("--top-n", type=non_negative_int, default=None, metavar="N",
-                        help="compare the N most frequent shared words (default 10000, or all when fewer are "
-                             "shared; 0 = all)")
+                        help="compare the N words NEW ranks first among those both members (and the anchors) "
+                             "share, as a study measures its rows (default 10000, or all when fewer are shared; "
+                             "0 = all)")
     parser.add_argument("--level", type=open_fraction, default=0.9, metavar="P",
                         help="coverage of the intervals when RESULTS is fitted here (default: 0.9)")
     parser.add_argument("--output", choices=["table", "json"], default="table", help="output format")

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from embstab._numbers import is_integer
+from embstab.embedding import shared_vocabulary
 from embstab.errors import ConfigError
 from embstab.selection.predict import (
     DisagreementPredictor,
@@ -159,7 +160,8 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
         EIS anchors, as for :func:`embstab.compare` (files are loaded); a study's measures use the
         largest full-precision pair of each side, so give those anchors for a calibration from a study.
     top_n : int, optional
-        Words compared (default: 10,000 or all shared, as :func:`embstab.compare`).
+        Words compared (default: 10,000 or all shared): those the pair and its anchors share, in
+        the new member's frequency order, as a study measures its rows.
     level : float, default 0.9
         Interval level when the calibration is fitted here.
     device : str, optional
@@ -203,9 +205,13 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
 
     values, signal = {}, {}
     if needed:
-        shared = len(set(a.words).intersection(b.words))
-        top = min(10000, shared) if top_n is None else top_n
-        table = compare(a, b, anchors=anchors, measures=needed, top_n=top or None, device=device)
+        # the words a study row compares: those the pair (and its anchors) share, in the new
+        # member's frequency order, so that the values are on the calibration's scale
+        also = anchors if isinstance(anchors, tuple) else ()
+        top = 10000 if top_n is None else top_n
+        words = shared_vocabulary(a, b, top or None, rank_by="b", also_in=also)
+        table = compare(a, b, anchors=anchors, measures=needed, top_n=len(words) or None, rank_by="new",
+                        device=device)
         for r in table.itertuples():
             values[r.measure] = float(r.value)
             signal[r.measure] = None if r.signal is None or (isinstance(r.signal, float) and math.isnan(r.signal)) \
