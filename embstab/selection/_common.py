@@ -13,6 +13,10 @@ from embstab.selection.errors import ResultsError
 from embstab.selection.results import measure_columns
 
 
+#: The columns that name one configuration of a results table.
+CONFIG = ["algo", "dim", "bitrate"]
+
+
 def resolve_measures(df: pd.DataFrame, measures: Sequence[str] | str | None) -> list[str]:
     """The measure columns to analyse; checks that requested ones exist in ``df``."""
     present = measure_columns(df)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
-from embstab.selection._common import groups, order_by, resolve_measures
+from embstab.selection._common import CONFIG, groups, order_by, resolve_measures
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import as_results, ordered_tasks
 
@@ -27,8 +27,6 @@ __all__ = ["BASELINES", "oracle_decisions", "oracle_gap", "prediction_gap", "rec
 #: Baseline selectors that ignore the measures: always the highest bit width (so the smallest
 #: dimension) or always the lowest bit width (the largest dimension) that fits the budget.
 BASELINES: tuple[str, ...] = ("highest_precision", "lowest_precision")
-# what names one configuration of a results table
-_CONFIG = ["algo", "dim", "bitrate"]
 
 
 def oracle_decisions(df: pd.DataFrame, measures: Sequence[str] | None = None) -> pd.DataFrame:
@@ -310,9 +308,9 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
                 fit = test[test["memory"] <= budget]
                 usable = fit["inside"] & fit["distance"].notna()
                 if not per_task:  # a configuration ranks only with a row inside the calibration for every task
-                    by_config = usable.groupby([fit[c] for c in _CONFIG])
+                    by_config = usable.groupby([fit[c] for c in CONFIG])
                     usable &= by_config.transform("all") & (by_config.transform("size") == len(tasks))
-                    shared = fit[usable].groupby(_CONFIG, sort=False).agg(score=("predicted", "mean"),
+                    shared = fit[usable].groupby(CONFIG, sort=False).agg(score=("predicted", "mean"),
                                                                          memory=("memory", "first"),
                                                                          distance=("distance", "first"))
                     if len(shared) < 2:
@@ -320,7 +318,7 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
                     pooled = {"predicted": shared.sort_values(["score", "memory"], kind="stable").index[0],
                               measure: shared.sort_values(["distance", "memory"], kind="stable").index[0]}
                 for task in tasks:
-                    part = fit[(fit["task"] == task)]
+                    part = fit[fit["task"] == task]
                     cands = part[usable[part.index]].reset_index(drop=True)
                     if len(cands) < 2:
                         continue
@@ -333,7 +331,7 @@ def prediction_gap(results: pd.DataFrame, budgets: Sequence[float] | None = None
                         picks = {"predicted": cands.sort_values(["predicted", "memory"], kind="stable").index[0],
                                  measure: cands.sort_values(["distance", "memory"], kind="stable").index[0]}
                     else:
-                        where = {k: i for i, k in enumerate(cands[_CONFIG].itertuples(index=False, name=None))}
+                        where = {k: i for i, k in enumerate(cands[CONFIG].itertuples(index=False, name=None))}
                         picks = {sel: where[key] for sel, key in pooled.items()}
                     base = {"kind": kind, "algo": "" if across_algorithms else scope[1], "task": task,
                             "budget": budget, "held_out_seed": int(held), "oracle_disagreement": float(di.min()),

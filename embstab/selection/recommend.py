@@ -28,7 +28,7 @@ import pandas as pd
 from embstab.downstream.intervals import INTERVAL_LEVEL
 from embstab.errors import lookup
 from embstab.measures import REGISTRY
-from embstab.selection._common import ties_with
+from embstab.selection._common import CONFIG, ties_with
 from embstab.selection.calibration import measured_rows
 from embstab.selection.errors import BudgetError, ResultsError
 from embstab.selection.predict import DisagreementPredictor, fit_predictor
@@ -49,8 +49,6 @@ from embstab.selection.signal import (
 )
 
 __all__ = ["Recommendation", "recommend"]
-
-_CONFIG = ["algo", "dim", "bitrate"]
 
 
 def _plain(value):
@@ -429,7 +427,7 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
                                "and were left out; keep them with keep_near_chance=True (--keep-near-chance)")
         raise ResultsError(f"no results for task {task!r}; the results have: "
                            f"{', '.join(sorted(set(df['task'])))}")
-    configs = df.drop_duplicates(_CONFIG)[[*_CONFIG, "memory"]]
+    configs = df.drop_duplicates(CONFIG)[[*CONFIG, "memory"]]
     fits = configs[configs["memory"] <= budget]
     if fits.empty:
         smallest = configs.sort_values("memory").iloc[0]
@@ -454,8 +452,8 @@ def recommend(results: pd.DataFrame | str | os.PathLike, budget_bits_per_word: f
     chosen = df[(df["algo"] == key[0]) & (df["dim"] == key[1]) & (df["bitrate"] == key[2])]
     lean = used or ("" if predictor is None else _first_used(predictor, kind, str(key[0]), tasks))
     if lean:
-        means = df.drop_duplicates(list(CONFIG_COLUMNS)).groupby(_CONFIG, sort=False)[lean].mean()
-        candidates[lean] = [means.get(k, np.nan) for k in candidates[_CONFIG].itertuples(index=False, name=None)]
+        means = df.drop_duplicates(list(CONFIG_COLUMNS)).groupby(CONFIG, sort=False)[lean].mean()
+        candidates[lean] = [means.get(k, np.nan) for k in candidates[CONFIG].itertuples(index=False, name=None)]
     mine = per_task[(per_task["algo"] == key[0]) & (per_task["dim"] == key[1]) & (per_task["bitrate"] == key[2])]
     if predictor is None:
         predicted, predicted_interval, outside = {}, {}, [f"no calibration ({no_calibration})"]
@@ -535,7 +533,7 @@ def _choose_measure(df: pd.DataFrame, measure: str | None, fits: pd.DataFrame, b
 
 def _shows_signal(pairs: pd.DataFrame, fits: pd.DataFrame, measure: str) -> bool:
     """Whether ``measure`` shows signal on at least half of the configurations that fit (and on one)."""
-    verdict = config_signal(pairs, measure).merge(fits[_CONFIG], on=_CONFIG)
+    verdict = config_signal(pairs, measure).merge(fits[CONFIG], on=CONFIG)
     shows = int(verdict["signal"].fillna(False).astype(bool).sum())
     return shows >= 1 and 2 * shows >= len(verdict)
 
@@ -569,12 +567,12 @@ def _places(df: pd.DataFrame, fits: pd.DataFrame, tasks: list[str], predictor: D
     measured = measured_rows(df)
     # the seed noise of each task, pooled over every configuration of the algorithm (not only those that fit)
     samples = {(a, d, b, t): g["disagreement"].to_numpy(dtype=np.float64)
-               for (a, d, b, t), g in df[measured].groupby([*_CONFIG, "task"], sort=False)}
+               for (a, d, b, t), g in df[measured].groupby([*CONFIG, "task"], sort=False)}
     halves = {}
     for t in tasks:
         halves.update({k: h for k, h in _pooled_halfwidths({k[:3]: v for k, v in samples.items() if k[3] == t},
                                                            level).items() for k in [(*k, t)]})
-    by_config = dict(iter(df.assign(_measured=measured).groupby(_CONFIG, sort=False)))
+    by_config = dict(iter(df.assign(_measured=measured).groupby(CONFIG, sort=False)))
     for cfg in fits.itertuples(index=False):
         own = by_config[(cfg.algo, cfg.dim, cfg.bitrate)]
         pairs = own.drop_duplicates(list(CONFIG_COLUMNS))
@@ -613,7 +611,7 @@ def _seed_intervals(df: pd.DataFrame, tasks: list[str], level: float) -> dict[tu
     if {"disagreement_low", "disagreement_high"} <= set(df.columns):
         return {}  # the rows carry their own intervals: those are used
     part = df[df["task"].isin(tasks) & measured_rows(df)]
-    wide = part.pivot_table(index=[*_CONFIG, "seed"], columns="task", values="disagreement", aggfunc="mean")
+    wide = part.pivot_table(index=[*CONFIG, "seed"], columns="task", values="disagreement", aggfunc="mean")
     scores = wide.reindex(columns=tasks).dropna().mean(axis=1)
     samples = {k: v.to_numpy(dtype=np.float64) for k, v in scores.groupby(level=[0, 1, 2], sort=False)}
     return {k: (max(float(samples[k].mean() - h), 0.0), min(float(samples[k].mean() + h), 100.0))
@@ -623,13 +621,13 @@ def _seed_intervals(df: pd.DataFrame, tasks: list[str], level: float) -> dict[tu
 def _rank(per_task: pd.DataFrame, fits: pd.DataFrame, tasks: list[str],
           seed_intervals: dict[tuple, tuple[float, float]]) -> pd.DataFrame:
     """The candidates on the scale (mean over tasks), best first, with the tie to the best marked."""
-    grouped = per_task.groupby(_CONFIG, sort=False)
+    grouped = per_task.groupby(CONFIG, sort=False)
     table = grouped.agg(memory=("memory", "first"), disagreement=("disagreement", "mean"),
                         lower=("lower", "mean"), upper=("upper", "mean"),
                         n_values=("disagreement", "count")).reset_index()
     sources = grouped["source"].agg(lambda s: s.iloc[0] if s.nunique() == 1 else "mixed").reset_index(drop=True)
     table["source"] = sources.to_numpy()
-    for i, key in enumerate(table[_CONFIG].itertuples(index=False, name=None)):
+    for i, key in enumerate(table[CONFIG].itertuples(index=False, name=None)):
         if table.at[i, "source"] == "measured" and key in seed_intervals:
             table.at[i, "lower"], table.at[i, "upper"] = seed_intervals[key]
     table["ranked"] = table["n_values"] == len(tasks)
@@ -691,14 +689,15 @@ def _overlap_note(ranked: pd.DataFrame, unit: str) -> str:
     """How many configurations placed by prediction overlap the best one's interval, in one line ("" for none)."""
     best, others = ranked.iloc[0], ranked.iloc[1:]
     overlap = others[(others["lower"] <= best["upper"]) & (others["upper"] >= best["lower"])]
-    predicted = overlap[overlap["source"] != "measured"] if best["source"] == "measured" else overlap
-    if predicted.empty:
+    # a measured best against measured others is the tie rule's business
+    unordered = overlap[overlap["source"] != "measured"] if best["source"] == "measured" else overlap
+    if unordered.empty:
         return ""
     interval = f"[{best['lower']:.2f}, {best['upper']:.2f}]"
     if best["source"] == "measured":
-        return (f"{len(predicted)} configuration(s) placed by prediction overlap the best one's interval, {interval}: "
+        return (f"{len(unordered)} configuration(s) placed by prediction overlap the best one's interval, {interval}: "
                 "the predictions cannot order them against it (measuring them would).")
-    return (f"The best, {_describe(best, unit)}, is placed by prediction, {interval}, and {len(predicted)} other "
+    return (f"The best, {_describe(best, unit)}, is placed by prediction, {interval}, and {len(unordered)} other "
             "configuration(s) overlap that interval: the predictions cannot order them (measuring them would).")
 
 
