@@ -12,7 +12,6 @@ from embstab.measures import REGISTRY
 from embstab.selection.errors import ResultsError
 from embstab.selection.results import measure_columns
 
-
 #: The columns that name one configuration of a results table.
 CONFIG = ["algo", "dim", "bitrate"]
 
