@@ -254,6 +254,9 @@ def test_predicted_values_never_tie(cbow):
             overlap = overlap[overlap["source"] != "measured"]
         said = re.search(r"(\d+) (?:other )?configuration\(s\) (?:placed by prediction )?overlap", rec.overlap_note)
         assert (int(said.group(1)) if said else 0) == len(overlap)
+        if len(overlap):  # which to measure, cheapest first
+            first = overlap.sort_values(["memory", "disagreement"], kind="stable").iloc[0]
+            assert f"cheapest first: w2v_cbow dim={first['dim']} {first['bitrate']}-bit" in rec.overlap_note
         assert rec.overlap_note in str(rec) and rec.to_dict()["overlap_note"] == rec.overlap_note
         notes.append(rec.overlap_note)
     assert any(notes) and "the predictions cannot order them" in "".join(notes)

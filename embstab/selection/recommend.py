@@ -694,11 +694,15 @@ def _overlap_note(ranked: pd.DataFrame, unit: str) -> str:
     if unordered.empty:
         return ""
     interval = f"[{best['lower']:.2f}, {best['upper']:.2f}]"
+    cheapest = unordered.sort_values(["memory", "disagreement"], kind="stable")
+    named = "; ".join(_describe(r, unit) for _, r in cheapest.head(3).iterrows())
+    named += f"; and {len(cheapest) - 3} more" if len(cheapest) > 3 else ""
     if best["source"] == "measured":
         return (f"{len(unordered)} configuration(s) placed by prediction overlap the best one's interval, {interval}: "
-                "the predictions cannot order them against it (measuring them would).")
+                f"the predictions cannot order them against it (measuring them would; cheapest first: {named}).")
     return (f"The best, {_describe(best, unit)}, is placed by prediction, {interval}, and {len(unordered)} other "
-            "configuration(s) overlap that interval: the predictions cannot order them (measuring them would).")
+            f"configuration(s) overlap that interval (cheapest first: {named}): the predictions cannot order them; "
+            "measuring the best, and those of them placed by prediction, would.")
 
 
 def _check_budget(budget) -> float:
