@@ -386,6 +386,48 @@ def test_a_pair_whose_measures_lie_outside_is_refused(toy_results, tmp_path, cap
         predict_pair(c, d, toy_results, algo="toy")
 
 
+def test_a_pair_is_measured_with_the_calibrations_recorded_settings(toy_results, tmp_path, capsys):
+    # a study's export records its top_n and measure parameters; the pair is measured with them
+    from embstab.io import save
+    from embstab.measures.compare import compare
+
+    a, b = _pair(np.random.default_rng(5), 16, 0.3)
+    recorded = toy_results.copy()
+    recorded.attrs["measure_settings"] = {"top_n": 150, "params": {"knn": {"k": 3, "n_queries": 100},
+                                                                   "pip_loss": {"alpha": 1.0}}}
+    recorded.to_parquet(tmp_path / "cal.parquet", index=False)
+    theirs = compare(a, b, measures=["knn"], top_n=150, rank_by="new", params={"knn": {"k": 3, "n_queries": 100}},
+                     null_samples=0).set_index("measure").at["knn", "value"]
+    plain = compare(a, b, measures=["knn"], top_n=150, rank_by="new", null_samples=0).set_index("measure")
+    assert theirs != pytest.approx(plain.at["knn", "value"])  # the settings matter for this pair
+    result = predict_pair(a, b, tmp_path / "cal.parquet", algo="toy", bits=4)
+    assert result.measures["knn"] == pytest.approx(theirs, rel=1e-12)
+    assert result.measured_with == {"top_n": 150, "params": {"knn": {"k": 3, "n_queries": 100}},
+                                    "source": "calibration"}
+    assert "measured as the calibration's study measured its rows: top_n 150; knn k=3, n_queries=100" in str(result)
+    # a saved predictor keeps the settings; asked for others, the output says they differ
+    fit_predictor(recorded).save(tmp_path / "cal.json")
+    again = predict_pair(a, b, tmp_path / "cal.json", algo="toy", bits=4, params={"knn": {"k": 5}})
+    assert again.measured_with["source"] == "given" and again.measured_with["params"]["knn"] == {"k": 5,
+                                                                                                 "n_queries": 100}
+    assert "the calibration's study used top_n 150; knn k=3" in str(again) and "off its scale" in str(again)
+    # a CSV records nothing: the defaults, and the output says so; --param sets them from the shell
+    save(a, tmp_path / "old.txt")
+    save(b, tmp_path / "new.txt")
+    toy_results.to_csv(tmp_path / "cal.csv", index=False)
+    args = ["predict", str(tmp_path / "old.txt"), str(tmp_path / "new.txt"), "--calibration", str(tmp_path / "cal.csv"),
+            "--bits", "4"]
+    assert main(args) == 0
+    assert "does not record how its rows were measured" in capsys.readouterr().out
+    assert main([*args, "--top-n", "150", "--param", "knn.k=3", "--param", "knn.n_queries=100", "--output",
+                 "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["measures"]["knn"] == pytest.approx(theirs, rel=1e-12) and data["measured_with"]["source"] == "given"
+    assert main([*args, "--param", "knn=3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "MEASURE.NAME=VALUE" in err[0] and "'knn=3'" in err[0]
+
+
 # --- a knowledge-graph study: two algorithms, one scale ------------------------------------------
 # tests/data/kg_umls_results.csv: the rows of `embstab study pipelines/kg.yaml` (UMLS; TransE and
 # DistMult trained to convergence on two versions of the graph; 16/32/64 dims x 1/2/4/8/32 bits x 3

@@ -250,7 +250,7 @@ def test_a_calibrated_run_trains_downstream_models_for_the_chosen_rows_only(cali
 
 
 def test_the_other_rows_are_predicted_with_intervals_and_marked(calibrated):
-    _, _, run, _ = calibrated
+    spec, _, run, _ = calibrated
     df = run.results
     assert run.complete and len(df) == N_ROWS and run.n_failed == 0
     sources = df[SOURCE_COLUMN].value_counts().to_dict()
@@ -272,6 +272,8 @@ def test_the_other_rows_are_predicted_with_intervals_and_marked(calibrated):
     assert run.predictor is not None and {k[2] for k in run.predictor.groups} == {"rt_sentiment", "rt_subjectivity"}
     exported = pd.read_parquet(run.parquet_path)
     assert exported[SOURCE_COLUMN].value_counts().to_dict() == sources
+    assert exported.attrs["measure_settings"] == df.attrs["measure_settings"] == run.predictor.measure_settings
+    assert run.predictor.measure_settings["top_n"] == spec.measures.top_n
     assert len(analysable(df)) == N_ROWS - run.n_uncalibrated and int(measured_rows(df).sum()) == len(measured)
     with ResultDB(run.db_path) as db:  # the store says the same
         stored = db.predictions().set_index("row_id")

@@ -101,6 +101,12 @@ def test_synchronous_run_produces_every_row(finished):
     assert df["eis"].between(0, 1).all() and df["knn"].between(0, 1).all()
     assert df[["algo", "seed", "dim", "bitrate", "task"]].duplicated().sum() == 0
     assert pd.read_parquet(run.parquet_path).shape[0] == N_ROWS
+    # how the measures were taken travels with the rows, the export and the database
+    from embstab.selection.results import as_results, measure_settings
+
+    settings = {"top_n": 400, "params": {"knn": {"n_queries": 100}}}
+    assert measure_settings(df) == settings == measure_settings(pd.read_parquet(run.parquet_path))
+    assert measure_settings(as_results(run.db_path, keep_near_chance=True)) == settings
 
 
 def test_rows_hold_the_measures_of_their_pair(finished):

@@ -15,7 +15,7 @@ from typing import IO
 
 from embstab._bits import BIT_WIDTHS, BIT_WIDTHS_TEXT
 
-__all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
+__all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits", "measure_param",
            "local_workers", "worker_threads", "learning_rate", "add_trust_pickle", "add_no_clobber", "add_progress",
            "show_progress", "add_threads", "threads_or_all", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
@@ -203,6 +203,43 @@ def bits(text: str) -> int:
     if value not in BITS_CHOICES:
         raise argparse.ArgumentTypeError(f"must be {BIT_WIDTHS_TEXT}, got {value}")
     return value
+
+
+def measure_param(text: str) -> tuple[str, str, int | float | bool | str]:
+    """argparse type: one measure parameter, ``MEASURE.NAME=VALUE`` (e.g. ``knn.k=10``).
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    (str, str, value)
+        The measure, the parameter and the value: an integer, a number, true/false, or the text.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If the text is not of the form ``MEASURE.NAME=VALUE``. The message names the value; argparse prefixes the flag.
+    """
+    target, sep, raw = text.partition("=")
+    measure, dot, name = target.strip().partition(".")
+    if not sep or not dot or not measure or not name or not raw.strip():
+        raise argparse.ArgumentTypeError(f"must be MEASURE.NAME=VALUE (e.g. knn.k=10), got {text!r}")
+    raw = raw.strip()
+    value: int | float | bool | str
+    if raw.lower() in ("true", "false"):
+        value = raw.lower() == "true"
+    else:
+        try:
+            value = int(raw)
+        except ValueError:
+            try:
+                value = float(raw)
+            except ValueError:
+                value = raw
+    return measure, name, value
 
 
 def local_workers(text: str) -> int:

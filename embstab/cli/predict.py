@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from embstab.cli.options import bits, non_negative_int, open_fraction
+from embstab.cli.options import bits, measure_param, non_negative_int, open_fraction
 
 __all__ = ["register", "handle"]
 
@@ -28,11 +28,17 @@ never saw, or a dimension, bit width or measure value outside the calibrated ran
 do not transfer across algorithms). A study measures EIS against anchors (its largest
 full-precision pair); pass the same with --anchor-old/--anchor-new for comparable values.
 
+The pair is measured as the calibration's rows were: a study's results.sqlite or Parquet export
+records its measures' top_n and parameters, and they apply unless --top-n/--param say otherwise
+(the output says when they differ). A CSV or published table records none: give them if its rows
+were measured with other settings than the defaults.
+
 examples:
   embstab predict old.txt new.txt --calibration embstab-study/results.sqlite --algo w2v_cbow --bits 4
   embstab predict old_q.npz new_q.npz --calibration w2v_cbow_optimal_no_emb_norm_top_10000.csv \\
       --algo w2v_cbow --bits 4 --task sst --output json
-  embstab predict old.txt new.txt --calibration predictor.json --anchor-old old_big.txt --anchor-new new_big.txt"""
+  embstab predict old.txt new.txt --calibration predictor.json --anchor-old old_big.txt --anchor-new new_big.txt
+  embstab predict old.txt new.txt --calibration results.csv --top-n 5000 --param knn.k=10 --param eis.alpha=3"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,8 +65,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--anchor-new", metavar="ANCHOR", help="anchor embedding of NEW's side (for EIS)")
     parser.add_argument("--top-n", type=non_negative_int, default=None, metavar="N",
                         help="compare the N words NEW ranks first among those both members (and the anchors) "
-                             "share, as a study measures its rows (default 10000, or all when fewer are shared; "
-                             "0 = all)")
+                             "share, as a study measures its rows (default: the calibration's study's, else 10000 "
+                             "or all when fewer are shared; 0 = all)")
+    parser.add_argument("--param", type=measure_param, action="append", default=[], metavar="MEASURE.NAME=VALUE",
+                        help="a measure parameter, over the calibration's study's (repeatable; e.g. knn.k=10)")
     parser.add_argument("--level", type=open_fraction, default=0.9, metavar="P",
                         help="coverage of the intervals when RESULTS is fitted here (default: 0.9)")
     parser.add_argument("--output", choices=["table", "json"], default="table", help="output format")
@@ -92,8 +100,12 @@ def handle(args: argparse.Namespace) -> int:
     if (args.anchor_old is None) != (args.anchor_new is None):
         raise ConfigError("give both --anchor-old and --anchor-new, or neither")
     anchors = "self" if args.anchor_old is None else (args.anchor_old, args.anchor_new)
+    params: dict[str, dict] = {}
+    for measure, name, value in args.param:
+        params.setdefault(measure, {})[name] = value
     result = predict_pair(args.old, args.new, args.calibration, algo=args.algo, bits=args.bits, task=args.task,
-                          kind=args.kind, anchors=anchors, top_n=args.top_n, level=args.level)
+                          kind=args.kind, anchors=anchors, top_n=args.top_n, params=params or None,
+                          level=args.level)
     if args.output == "json":
         print(json.dumps(result.to_dict(), indent=2))
     else:

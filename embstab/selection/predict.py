@@ -61,7 +61,7 @@ from embstab.selection.calibration import (
     measured_rows,
 )
 from embstab.selection.errors import ResultsError
-from embstab.selection.results import as_results, ordered_tasks
+from embstab.selection.results import as_results, measure_settings, ordered_tasks
 
 __all__ = ["DisagreementPredictor", "fit_predictor", "load_predictor"]
 
@@ -93,6 +93,9 @@ class DisagreementPredictor:
         The measures the fit was allowed to use.
     validation : pandas.DataFrame or None
         Held-out figures per group (:meth:`PredictorValidation.to_frame`) when the fit was validated.
+    measure_settings : dict or None
+        How the calibration's measures were taken (``top_n`` and per-measure ``params``), as its
+        study recorded them; None when the results do not say (a CSV, a published table).
     """
 
     groups: dict = field(repr=False)
@@ -101,6 +104,7 @@ class DisagreementPredictor:
     source: str = "results"
     requested_measures: tuple[str, ...] = ()
     validation: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    measure_settings: dict | None = field(default=None, repr=False)
 
     # --- predictions ---------------------------------------------------------------------------
 
@@ -211,13 +215,13 @@ class DisagreementPredictor:
         Returns
         -------
         dict
-            ``format``, ``version``, ``level``, ``source``, ``requested_measures``, ``groups`` (one
-            dict per group, see :meth:`GroupCalibration.to_dict`), ``skipped`` and ``validation``
-            (records, or None).
+            ``format``, ``version``, ``level``, ``source``, ``requested_measures``,
+            ``measure_settings`` (or None), ``groups`` (one dict per group, see
+            :meth:`GroupCalibration.to_dict`), ``skipped`` and ``validation`` (records, or None).
         """
         validation = None if self.validation is None else _records(self.validation)
         return {"format": FILE_FORMAT, "version": FILE_VERSION, "level": self.level, "source": self.source,
-                "requested_measures": list(self.requested_measures),
+                "requested_measures": list(self.requested_measures), "measure_settings": self.measure_settings,
                 "groups": [g.to_dict() for g in self.groups.values()],
                 "skipped": [{"kind": k[0], "algo": k[1], "task": k[2], "reason": r} for k, r in self.skipped.items()],
                 "validation": validation}
@@ -319,10 +323,13 @@ def load_predictor(path: str | os.PathLike) -> DisagreementPredictor:
             groups[(g.kind, g.algo, g.task)] = g
         skipped = {(str(s["kind"]), str(s["algo"]), str(s["task"])): str(s["reason"]) for s in data["skipped"]}
         validation = None if data.get("validation") is None else pd.DataFrame(data["validation"])
+        settings = data.get("measure_settings")  # absent from files saved before it was recorded
+        if settings is not None and not (isinstance(settings, dict) and isinstance(settings.get("params"), dict)):
+            raise ValueError(f"measure_settings must be an object with params, got {settings!r}")
         return DisagreementPredictor(groups=groups, level=float(data["level"]), skipped=skipped,
                                      source=str(data["source"]),
                                      requested_measures=tuple(str(m) for m in data["requested_measures"]),
-                                     validation=validation)
+                                     validation=validation, measure_settings=settings)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise DataFormatError(f"{path}: malformed disagreement predictor: {type(exc).__name__}: {exc}") from None
 
@@ -368,14 +375,15 @@ def fit_predictor(results: pd.DataFrame | str | os.PathLike, *, measures: Sequen
         raise ConfigError(f"seed must be an integer, got {seed!r}")
     source = str(results) if isinstance(results, (str, os.PathLike)) else "results"
     df = as_results(results)
+    settings = measure_settings(df)
     df = df[measured_rows(df)]  # a predicted disagreement never calibrates the predictor
     names = _candidate_measures(df, measures)
-    key = _fit_key(df, names, level, int(seed), source)
+    key = _fit_key(df, names, level, int(seed), source, settings)
     with _FITS_LOCK:
         if key is not None and key in _FITS:
             _FITS.move_to_end(key)
             return _FITS[key]
-    fitted = _fit(df, names, level, int(seed), source)
+    fitted = _fit(df, names, level, int(seed), source, settings)
     if key is not None:
         with _FITS_LOCK:
             _FITS[key] = fitted
@@ -391,18 +399,20 @@ _FITS_KEPT = 8
 _FITS_LOCK = threading.Lock()
 
 
-def _fit_key(df: pd.DataFrame, names: Sequence[str], level: float, seed: int, source: str) -> str | None:
+def _fit_key(df: pd.DataFrame, names: Sequence[str], level: float, seed: int, source: str,
+             settings: dict | None) -> str | None:
     """A digest of the rows (in order) and the options; None for rows pandas cannot hash."""
     try:
         rows = pd.util.hash_pandas_object(df, index=False).to_numpy()
     except TypeError:  # a column of unhashable values: fit afresh
         return None
     digest = hashlib.blake2b(rows.tobytes(), digest_size=16)
-    digest.update(repr((list(map(str, df.columns)), list(names), level, seed, source)).encode())
+    digest.update(repr((list(map(str, df.columns)), list(names), level, seed, source, settings)).encode())
     return digest.hexdigest()
 
 
-def _fit(df: pd.DataFrame, names: Sequence[str], level: float, seed: int, source: str) -> DisagreementPredictor:
+def _fit(df: pd.DataFrame, names: Sequence[str], level: float, seed: int, source: str,
+         settings: dict | None = None) -> DisagreementPredictor:
     """One calibration per (kind, algorithm, task) of measured rows already read."""
     kinds = _kind_column(df)
     groups, skipped = {}, {}
@@ -417,4 +427,4 @@ def _fit(df: pd.DataFrame, names: Sequence[str], level: float, seed: int, source
         reasons = "; ".join(f"{a} × {t}: {r}" for (_, a, t), r in skipped.items())
         raise ResultsError(f"{source}: no (algo, task) could be calibrated ({reasons})")
     return DisagreementPredictor(groups=groups, level=level, skipped=skipped, source=source,
-                                 requested_measures=tuple(names))
+                                 requested_measures=tuple(names), measure_settings=settings)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import html
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from embstab._numbers import is_integer
-from embstab.embedding import shared_vocabulary
+from embstab.embedding import DEFAULT_TOP_N, shared_vocabulary
 from embstab.errors import ConfigError
 from embstab.selection.predict import (
     DisagreementPredictor,
@@ -51,6 +53,11 @@ class PairPrediction:
         Where the calibration came from.
     validated_by : str
         What the calibration's held-out figures held out (``seed``, ``dim``), or "" when not validated.
+    measured_with : dict
+        How the pair's measures were taken: ``top_n`` (None = every shared word), ``params`` (per
+        measure, those that override the registry's defaults) and ``source``: ``calibration`` (its
+        study's settings), ``given`` (some set by the caller) or ``defaults`` (the calibration does
+        not record its settings).
     """
 
     old: str
@@ -65,6 +72,7 @@ class PairPrediction:
     level: float
     calibration: str
     validated_by: str = ""
+    measured_with: dict = field(default_factory=dict)
 
     def to_frame(self) -> pd.DataFrame:
         """The per-task predictions.
@@ -89,13 +97,15 @@ class PairPrediction:
                 "bitrate": self.bitrate,
                 "measures": {k: (None if not math.isfinite(v) else v) for k, v in self.measures.items()},
                 "signal": self.signal, "level": self.level, "calibration": self.calibration,
-                "validated_by": self.validated_by, "predictions": records}
+                "validated_by": self.validated_by, "measured_with": self.measured_with, "predictions": records}
 
     def __str__(self) -> str:
         lines = [f"{self.old} vs {self.new}: {self.algo}, dim={self.dim}, {self.bitrate}-bit; calibration "
                  f"{self.calibration} ({self.level:.0%} intervals)",
                  "measures: " + ", ".join(f"{m} {v:.4g}" + (" (no signal)" if self.signal.get(m) is False else "")
                                           for m, v in self.measures.items())]
+        if self.measured_with:
+            lines.append(_measured_with_line(self.measured_with))
         held = {"seed": "one seed held out", "dim": "one dimension held out"}.get(self.validated_by, "")
         lines.append("predicted flips per task" + (f" (calibration checked with {held}: coverage of its "
                                                    "intervals, mean absolute error)" if held else "") + ":")
@@ -132,7 +142,8 @@ def _load_embedding(spec):
 
 def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | str | os.PathLike, *,
                  algo: str | None = None, bits: int = 32, task: str | None = None, kind: str = "word", anchors="self",
-                 top_n: int | None = None, level: float = 0.9, device: str | None = None) -> PairPrediction:
+                 top_n: int | None = None, params: Mapping[str, Mapping[str, Any]] | None = None,
+                 level: float = 0.9, device: str | None = None) -> PairPrediction:
     """Predict how many downstream predictions flip between two embeddings, per task, with intervals.
 
     The pair's measures are computed with :func:`embstab.compare` (the measures the calibration
@@ -160,8 +171,13 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
         EIS anchors, as for :func:`embstab.compare` (files are loaded); a study's measures use the
         largest full-precision pair of each side, so give those anchors for a calibration from a study.
     top_n : int, optional
-        Words compared (default: 10,000 or all shared): those the pair and its anchors share, in
-        the new member's frequency order, as a study measures its rows.
+        Words compared: those the pair and its anchors share, in the new member's frequency order,
+        as a study measures its rows (0 = all). Default: the calibration's study's ``top_n`` when
+        it records one, else 10,000 (or all when fewer are shared).
+    params : mapping, optional
+        Per-measure parameters, ``{measure: {parameter: value}}`` as :func:`embstab.compare`
+        takes them, over those of the calibration's study (which apply by default, when recorded);
+        give them when the calibration does not record how its rows were measured.
     level : float, default 0.9
         Interval level when the calibration is fitted here.
     device : str, optional
@@ -203,15 +219,15 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
     needed = list(dict.fromkeys(m for t in tasks for m in predictor.groups[(kind, str(algo), t)].measures))
     from embstab.measures.compare import compare  # noqa: PLC0415 - loaded on use
 
+    measured_with = _measure_settings(predictor.measure_settings, needed, top_n, params)
     values, signal = {}, {}
     if needed:
         # the words a study row compares: those the pair (and its anchors) share, in the new
         # member's frequency order, so that the values are on the calibration's scale
         also = anchors if isinstance(anchors, tuple) else ()
-        top = 10000 if top_n is None else top_n
-        words = shared_vocabulary(a, b, top or None, rank_by="b", also_in=also)
+        words = shared_vocabulary(a, b, measured_with["top_n"], rank_by="b", also_in=also)
         table = compare(a, b, anchors=anchors, measures=needed, top_n=len(words) or None, rank_by="new",
-                        device=device)
+                        params=measured_with["params"] or None, device=device)
         for r in table.itertuples():
             values[r.measure] = float(r.value)
             signal[r.measure] = None if r.signal is None or (isinstance(r.signal, float) and math.isnan(r.signal)) \
@@ -232,7 +248,51 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
         else str(predictor.validation["held_out_by"].iloc[0])
     return PairPrediction(old=str(a.name or old), new=str(b.name or new), algo=str(algo), kind=kind, dim=int(a.dim),
                           bitrate=int(bits), measures=values, signal=signal, predictions=answer.reset_index(drop=True),
-                          level=predictor.level, calibration=predictor.source, validated_by=by)
+                          level=predictor.level, calibration=predictor.source, validated_by=by,
+                          measured_with=measured_with)
+
+
+def _measure_settings(recorded: dict | None, needed: Sequence[str], top_n: int | None,
+                      params: Mapping[str, Mapping[str, Any]] | None) -> dict:
+    """How to measure the pair: the calibration's study's settings (for the measures read), under
+    the caller's; with the recorded ones, so that a difference can be said."""
+    if params is not None and not (isinstance(params, Mapping) and all(isinstance(v, Mapping)
+                                                                       for v in params.values())):
+        raise ConfigError(f"params must map a measure to its parameters, e.g. {{'knn': {{'k': 10}}}}; got {params!r}")
+    if top_n is not None and (not is_integer(top_n) or top_n < 0):
+        raise ConfigError(f"top_n must be a non-negative integer (0 = every shared word), got {top_n!r}")
+    base = recorded or {"top_n": DEFAULT_TOP_N, "params": {}}
+    chosen = {m: dict(p) for m, p in (base.get("params") or {}).items() if m in needed}
+    for m, p in (params or {}).items():
+        chosen[str(m)] = {**chosen.get(str(m), {}), **dict(p)}
+    top = base.get("top_n") if top_n is None else (int(top_n) or None)
+    out = {"top_n": top, "params": chosen, "source": "defaults" if recorded is None else "calibration"}
+    if recorded is not None:
+        as_recorded = {"top_n": recorded.get("top_n"),
+                       "params": {m: dict(p) for m, p in (recorded.get("params") or {}).items() if m in needed}}
+        if as_recorded != {"top_n": top, "params": chosen}:
+            out.update(source="given", calibration=as_recorded)
+    elif top_n is not None or params:
+        out["source"] = "given"
+    return out
+
+
+def _settings_text(top_n, params: Mapping) -> str:
+    words = "every shared word" if top_n is None else f"top_n {top_n}"
+    return "; ".join([words, *(f"{m} " + ", ".join(f"{k}={v}" for k, v in p.items()) for m, p in params.items())])
+
+
+def _measured_with_line(measured: dict) -> str:
+    """One line on how the pair was measured, and whether that is how the calibration's rows were."""
+    text = _settings_text(measured["top_n"], measured["params"])
+    if measured["source"] == "calibration":
+        return f"measured as the calibration's study measured its rows: {text}"
+    if "calibration" in measured:
+        theirs = measured["calibration"]
+        return (f"measured with {text}; the calibration's study used {_settings_text(theirs['top_n'], theirs['params'])}"
+                ": the values may be off its scale")
+    return (f"measured with {text} (other parameters at their defaults); the calibration does not record how its "
+            "rows were measured: give the same settings (top_n, params) if they differed")
 
 
 def _as_predictor(calibration, level: float) -> DisagreementPredictor:

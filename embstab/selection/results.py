@@ -41,6 +41,7 @@ __all__ = [
     "kinds_of",
     "CONFIG_COLUMNS",
     "KEY_COLUMNS",
+    "MEASURE_SETTINGS",
     "PUBLISHED_MEASURES",
     "PUBLISHED_TASKS",
     "TASK_ORDER",
@@ -49,11 +50,18 @@ __all__ = [
     "is_published_format",
     "measure_columns",
     "measure_distance",
+    "measure_settings",
+    "measure_settings_of",
     "ordered_tasks",
     "read_results",
     "validate_results",
     "wide",
 ]
+
+#: The key of a results table's ``attrs`` that says how its measures were taken, when known: a
+#: study's ``{"top_n": ..., "params": {measure: {parameter: value}}}`` (a CSV or a published
+#: table records none).
+MEASURE_SETTINGS = "measure_settings"
 
 #: Suffixes of the columns that hold a measure's null and whether the pair shows signal against it
 #: (``eis_null``, ``eis_signal``; see :mod:`embstab.selection.signal`).
@@ -216,6 +224,52 @@ def measure_distance(values, measure: str) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64)
     # The registry's conversion keeps one definition of "distance form" for the whole package.
     return np.asarray(REGISTRY[measure].to_distance(arr), dtype=np.float64)
+
+
+def measure_settings_of(definitions: Iterable[Mapping[str, Any]]) -> dict | None:
+    """How the measures of some studies were taken, when they all took them alike.
+
+    Parameters
+    ----------
+    definitions : iterable of mapping
+        Study definitions as a study stores them (each with a ``measures`` mapping holding
+        ``top_n`` and ``params``).
+
+    Returns
+    -------
+    dict or None
+        ``{"top_n": int or None, "params": {measure: {parameter: value}}}``; None without a
+        definition, or when the studies took their measures differently (then no setting is the
+        rows' setting).
+    """
+    found = []
+    for definition in definitions:
+        m = definition.get("measures") if isinstance(definition, Mapping) else None
+        if not isinstance(m, Mapping):
+            return None
+        params = m.get("params") or {}
+        settings = {"top_n": m.get("top_n"),
+                    "params": {str(k): dict(v) for k, v in params.items() if isinstance(v, Mapping)}}
+        if settings not in found:
+            found.append(settings)
+    return found[0] if len(found) == 1 else None
+
+
+def measure_settings(results: pd.DataFrame) -> dict | None:
+    """How a results table's measures were taken, when it records it (a study's export does).
+
+    Parameters
+    ----------
+    results : pandas.DataFrame
+        A results table.
+
+    Returns
+    -------
+    dict or None
+        ``{"top_n": ..., "params": {...}}`` as :func:`measure_settings_of` gives it, or None.
+    """
+    settings = results.attrs.get(MEASURE_SETTINGS)
+    return settings if isinstance(settings, dict) else None
 
 
 def is_published_format(df: pd.DataFrame) -> bool:
@@ -610,6 +664,12 @@ def _read_sqlite(p: Path) -> pd.DataFrame:
     try:
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             raw = pd.read_sql_query("SELECT * FROM results", conn)
+            # how the measures were taken: from the definitions of the studies that planned these rows
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            definitions = [row[0] for row in conn.execute(
+                "SELECT DISTINCT s.definition FROM studies s JOIN plan p ON p.name = s.name "
+                "AND p.fingerprint = s.fingerprint JOIN results r ON r.row_id = p.row_id")] \
+                if {"studies", "plan"} <= tables else []
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
         raise ResultsError(f"{p}: cannot read the results of a study database: {exc}") from None
 
@@ -625,8 +685,15 @@ def _read_sqlite(p: Path) -> pd.DataFrame:
     extra = pd.DataFrame([{k: v for k, v in e.items() if k not in ("n_words", "n_test")} for e in parsed("extra")],
                          index=raw.index)
     base = raw.drop(columns=[c for c in ("row_id", "measures", "nulls", "extra", "finished") if c in raw.columns])
-    return pd.concat([base, measures, extra.drop(columns=[c for c in extra.columns if c in base.columns
-                                                          or c in measures.columns])], axis=1)
+    out = pd.concat([base, measures, extra.drop(columns=[c for c in extra.columns if c in base.columns
+                                                         or c in measures.columns])], axis=1)
+    try:
+        settings = measure_settings_of(json.loads(d) for d in definitions)
+    except (TypeError, ValueError):  # a definition that is not JSON records no settings
+        settings = None
+    if settings is not None:
+        out.attrs[MEASURE_SETTINGS] = settings
+    return out
 
 
 def as_results(results: pd.DataFrame | str | os.PathLike, *, keep_near_chance: bool | None = None) -> pd.DataFrame:

@@ -495,7 +495,8 @@ class ResultDB:
             df["memory"] = df["memory"].astype("int64")  # bits per word are whole without transforms
         return df.sort_values(["algo", "task", "dim", "bitrate", "seed"], kind="stable").reset_index(drop=True)
 
-    def export_parquet(self, path: str | os.PathLike, row_ids: Iterable[str] | None = None) -> pd.DataFrame:
+    def export_parquet(self, path: str | os.PathLike, row_ids: Iterable[str] | None = None, *,
+                       attrs: Mapping[str, Any] | None = None) -> pd.DataFrame:
         """Write :meth:`results` to a Parquet file (atomically) and return the frame.
 
         Parameters
@@ -504,6 +505,9 @@ class ResultDB:
             The Parquet file to write.
         row_ids : iterable of str, optional
             Restrict to these rows; all rows when omitted.
+        attrs : mapping, optional
+            Set as the frame's ``attrs`` (pandas stores them in the file), e.g. how the measures
+            were taken.
 
         Returns
         -------
@@ -511,6 +515,7 @@ class ResultDB:
             :meth:`results` without the ``row_id`` column, as written.
         """
         df = self.results(row_ids).drop(columns=["row_id"])
+        df.attrs.update(attrs or {})
         path = os.fspath(path)
         with atomic_write(path) as fh:
             df.to_parquet(fh, index=False)

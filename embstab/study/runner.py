@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from embstab._fs import atomic_write, to_json
 from embstab._resources import check_local_workers
 from embstab.errors import EmbstabError
+from embstab.selection.results import MEASURE_SETTINGS, measure_settings_of
 import embstab.study.steps as S
 from embstab.study.calibrate import analysable, mark_sources, predict_unmeasured
 from embstab.study.executors import TaskTiming, check_scheduler, make_client, run_distributed, run_synchronous
@@ -365,18 +366,22 @@ def run_study(
         n_nulls = _add_missing_nulls(spec, store, steps, rdb, plan.all_rows, progress)
         exporting = time.perf_counter()
         results = rdb.results(plan.all_rows)
+        # recorded with the rows (and in the Parquet export), so that a calibration on them can measure a new pair alike
+        settings = {MEASURE_SETTINGS: measure_settings_of([spec.to_dict()])}
+        results.attrs.update(settings)
         calibration = None
         if spec.calibrate is not None:
             unmeasured = rdb.predictions(plan.unmeasured)
             calibration = predict_unmeasured(results, unmeasured, spec.calibrate)
             rdb.set_predictions(calibration.predictions)
             results = mark_sources(results, unmeasured, calibration.predictions)
+            results.attrs.update(settings)
         failures = rdb.failures(set(plan.all_rows) - set(results["row_id"]))
         parquet_path = None
         if export:
             parquet_path = os.path.join(os.path.dirname(os.path.abspath(db_path)), f"{spec.name}.parquet")
             if calibration is None:
-                rdb.export_parquet(parquet_path, plan.all_rows)
+                rdb.export_parquet(parquet_path, plan.all_rows, attrs=settings)
             else:  # the measured rows and the predicted ones, marked
                 with atomic_write(parquet_path) as fh:
                     results.drop(columns=["row_id"]).to_parquet(fh, index=False)
