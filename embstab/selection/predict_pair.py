@@ -289,8 +289,8 @@ def _measured_with_line(measured: dict) -> str:
         return f"measured as the calibration's study measured its rows: {text}"
     if "calibration" in measured:
         theirs = measured["calibration"]
-        return (f"measured with {text}; the calibration's study used {_settings_text(theirs['top_n'], theirs['params'])}"
-                ": the values may be off its scale")
+        used = _settings_text(theirs["top_n"], theirs["params"])
+        return f"measured with {text}; the calibration's study used {used}: the values may be off its scale"
     return (f"measured with {text} (other parameters at their defaults); the calibration does not record how its "
             "rows were measured: give the same settings (top_n, params) if they differed")
 
