@@ -17,8 +17,7 @@ from embstab._bits import BIT_WIDTHS, BIT_WIDTHS_TEXT
 
 __all__ = ["positive_int", "non_negative_int", "seed", "positive_float", "unit_fraction", "open_fraction", "bits",
            "measure_param", "local_workers", "worker_threads", "learning_rate", "add_trust_pickle", "add_no_clobber",
-           "add_progress",
-           "show_progress", "add_threads", "threads_or_all", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
+           "add_progress", "show_progress", "add_threads", "threads_or_all", "TRUST_PICKLE_HELP", "BITS_CHOICES"]
 
 #: Bits per entry a uniform quantizer accepts (the library's one set).
 BITS_CHOICES = BIT_WIDTHS
