@@ -386,6 +386,31 @@ def test_a_pair_whose_measures_lie_outside_is_refused(toy_results, tmp_path, cap
         predict_pair(c, d, toy_results, algo="toy")
 
 
+def test_a_configuration_the_calibration_never_measured_is_said_and_checked_as_such(toy_results, tmp_path):
+    # dims 8, 16, 32 and 1, 4, 32 bits were measured; 24 dims or 2 bits lie between them
+    a, b = _pair(np.random.default_rng(5), 24, 0.3)
+    between = predict_pair(a, b, toy_results, algo="toy", bits=4)
+    table = between.to_frame()
+    assert table["in_calibration"].all() and table["interpolated"].all()
+    assert (table["unseen"] == "dim 24 (calibrated: 8, 16, 32)").all()
+    # the figures beside it come from holding dimensions out, not seeds
+    assert between.validated_by == "dim" and table["coverage"].notna().all()
+    assert "never measured by the calibration: dim 24" in str(between) and "one dimension held out" in str(between)
+    c, d = _pair(np.random.default_rng(5), 16, 0.3)
+    measured_dim = predict_pair(c, d, toy_results, algo="toy", bits=2).to_frame()
+    assert measured_dim["interpolated"].all() and measured_dim["unseen"].str.startswith("2-bit entries").all()
+    seen = predict_pair(c, d, toy_results, algo="toy", bits=4)
+    assert not seen.to_frame()["interpolated"].any() and seen.validated_by == "seed"
+    assert "never measured" not in str(seen)
+    # predict() says it too, and a saved predictor keeps what it measured
+    rows = pd.DataFrame({"algo": "toy", "task": "t1", "dim": [16, 24], "bitrate": 4,
+                         "eis": toy_results["eis"].median(), "knn": toy_results["knn"].median()})
+    fitted = fit_predictor(toy_results)
+    fitted.save(tmp_path / "toy.json")
+    for p in (fitted, load_predictor(tmp_path / "toy.json")):
+        assert p.predict(rows)["interpolated"].tolist() == [False, True]
+
+
 def test_a_pair_is_measured_with_the_calibrations_recorded_settings(toy_results, tmp_path, capsys):
     # a study's export records its top_n and measure parameters; the pair is measured with them
     from embstab.io import save

@@ -217,6 +217,9 @@ class GroupCalibration:
         Out-of-fold mean absolute error of every candidate.
     dims, bits : (int, int)
         Smallest and largest dimension and bit width seen.
+    seen_dims, seen_bits : tuple of int
+        Every dimension and bit width the calibration measured (empty when not recorded, in a
+        predictor saved before they were).
     ranges : dict of str to (float, float)
         Smallest and largest distance of each measure the chosen model reads.
     """
@@ -238,6 +241,29 @@ class GroupCalibration:
     dims: tuple[int, int]
     bits: tuple[int, int]
     ranges: dict = field(repr=False)
+    seen_dims: tuple[int, ...] = ()
+    seen_bits: tuple[int, ...] = ()
+
+    def unseen(self, dim, bits) -> str:
+        """Which of a configuration's dimension and bit width the calibration never measured ("" for none).
+
+        Parameters
+        ----------
+        dim, bits : int
+            The configuration.
+
+        Returns
+        -------
+        str
+            E.g. "dim 75 (calibrated: 25, 50, 100, 200)"; empty when both were measured or the
+            calibration does not record what it measured.
+        """
+        parts = []
+        if self.seen_dims and int(dim) not in self.seen_dims:
+            parts.append(f"dim {_num(dim)} (calibrated: {', '.join(map(str, self.seen_dims))})")
+        if self.seen_bits and int(bits) not in self.seen_bits:
+            parts.append(f"{_num(bits)}-bit entries (calibrated: {', '.join(map(str, self.seen_bits))} bits)")
+        return "; ".join(parts)
 
     @property
     def used_measures(self) -> tuple[str, ...]:
@@ -260,7 +286,8 @@ class GroupCalibration:
         -------
         pandas.DataFrame
             Same index; ``predicted``, ``lower``, ``upper`` (percent, in [0, 100]; NaN outside the
-            calibration), ``in_calibration`` and ``calibration_note``.
+            calibration), ``in_calibration``, ``calibration_note`` and ``interpolated`` (inside the
+            calibration, at a dimension or bit width it never measured).
         """
         notes = pd.Series("", index=frame.index, dtype=object)
         dims = pd.to_numeric(frame["dim"], errors="coerce")
@@ -291,6 +318,8 @@ class GroupCalibration:
             out.loc[inside, "upper"] = np.clip(raw + half, 0.0, 100.0)
         out["in_calibration"] = inside.to_numpy()
         out["calibration_note"] = notes.to_numpy()
+        out["interpolated"] = inside.to_numpy() & np.array(
+            [bool(self.unseen(d, b)) if pd.notna(d) and pd.notna(b) else False for d, b in zip(dims, bits)], dtype=bool)
         return out
 
     def to_dict(self) -> dict:
@@ -303,6 +332,7 @@ class GroupCalibration:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["measures"] = list(self.measures)
         out["dims"], out["bits"] = list(self.dims), list(self.bits)
+        out["seen_dims"], out["seen_bits"] = list(self.seen_dims), list(self.seen_bits)
         out["ranges"] = {m: list(r) for m, r in self.ranges.items()}
         for key in ("halfwidth", "cv_mae", "cv_coverage"):  # JSON has no inf/NaN
             out[key] = None if not math.isfinite(out[key]) else out[key]
@@ -342,6 +372,8 @@ class GroupCalibration:
                    candidate_mae={str(k): real(v) for k, v in dict(data["candidate_mae"]).items()},
                    dims=(int(data["dims"][0]), int(data["dims"][1])),
                    bits=(int(data["bits"][0]), int(data["bits"][1])),
+                   seen_dims=tuple(int(d) for d in data.get("seen_dims", ())),
+                   seen_bits=tuple(int(b) for b in data.get("seen_bits", ())),
                    ranges={str(m): (float(r[0]), float(r[1])) for m, r in dict(data["ranges"]).items()})
 
 
@@ -419,7 +451,9 @@ def _fit_group(key: tuple[str, str, str], group: pd.DataFrame, measures: Sequenc
         level=level, n_rows=len(group), n_seeds=int(group["seed"].nunique()), cv_by=cv_by, cv_mae=mae[chosen],
         cv_coverage=float(np.mean(np.abs(residuals) <= half)), candidate_mae=mae,
         dims=(int(group["dim"].min()), int(group["dim"].max())),
-        bits=(int(group["bitrate"].min()), int(group["bitrate"].max())), ranges=ranges)
+        bits=(int(group["bitrate"].min()), int(group["bitrate"].max())), ranges=ranges,
+        seen_dims=tuple(sorted({int(d) for d in group["dim"]})),
+        seen_bits=tuple(sorted({int(b) for b in group["bitrate"]})))
 
 
 

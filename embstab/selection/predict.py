@@ -122,8 +122,10 @@ class DisagreementPredictor:
         -------
         pandas.DataFrame
             ``rows`` (same index and columns) plus ``predicted``, ``lower``, ``upper`` (percent, in
-            [0, 100]), ``in_calibration`` and ``calibration_note`` (why a row is outside, else
-            empty). Outside the calibration the three numbers are NaN.
+            [0, 100]), ``in_calibration``, ``calibration_note`` (why a row is outside, else
+            empty) and ``interpolated`` (inside, at a dimension or bit width the calibration never
+            measured: its check by seed does not speak for it). Outside the calibration the three
+            numbers are NaN.
 
         Raises
         ------
@@ -137,7 +139,7 @@ class DisagreementPredictor:
             raise ResultsError(f"cannot predict: the rows lack column(s) {', '.join(missing)}")
         out = rows.copy()
         result = pd.DataFrame({"predicted": np.nan, "lower": np.nan, "upper": np.nan, "in_calibration": False,
-                               "calibration_note": ""}, index=rows.index)
+                               "calibration_note": "", "interpolated": False}, index=rows.index)
         result["calibration_note"] = result["calibration_note"].astype(object)
         kinds = _kind_column(rows)
         keys = pd.Series(list(zip(kinds, rows["algo"].astype(str), rows["task"].astype(str))), index=rows.index)
@@ -153,6 +155,7 @@ class DisagreementPredictor:
             out[col] = result[col].astype("float64")
         out["in_calibration"] = result["in_calibration"].astype(bool)
         out["calibration_note"] = result["calibration_note"]
+        out["interpolated"] = result["interpolated"].astype(bool)
         return out
 
     def _unknown(self, key: tuple[str, str, str]) -> str:

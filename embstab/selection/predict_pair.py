@@ -19,7 +19,10 @@ from embstab.selection.predict import (
     DisagreementPredictor,
     load_predictor,
 )
-from embstab.selection.validation import fit_validated_predictor
+from embstab.selection.calibration import measured_rows
+from embstab.selection.errors import ResultsError
+from embstab.selection.results import as_results
+from embstab.selection.validation import fit_validated_predictor, validate_predictor
 
 __all__ = ["PairPrediction", "predict_pair"]
 
@@ -46,13 +49,16 @@ class PairPrediction:
         Whether each measure is clearly apart from its null for this pair.
     predictions : pandas.DataFrame
         One row per task: ``task, predicted, lower, upper, in_calibration, calibration_note,
-        model`` and the calibration's held-out ``coverage`` and ``mae`` where validated.
+        interpolated, unseen`` (the dimension or bit width the calibration never measured, if
+        any), ``model`` and the calibration's held-out ``coverage`` and ``mae`` where validated.
     level : float
         Nominal coverage of the intervals.
     calibration : str
         Where the calibration came from.
     validated_by : str
-        What the calibration's held-out figures held out (``seed``, ``dim``), or "" when not validated.
+        What the calibration's held-out figures held out (``seed``, ``dim``), or "" when not validated;
+        ``dim`` when the pair's dimension is one a calibration fitted here from results never
+        measured (then each interior dimension is held out in turn: the check that speaks for it).
     measured_with : dict
         How the pair's measures were taken: ``top_n`` (None = every shared word), ``params`` (per
         measure, those that override the registry's defaults) and ``source``: ``calibration`` (its
@@ -106,6 +112,10 @@ class PairPrediction:
                                           for m, v in self.measures.items())]
         if self.measured_with:
             lines.append(_measured_with_line(self.measured_with))
+        unseen = next((u for u in self.predictions.get("unseen", pd.Series(dtype=object)) if u), "")
+        if unseen:
+            lines.append(f"never measured by the calibration: {unseen}; the predictions interpolate between the "
+                         "configurations it measured")
         held = {"seed": "one seed held out", "dim": "one dimension held out"}.get(self.validated_by, "")
         lines.append("predicted flips per task" + (f" (calibration checked with {held}: coverage of its "
                                                    "intervals, mean absolute error)" if held else "") + ":")
@@ -235,17 +245,23 @@ def predict_pair(old, new, calibration: DisagreementPredictor | pd.DataFrame | s
     rows = pd.DataFrame([{"kind": kind, "algo": str(algo), "task": t, "dim": int(a.dim), "bitrate": int(bits),
                           **values} for t in tasks])
     answer = predictor.predict(rows)
-    answer["model"] = [predictor.groups[(kind, str(algo), t)].model for t in tasks]
-    cols = ["task", "predicted", "lower", "upper", "in_calibration", "calibration_note", "model"]
+    groups = [predictor.groups[(kind, str(algo), t)] for t in tasks]
+    answer["model"] = [g.model for g in groups]
+    answer["unseen"] = [g.unseen(a.dim, bits) if inside else "" for g, inside in zip(groups, answer["in_calibration"])]
+    cols = ["task", "predicted", "lower", "upper", "in_calibration", "calibration_note", "interpolated", "unseen",
+            "model"]
     answer = answer[cols]
-    if predictor.validation is not None and len(predictor.validation):
-        v = predictor.validation
-        v = v[(v["kind"] == kind) & (v["algo"] == str(algo))][["task", "coverage", "mae"]]
-        answer = answer.merge(v, on="task", how="left")
     if not answer["in_calibration"].any():
         raise ConfigError(f"the pair is outside the calibration: {answer['calibration_note'].iloc[0]}")
-    by = "" if predictor.validation is None or not len(predictor.validation) \
-        else str(predictor.validation["held_out_by"].iloc[0])
+    validation = predictor.validation
+    new_dim = any(g.seen_dims and int(a.dim) not in g.seen_dims for g in groups)
+    if new_dim and not isinstance(calibration, DisagreementPredictor) and not _is_json(calibration):
+        # a dimension the calibration never measured: the check that speaks for it holds dimensions out
+        validation = _by_dimension(calibration, level)
+    if validation is not None and len(validation):
+        v = validation[(validation["kind"] == kind) & (validation["algo"] == str(algo))][["task", "coverage", "mae"]]
+        answer = answer.merge(v, on="task", how="left")
+    by = "" if validation is None or not len(validation) else str(validation["held_out_by"].iloc[0])
     return PairPrediction(old=str(a.name or old), new=str(b.name or new), algo=str(algo), kind=kind, dim=int(a.dim),
                           bitrate=int(bits), measures=values, signal=signal, predictions=answer.reset_index(drop=True),
                           level=predictor.level, calibration=predictor.source, validated_by=by,
@@ -295,9 +311,22 @@ def _measured_with_line(measured: dict) -> str:
             "rows were measured: give the same settings (top_n, params) if they differed")
 
 
+def _is_json(calibration) -> bool:
+    return isinstance(calibration, (str, os.PathLike)) and str(calibration).lower().endswith(".json")
+
+
 def _as_predictor(calibration, level: float) -> DisagreementPredictor:
     if isinstance(calibration, DisagreementPredictor):
         return calibration
-    if isinstance(calibration, (str, os.PathLike)) and str(calibration).lower().endswith(".json"):
+    if _is_json(calibration):
         return load_predictor(calibration)
     return fit_validated_predictor(calibration, level=level)
+
+
+def _by_dimension(calibration, level: float) -> pd.DataFrame | None:
+    """The calibration checked with each interior dimension held out; None where it has too few dimensions."""
+    rows = as_results(calibration)
+    try:
+        return validate_predictor(rows[measured_rows(rows)], by="dim", level=level).to_frame()
+    except ResultsError:  # fewer than three dimensions: nothing to hold out inside the range
+        return None
