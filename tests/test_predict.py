@@ -429,7 +429,8 @@ def test_a_pair_is_measured_with_the_calibrations_recorded_settings(toy_results,
     assert result.measures["knn"] == pytest.approx(theirs, rel=1e-12)
     assert result.measured_with == {"top_n": 150, "params": {"knn": {"k": 3, "n_queries": 100}},
                                     "source": "calibration"}
-    assert "measured as the calibration's study measured its rows: top_n 150; knn k=3, n_queries=100" in str(result)
+    said = "measured as the calibration's study measured its rows: top_n 150; knn k=3, n_queries=100"
+    assert said in str(result) and said.replace("'", "&#x27;") in result._repr_html_()
     # a saved predictor keeps the settings; asked for others, the output says they differ
     fit_predictor(recorded).save(tmp_path / "cal.json")
     again = predict_pair(a, b, tmp_path / "cal.json", algo="toy", bits=4, params={"knn": {"k": 5}})

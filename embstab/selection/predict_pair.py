@@ -139,6 +139,8 @@ class PairPrediction:
     def _repr_html_(self) -> str:
         head = (f"<p><b>{html.escape(self.old)}</b> vs <b>{html.escape(self.new)}</b>: {html.escape(self.algo)}, "
                 f"dim={self.dim}, {self.bitrate}-bit; calibration {html.escape(self.calibration)}</p>")
+        if self.measured_with:
+            head += f"<p>{html.escape(_measured_with_line(self.measured_with))}</p>"
         return head + self.predictions.to_html(index=False, float_format=lambda v: f"{v:.3g}")
 
 
