@@ -409,6 +409,12 @@ def test_a_configuration_the_calibration_never_measured_is_said_and_checked_as_s
     fitted.save(tmp_path / "toy.json")
     for p in (fitted, load_predictor(tmp_path / "toy.json")):
         assert p.predict(rows)["interpolated"].tolist() == [False, True]
+    # a saved predictor carries its check by seed only, and the output says that it does not speak for dim 24
+    from embstab.selection.validation import fit_validated_predictor
+
+    fit_validated_predictor(toy_results).save(tmp_path / "checked.json")
+    from_file = predict_pair(a, b, tmp_path / "checked.json", algo="toy", bits=4)
+    assert from_file.validated_by == "seed" and "held seeds out, not dimensions" in str(from_file)
 
 
 def test_a_pair_is_measured_with_the_calibrations_recorded_settings(toy_results, tmp_path, capsys):

@@ -114,8 +114,10 @@ class PairPrediction:
             lines.append(_measured_with_line(self.measured_with))
         unseen = next((u for u in self.predictions.get("unseen", pd.Series(dtype=object)) if u), "")
         if unseen:
+            caveat = " (the check below held seeds out, not dimensions)" \
+                if self.validated_by == "seed" and unseen.startswith("dim") else ""
             lines.append(f"never measured by the calibration: {unseen}; the predictions interpolate between the "
-                         "configurations it measured")
+                         f"configurations it measured{caveat}")
         held = {"seed": "one seed held out", "dim": "one dimension held out"}.get(self.validated_by, "")
         lines.append("predicted flips per task" + (f" (calibration checked with {held}: coverage of its "
                                                    "intervals, mean absolute error)" if held else "") + ":")
