@@ -89,12 +89,11 @@ def test_quick_study_end_to_end(tmp_path):
     assert 'id="nulls"' in (tmp_path / "report.html").read_text()
     status = subprocess.run([*cmd[:2], "status", "--store", str(store)], capture_output=True, text=True)
     assert status.returncode == 0 and "quick" in status.stdout
-    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert "24 resumed, 0 new" in again.stdout
-    # the option the analyses' messages name is one the study takes
-    kept = subprocess.run([*cmd, "--keep-near-chance", "--no-report"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
-    assert kept.returncode == 0 and "kept in what follows (--keep-near-chance)" in kept.stdout, kept.stderr[-2000:]
+    # resumed, with the option the analyses' messages name (one the study takes)
+    again = subprocess.run([*cmd, "--keep-near-chance", "--no-report"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0 and "24 resumed, 0 new" in again.stdout, again.stderr[-2000:]
+    assert "kept in what follows (--keep-near-chance)" in again.stdout
 
 
 def test_status_summarises_a_database(tmp_path, capsys):
