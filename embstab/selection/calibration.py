@@ -318,8 +318,8 @@ class GroupCalibration:
             out.loc[inside, "upper"] = np.clip(raw + half, 0.0, 100.0)
         out["in_calibration"] = inside.to_numpy()
         out["calibration_note"] = notes.to_numpy()
-        out["interpolated"] = inside.to_numpy() & np.array(
-            [bool(self.unseen(d, b)) if pd.notna(d) and pd.notna(b) else False for d, b in zip(dims, bits)], dtype=bool)
+        measured = (dims.isin(self.seen_dims) | (not self.seen_dims)) & (bits.isin(self.seen_bits) | (not self.seen_bits))
+        out["interpolated"] = inside.to_numpy() & ~measured.to_numpy(dtype=bool)
         return out
 
     def to_dict(self) -> dict:
